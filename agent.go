@@ -1,0 +1,94 @@
+package errand
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/errandhq/errand/internal/taskrun"
+)
+
+// Agent runs tasks. Run is called once per attempt; a nil error completes
+// the task with the Result. Return ctx's error when ctx is done:
+// context.Cause(ctx) is ErrCancelled, ErrShutdown or ErrLeaseLost.
+type Agent interface {
+	Run(ctx context.Context, run *TaskRun) (Result, error)
+}
+
+// AgentFunc adapts a function to Agent.
+type AgentFunc func(ctx context.Context, run *TaskRun) (Result, error)
+
+// Run calls f.
+func (f AgentFunc) Run(ctx context.Context, run *TaskRun) (Result, error) { return f(ctx, run) }
+
+// Result is what a completed task produced. Output must marshal to JSON.
+type Result struct {
+	Output  any
+	Warning string
+}
+
+// TaskInfo is what an agent knows about the task it runs.
+type TaskInfo = taskrun.Info
+
+// TaskRun is one attempt at one task, as its agent sees it. Its writes are
+// fenced by the attempt's lease and return ErrLeaseLost once another worker
+// holds the task.
+type TaskRun struct {
+	run taskrun.Run
+}
+
+// Task describes the task being run.
+func (r *TaskRun) Task() *TaskInfo { return r.run.Task() }
+
+// Checkpoint stores state (any JSON-marshalable value) as the task's
+// checkpoint. It is durable when Checkpoint returns; a later attempt starts
+// from it.
+func (r *TaskRun) Checkpoint(ctx context.Context, state any) error {
+	b, err := json.Marshal(state)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return r.run.Checkpoint(ctx, b)
+}
+
+// LoadCheckpoint decodes the checkpoint this attempt started from into v
+// and reports whether there was one.
+func (r *TaskRun) LoadCheckpoint(v any) (bool, error) {
+	cp := r.run.Task().Checkpoint
+	if len(cp) == 0 {
+		return false, nil
+	}
+	if err := json.Unmarshal(cp, v); err != nil {
+		return false, fmt.Errorf("load checkpoint: %w", err)
+	}
+	return true, nil
+}
+
+// Progress reports step current of total, with a label, and emits a
+// task.progress event.
+func (r *TaskRun) Progress(ctx context.Context, current, total int, label string) error {
+	return r.run.Progress(ctx, taskrun.Progress{Current: current, Total: total, Label: label})
+}
+
+// Renew extends the lease now. The engine also renews it in the background;
+// call Renew before a long step to learn early that the lease is lost.
+func (r *TaskRun) Renew(ctx context.Context) error { return r.run.Renew(ctx) }
+
+// handler adapts an Agent to the engine's handler contract.
+type handler struct{ agent Agent }
+
+func (h handler) Handle(ctx context.Context, run taskrun.Run) (taskrun.Result, error) {
+	res, err := h.agent.Run(ctx, &TaskRun{run: run})
+	if err != nil {
+		return taskrun.Result{}, err
+	}
+	out, err := json.Marshal(res.Output)
+	if err != nil {
+		return taskrun.Result{}, NonRetryable("bad_result", fmt.Errorf("the agent's output does not marshal to JSON: %w", err))
+	}
+	r := taskrun.Result{Output: out}
+	if res.Warning != "" {
+		r.Warning = &res.Warning
+	}
+	return r, nil
+}

@@ -1,0 +1,179 @@
+package errand
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand/store/sqlitestore"
+)
+
+// Config tunes a Client. Zero values take the defaults.
+type Config struct {
+	// Durability of the SQLite store: "normal" (default; survives a
+	// crash of the process) or "full" (survives power loss too).
+	Durability string
+	// LeaseTTL is how long a worker holds a task without renewing; default
+	// 90s, at least 1s.
+	LeaseTTL time.Duration
+	// PollInterval is how often idle workers look for work written by
+	// other processes; default 1s. Work submitted in this process wakes
+	// them at once.
+	PollInterval time.Duration
+	// BackoffBase and BackoffCap bound the delay between attempts (5s, 300s).
+	BackoffBase time.Duration
+	BackoffCap  time.Duration
+	// MaxAttempts is the default attempt limit of a task (5).
+	MaxAttempts int
+	// MaxInputBytes limits a task's input JSON (256 KiB).
+	MaxInputBytes int
+	// Agents registers agents by name; see also Client.RegisterAgent.
+	Agents map[string]Agent
+	// Logger receives warnings and errors; default: discarded.
+	Logger *slog.Logger
+}
+
+// Client is the task API over one store: submit, inspect, cancel, retry,
+// follow. It is safe for concurrent use.
+type Client struct {
+	engine *engine.Engine
+	store  store.Store
+
+	mu     sync.Mutex
+	agents map[string]Agent
+}
+
+// Open connects to the store named by dsn and applies pending migrations.
+// Accepted forms: "sqlite:///abs/path.db", "sqlite:relative/path.db", or a
+// bare file path (SQLite).
+func Open(ctx context.Context, dsn string, cfg *Config) (*Client, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	st, err := openStore(ctx, dsn, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := newClient(st, cfg, nil)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func openStore(ctx context.Context, dsn string, cfg *Config) (store.Store, error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return nil, errors.New("errand: the PostgreSQL store is not available in this build yet")
+	case strings.HasPrefix(dsn, "sqlite://"):
+		dsn = strings.TrimPrefix(dsn, "sqlite://")
+	case strings.HasPrefix(dsn, "sqlite:"):
+		dsn = strings.TrimPrefix(dsn, "sqlite:")
+	case strings.Contains(dsn, "://"):
+		return nil, fmt.Errorf("errand: unknown store %q: want a sqlite path or sqlite:// URL", dsn)
+	}
+	st, err := sqlitestore.Open(ctx, dsn, &sqlitestore.Config{Durability: sqlitestore.Durability(cfg.Durability)})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// newClient wires a Client over an open store; opts lets tests inject a
+// clock.
+func newClient(st store.Store, cfg *Config, tune func(*engine.Config)) (*Client, error) {
+	ecfg := &engine.Config{
+		LeaseTTL:      cfg.LeaseTTL,
+		PollInterval:  cfg.PollInterval,
+		BackoffBase:   cfg.BackoffBase,
+		BackoffCap:    cfg.BackoffCap,
+		MaxAttempts:   cfg.MaxAttempts,
+		MaxInputBytes: cfg.MaxInputBytes,
+		Logger:        cfg.Logger,
+	}
+	if tune != nil {
+		tune(ecfg)
+	}
+	e, err := engine.New(st, ecfg)
+	if err != nil {
+		return nil, fmt.Errorf("errand: %w", err)
+	}
+	c := &Client{engine: e, store: st, agents: map[string]Agent{}}
+	for name, a := range cfg.Agents {
+		if err := c.RegisterAgent(name, a); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Close closes the store. Stop engines first.
+func (c *Client) Close() error { return c.store.Close() }
+
+// RegisterAgent makes an agent available to engines created afterwards.
+func (c *Client) RegisterAgent(name string, agent Agent) error {
+	if strings.TrimSpace(name) == "" || agent == nil {
+		return errors.New("errand: register agent: a name and an agent are required")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.agents[name]; dup {
+		return fmt.Errorf("errand: register agent %q: already registered", name)
+	}
+	c.agents[name] = agent
+	return nil
+}
+
+func (c *Client) registeredAgents() map[string]Agent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.agents)
+}
+
+// Submit stores a new task and wakes idle workers. A task with an
+// IdempotencyKey already used returns that task instead. Bad input is a
+// *ValidationError naming the field, and nothing is written.
+func (c *Client) Submit(ctx context.Context, p *SubmitParams) (*Task, error) {
+	if p == nil {
+		return nil, &ValidationError{Field: "goal", Message: "must not be empty"}
+	}
+	return c.engine.Submit(ctx, p)
+}
+
+// Get returns a task by id; an unknown id matches ErrNotFound.
+func (c *Client) Get(ctx context.Context, taskID string) (*Task, error) {
+	return c.engine.Get(ctx, taskID)
+}
+
+// List returns a page of tasks, newest first.
+func (c *Client) List(ctx context.Context, p *ListParams) (*ListResult, error) {
+	return c.engine.List(ctx, p)
+}
+
+// Cancel ends a task that has not ended. A running task's context is
+// cancelled (cause ErrCancelled) and it ends cancelled when its agent
+// returns. Cancelling a finished task matches ErrIllegalTransition.
+func (c *Client) Cancel(ctx context.Context, taskID, reason string) (*Task, error) {
+	return c.engine.Cancel(ctx, taskID, reason, store.ActorUser)
+}
+
+// Retry puts a failed task back in the queue for a new attempt; its
+// history is kept.
+func (c *Client) Retry(ctx context.Context, taskID string) (*Task, error) {
+	return c.engine.Retry(ctx, taskID, store.ActorUser)
+}
+
+// Subscribe delivers the journal's events after afterID that match filter,
+// then new ones as they happen, with no gap and no duplicate. Use 0 to
+// start from the beginning.
+func (c *Client) Subscribe(ctx context.Context, filter EventFilter, afterID int64) (*Subscription, error) {
+	return c.engine.Subscribe(ctx, filter, afterID)
+}

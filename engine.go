@@ -1,0 +1,70 @@
+package errand
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/taskrun"
+)
+
+// EngineConfig tunes an Engine. Zero values take the defaults.
+type EngineConfig struct {
+	// Workers is how many tasks run at once; default 4.
+	Workers int
+	// ShutdownGrace is how long Stop lets running tasks finish before it
+	// cancels them; default 10s. Cancelled tasks resume on the next start.
+	ShutdownGrace time.Duration
+	// Owner names this engine on its leases; default host:pid:boot.
+	Owner string
+}
+
+// Engine claims and runs the client's tasks with the agents registered on
+// it. It claims only tasks whose agent it has.
+type Engine struct {
+	pool *engine.Pool
+}
+
+// NewEngine returns an engine for the agents registered on c so far.
+func NewEngine(c *Client, cfg *EngineConfig) (*Engine, error) {
+	if cfg == nil {
+		cfg = &EngineConfig{}
+	}
+	agents := c.registeredAgents()
+	if len(agents) == 0 {
+		return nil, errors.New("errand: new engine: register at least one agent first")
+	}
+	handlers := make(map[string]taskrun.Handler, len(agents))
+	for name, a := range agents {
+		handlers[name] = handler{agent: a}
+	}
+	pool, err := c.engine.NewPool(&engine.PoolConfig{
+		Workers:       cfg.Workers,
+		ShutdownGrace: cfg.ShutdownGrace,
+		Owner:         cfg.Owner,
+		Handlers:      handlers,
+	})
+	if err != nil {
+		return nil, errors.New("errand: new engine: " + err.Error())
+	}
+	return &Engine{pool: pool}, nil
+}
+
+// Start recovers leases left by dead workers and starts running tasks; it
+// returns once running. Cancelling ctx stops the engine at once.
+func (e *Engine) Start(ctx context.Context) error { return e.pool.Start(ctx) }
+
+// Stop stops claiming, gives running tasks the shutdown grace period, then
+// cancels them and hands their leases back so the next start resumes them.
+// It returns ctx.Err() if ctx ends first.
+func (e *Engine) Stop(ctx context.Context) error { return e.pool.Stop(ctx) }
+
+// Run starts the engine, runs until ctx is done, then stops gracefully.
+func (e *Engine) Run(ctx context.Context) error {
+	if err := e.pool.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return e.pool.Stop(context.WithoutCancel(ctx))
+}

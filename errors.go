@@ -1,0 +1,48 @@
+package errand
+
+import (
+	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/store"
+)
+
+var (
+	// ErrNotFound is returned for an unknown task id.
+	ErrNotFound = store.ErrNotFound
+	// ErrLeaseLost is returned for a write by a worker whose lease on the
+	// task has passed to another worker or ended. Stop; do not retry.
+	ErrLeaseLost = store.ErrLeaseLost
+	// ErrIllegalTransition is matched by every *TransitionError, such as
+	// cancelling a finished task.
+	ErrIllegalTransition = store.ErrIllegalTransition
+	// ErrInvalid is matched by every *ValidationError.
+	ErrInvalid = engine.ErrInvalid
+	// ErrCancelled is the context cause an agent sees when its task is
+	// cancelled.
+	ErrCancelled = engine.ErrCancelled
+	// ErrShutdown is the context cause an agent sees when the engine stops
+	// before the task ends; the task resumes on the next start.
+	ErrShutdown = engine.ErrShutdown
+)
+
+type (
+	// ValidationError names the field of a request that is wrong; nothing
+	// was written.
+	ValidationError = engine.ValidationError
+	// TransitionError is a status change the state machine forbids.
+	TransitionError = store.TransitionError
+	// ReferenceError names an id that matches no task.
+	ReferenceError = store.ReferenceError
+)
+
+// NonRetryable marks an agent's error as final: the task fails at once with
+// code, whatever attempts remain.
+func NonRetryable(code string, err error) error {
+	return &taskrun.Error{Code: code, Err: err}
+}
+
+// Retryable marks an agent's error as worth another attempt, with code
+// recorded on the task. Plain errors are retryable with code "agent_error".
+func Retryable(code string, err error) error {
+	return &taskrun.Error{Code: code, Err: err, Retryable: true}
+}

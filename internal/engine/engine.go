@@ -1,0 +1,184 @@
+package engine
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/errandhq/errand/internal/clock"
+	"github.com/errandhq/errand/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultLeaseTTL        = 90 * time.Second
+	DefaultPollInterval    = time.Second
+	DefaultBackoffBase     = 5 * time.Second
+	DefaultBackoffCap      = 300 * time.Second
+	DefaultMaxAttempts     = 5
+	DefaultPriority        = 5
+	DefaultAgent           = "default"
+	DefaultMaxInputBytes   = 256 << 10
+	DefaultMaxGoalBytes    = 64 << 10
+	DefaultMaxDependsOn    = 1000
+	DefaultListLimit       = 50
+	MaxListLimit           = 1000
+	MinLeaseTTL            = time.Second
+	DefaultEventPageSize   = 256
+	DefaultSubscribeBuffer = 64
+)
+
+// Config tunes an Engine. Zero values take the defaults.
+type Config struct {
+	// LeaseTTL is how long a claim holds a task without renewal; default
+	// 90s, at least 1s. Leases are renewed every LeaseTTL/3 and expired ones
+	// recovered every LeaseTTL/2.
+	LeaseTTL time.Duration
+	// PollInterval is how often idle workers and subscriptions look for
+	// work written by other processes; in-process writes wake them at once.
+	PollInterval time.Duration
+	// BackoffBase and BackoffCap bound the delay before a retry: base·2^(n-1)
+	// with ±20% jitter, at most the cap. Defaults 5s and 300s.
+	BackoffBase time.Duration
+	BackoffCap  time.Duration
+	// MaxAttempts is a task's default attempt limit (5).
+	MaxAttempts int
+	// MaxInputBytes limits a task's input JSON (256 KiB).
+	MaxInputBytes int
+	// Clock defaults to the real clock.
+	Clock clock.Clock
+	// Logger defaults to slog.Default at Warn level.
+	Logger *slog.Logger
+}
+
+func (c *Config) withDefaults() *Config {
+	out := *c
+	out.LeaseTTL = cmp.Or(out.LeaseTTL, DefaultLeaseTTL)
+	out.PollInterval = cmp.Or(out.PollInterval, DefaultPollInterval)
+	out.BackoffBase = cmp.Or(out.BackoffBase, DefaultBackoffBase)
+	out.BackoffCap = cmp.Or(out.BackoffCap, DefaultBackoffCap)
+	out.MaxAttempts = cmp.Or(out.MaxAttempts, DefaultMaxAttempts)
+	out.MaxInputBytes = cmp.Or(out.MaxInputBytes, DefaultMaxInputBytes)
+	if out.Clock == nil {
+		out.Clock = clock.New()
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.NewTextHandler(discardWriter{}, nil))
+	}
+	return &out
+}
+
+type discardWriter struct{}
+
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+func (c *Config) validate() error {
+	switch {
+	case c.LeaseTTL < MinLeaseTTL:
+		return fmt.Errorf("lease ttl %s: must be at least %s", c.LeaseTTL, MinLeaseTTL)
+	case c.PollInterval <= 0:
+		return errors.New("poll interval must be positive")
+	case c.BackoffBase <= 0 || c.BackoffCap < c.BackoffBase:
+		return fmt.Errorf("backoff base %s and cap %s: need 0 < base ≤ cap", c.BackoffBase, c.BackoffCap)
+	case c.MaxAttempts < 1:
+		return fmt.Errorf("max attempts %d: must be at least 1", c.MaxAttempts)
+	case c.MaxInputBytes < 1:
+		return fmt.Errorf("max input bytes %d: must be positive", c.MaxInputBytes)
+	}
+	return nil
+}
+
+// Engine is errand's Layer 1 over one store: the task API (submit, get,
+// list, cancel, retry, subscribe) and the worker pools that run tasks.
+type Engine struct {
+	store  store.Store
+	cfg    *Config
+	clock  clock.Clock
+	logger *slog.Logger
+
+	// written is broadcast after every write this engine makes, waking
+	// subscriptions; ready is broadcast when a task may have become
+	// claimable, waking pools.
+	written broadcast
+	ready   broadcast
+
+	mu    sync.Mutex
+	pools map[*Pool]struct{}
+}
+
+// New returns an Engine over st.
+func New(st store.Store, cfg *Config) (*Engine, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Engine{
+		store:  st,
+		cfg:    cfg,
+		clock:  cfg.Clock,
+		logger: cfg.Logger,
+		pools:  map[*Pool]struct{}{},
+	}, nil
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() store.Store { return e.store }
+
+// now is the time stamped on the engine's writes.
+func (e *Engine) now() *time.Time {
+	t := e.clock.Now()
+	return &t
+}
+
+// wrote wakes subscriptions after a write that appended events.
+func (e *Engine) wrote() { e.written.broadcast() }
+
+// madeReady wakes pools after a write that may have made a task claimable.
+func (e *Engine) madeReady() {
+	e.written.broadcast()
+	e.ready.broadcast()
+}
+
+func (e *Engine) addPool(p *Pool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pools[p] = struct{}{}
+}
+
+func (e *Engine) removePool(p *Pool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.pools, p)
+}
+
+// broadcast is a level-free wake-up: wait returns a channel closed by the
+// next broadcast. Take the channel before checking for work, so a broadcast
+// in between is never missed.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}
+
+func (b *broadcast) broadcast() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
+	}
+}

@@ -1,0 +1,255 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/store"
+)
+
+// execution is one claimed task running on a worker.
+type execution struct {
+	pool   *Pool
+	task   *store.Task
+	lease  store.Lease
+	info   *taskrun.Info
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	deadline time.Time // the lease is trusted until then
+	lost     bool
+}
+
+// launch starts a worker for a claimed task.
+func (p *Pool) launch(ctx context.Context, t *store.Task) {
+	xctx, cancel := context.WithCancelCause(ctx)
+	x := &execution{
+		pool:     p,
+		task:     t,
+		lease:    store.Lease{TaskID: t.ID, Token: t.LeaseToken},
+		info:     taskInfo(t),
+		ctx:      xctx,
+		cancel:   cancel,
+		deadline: t.LeaseExpiresAt,
+	}
+	p.mu.Lock()
+	p.active++
+	p.running[t.ID] = x
+	p.mu.Unlock()
+	if !t.CancelRequestedAt.IsZero() {
+		x.cancel(ErrCancelled)
+	}
+	p.execs.Add(1)
+	go func() {
+		defer p.execs.Done()
+		p.execute(x)
+	}()
+}
+
+func taskInfo(t *store.Task) *taskrun.Info {
+	return &taskrun.Info{
+		ID: t.ID, ParentID: t.ParentID, RunID: t.RunID, SessionID: t.SessionID, Agent: t.Agent,
+		Title: t.Title, Goal: t.Goal, Input: t.Input, Metadata: t.Metadata, Tags: t.Tags,
+		Priority: t.Priority, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, Checkpoint: t.Checkpoint,
+	}
+}
+
+// cancelTask cancels the context of a task this pool runs under the given
+// lease token.
+func (p *Pool) cancelTask(taskID string, token int64) {
+	p.mu.Lock()
+	x := p.running[taskID]
+	p.mu.Unlock()
+	if x != nil && x.lease.Token == token {
+		x.cancel(ErrCancelled)
+	}
+}
+
+// loseLease stops a task whose lease is gone; its finish is never written.
+func (x *execution) loseLease() {
+	x.mu.Lock()
+	if !x.lost {
+		x.pool.stats.leaseLost.Add(1)
+	}
+	x.lost = true
+	x.mu.Unlock()
+	x.cancel(store.ErrLeaseLost)
+}
+
+func (x *execution) leaseLost() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.lost
+}
+
+func (p *Pool) execute(x *execution) {
+	result, err := callHandler(x.ctx, p.cfg.Handlers[x.task.Agent], &run{x: x})
+	finish := p.decide(x, result, err)
+	if finish == nil {
+		p.done(x)
+		return
+	}
+	p.finishes <- &finishRequest{params: finish, x: x}
+}
+
+// callHandler runs the agent, turning a panic into a retryable error.
+func callHandler(ctx context.Context, h taskrun.Handler, r *run) (res taskrun.Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &taskrun.Error{
+				Code:      "panic",
+				Err:       fmt.Errorf("agent panicked: %v\n%s", v, debug.Stack()),
+				Retryable: true,
+			}
+		}
+	}()
+	return h.Handle(ctx, r)
+}
+
+// decide turns what the agent returned into the write that ends its lease,
+// or nil when the lease is already lost.
+func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.TaskFinishParams {
+	if x.leaseLost() {
+		return nil
+	}
+	fp := &store.TaskFinishParams{
+		Lease: x.lease,
+		Actor: store.AgentActor(x.task.ID),
+		Now:   p.e.now(),
+	}
+	cause := context.Cause(x.ctx)
+	switch {
+	case err == nil:
+		fp.Status = store.StatusCompleted
+		out, merr := json.Marshal(result)
+		if merr != nil {
+			fp.Status = store.StatusFailed
+			fp.Error = &store.TaskError{Code: "bad_result", Message: "the agent's result is not JSON: " + merr.Error()}
+			break
+		}
+		fp.Result = out
+	case errors.Is(cause, ErrCancelled):
+		fp.Status = store.StatusCancelled
+		fp.Error = &store.TaskError{Code: "cancelled", Message: "cancelled while running"}
+	case errors.Is(cause, ErrShutdown):
+		fp.Status = store.StatusPending
+		fp.Actor = store.ActorSystem
+	default:
+		code, retryable, retryAfter := taskrun.Classify(err)
+		fp.Error = &store.TaskError{Code: code, Message: err.Error()}
+		if !retryable || x.task.Attempt >= x.task.MaxAttempts {
+			fp.Status = store.StatusFailed
+			break
+		}
+		fp.Status = store.StatusRetryScheduled
+		delay := retryAfter
+		if delay <= 0 {
+			delay = backoff(x.task.Attempt, p.e.cfg.BackoffBase, p.e.cfg.BackoffCap, jitter)
+		}
+		fp.RunAt = fp.Now.Add(delay)
+	}
+	return fp
+}
+
+// done frees the worker of a task whose lease has ended.
+func (p *Pool) done(x *execution) {
+	x.cancel(context.Canceled)
+	p.mu.Lock()
+	if p.running[x.task.ID] == x {
+		delete(p.running, x.task.ID)
+	}
+	p.active--
+	p.mu.Unlock()
+	select {
+	case p.slotFreed <- struct{}{}:
+	default:
+	}
+}
+
+// run is the taskrun.Run an agent gets for one execution.
+type run struct{ x *execution }
+
+var _ taskrun.Run = (*run)(nil)
+
+func (r *run) Task() *taskrun.Info { return r.x.info }
+
+// guard turns a write error into ErrLeaseLost handling: the worker stops.
+func (r *run) guard(err error) error {
+	if errors.Is(err, store.ErrLeaseLost) {
+		r.x.loseLease()
+	}
+	return err
+}
+
+func (r *run) Checkpoint(ctx context.Context, state json.RawMessage) error {
+	if r.x.leaseLost() {
+		return store.ErrLeaseLost
+	}
+	if !json.Valid(state) {
+		return errors.New("checkpoint: state is not valid JSON")
+	}
+	err := r.x.pool.e.store.TaskCheckpoint(ctx, &store.TaskCheckpointParams{
+		Lease: r.x.lease, Checkpoint: state, Now: r.x.pool.e.now(),
+	})
+	return r.guard(err)
+}
+
+func (r *run) Progress(ctx context.Context, pr taskrun.Progress) error {
+	if r.x.leaseLost() {
+		return store.ErrLeaseLost
+	}
+	sp := store.Progress{CurrentStep: pr.Current, TotalSteps: pr.Total, Label: pr.Label}
+	if pr.Total > 0 {
+		sp.Percentage = min(100, max(0, pr.Current*100/pr.Total))
+	}
+	err := r.x.pool.e.store.TaskProgress(ctx, &store.TaskProgressParams{
+		Lease: r.x.lease, Progress: sp, Actor: store.AgentActor(r.x.task.ID), Now: r.x.pool.e.now(),
+	})
+	if err == nil {
+		r.x.pool.e.wrote()
+	}
+	return r.guard(err)
+}
+
+func (r *run) Renew(ctx context.Context) error {
+	if r.x.leaseLost() {
+		return store.ErrLeaseLost
+	}
+	p := r.x.pool
+	now := p.e.now()
+	res, err := p.e.store.LeaseRenewMany(ctx, &store.LeaseRenewManyParams{
+		Leases: []store.Lease{r.x.lease}, TTL: p.e.cfg.LeaseTTL, Now: now,
+	})
+	if err != nil {
+		return err
+	}
+	p.applyRenewal(r.x, res[0])
+	if res[0].Err != nil {
+		return res[0].Err
+	}
+	return nil
+}
+
+// applyRenewal records a renewal's outcome on its execution.
+func (p *Pool) applyRenewal(x *execution, res store.LeaseRenewResult) {
+	switch {
+	case errors.Is(res.Err, store.ErrLeaseLost):
+		p.logger.Warn("lease lost", slog.String("task_id", x.task.ID))
+		x.loseLease()
+	case res.Err == nil:
+		x.mu.Lock()
+		x.deadline = res.ExpiresAt
+		x.mu.Unlock()
+		if res.CancelRequested {
+			x.cancel(ErrCancelled)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/errandhq/errand/store"
+)
+
+// renewer extends every lease this pool holds every lease_ttl/3, in one
+// transaction. A lease that could not be renewed by the time it expires is
+// given up: its task is stopped, since another worker may now hold it.
+func (p *Pool) renewer(ctx context.Context) {
+	defer p.bg.Done()
+	tick := p.e.clock.NewTicker(p.e.cfg.LeaseTTL / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+		}
+		p.renewAll(ctx)
+	}
+}
+
+func (p *Pool) renewAll(ctx context.Context) {
+	p.mu.Lock()
+	execs := make([]*execution, 0, len(p.running))
+	leases := make([]store.Lease, 0, len(p.running))
+	for _, x := range p.running {
+		execs = append(execs, x)
+		leases = append(leases, x.lease)
+	}
+	p.mu.Unlock()
+	if len(leases) == 0 {
+		return
+	}
+
+	now := p.e.now()
+	results, err := p.e.store.LeaseRenewMany(ctx, &store.LeaseRenewManyParams{
+		Leases: leases, TTL: p.e.cfg.LeaseTTL, Now: now,
+	})
+	if err != nil {
+		p.logger.ErrorContext(ctx, "renew leases", slog.Int("leases", len(leases)), slog.String("error", err.Error()))
+		for _, x := range execs {
+			x.mu.Lock()
+			expired := !now.Before(x.deadline)
+			x.mu.Unlock()
+			if expired {
+				x.loseLease()
+			}
+		}
+		return
+	}
+	for i, res := range results {
+		p.applyRenewal(execs[i], res)
+	}
+}
+
+// recoverer takes back expired leases of any owner every lease_ttl/2.
+func (p *Pool) recoverer(ctx context.Context) {
+	defer p.bg.Done()
+	tick := p.e.clock.NewTicker(p.e.cfg.LeaseTTL / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+		}
+		if err := p.e.Recover(ctx, nil); err != nil {
+			p.logger.ErrorContext(ctx, "recover expired leases", slog.String("error", err.Error()))
+		}
+	}
+}
+
+// recoverAtStart takes back expired leases, and at once those of processes
+// on this host that no longer run.
+func (p *Pool) recoverAtStart(ctx context.Context) error {
+	owners, err := p.e.store.LeaseOwnerList(ctx)
+	if err != nil {
+		return err
+	}
+	return p.e.Recover(ctx, deadOwners(owners))
+}
+
+// Recover takes back expired leases and those held by owners, making their
+// tasks claimable again.
+func (e *Engine) Recover(ctx context.Context, owners []string) error {
+	recovered, err := e.store.TaskRecover(ctx, &store.TaskRecoverParams{Owners: owners, Now: e.now()})
+	if err != nil {
+		return err
+	}
+	if len(recovered) > 0 {
+		e.logger.WarnContext(ctx, "recovered leases", slog.Int("tasks", len(recovered)))
+		e.madeReady()
+	}
+	return nil
+}

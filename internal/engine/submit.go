@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/errandhq/errand/internal/id"
+	"github.com/errandhq/errand/store"
+)
+
+// ErrInvalid is matched (errors.Is) by every *ValidationError.
+var ErrInvalid = errors.New("errand: invalid request")
+
+// ValidationError names the field of a request that is wrong and why.
+// Nothing was written.
+type ValidationError struct {
+	Field   string
+	Message string
+}
+
+func (e *ValidationError) Error() string {
+	return "errand: invalid " + e.Field + ": " + e.Message
+}
+
+// Is makes errors.Is(err, ErrInvalid) hold.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(field, format string, args ...any) *ValidationError {
+	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// SubmitParams is a task to submit. Goal is required; the rest is optional.
+type SubmitParams struct {
+	Goal      string
+	Title     string // default: the goal's first line, shortened
+	Agent     string // default "default"
+	Input     json.RawMessage
+	Metadata  json.RawMessage
+	Tags      []string
+	Priority  *int // 0–9, higher runs first; default 5
+	ParentID  string
+	DependsOn []string
+	SessionID string
+	RunAt     *time.Time // default now
+	// MaxAttempts defaults to the engine's (5).
+	MaxAttempts int
+	// IdempotencyKey makes submits with the same key return the same task.
+	IdempotencyKey string
+	Budget         *store.Budget
+	// Actor is recorded on the task.created event; default "user".
+	Actor string
+}
+
+const maxTitleRunes = 80
+
+func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
+	goal := strings.TrimSpace(p.Goal)
+	switch {
+	case goal == "":
+		return nil, invalid("goal", "must not be empty")
+	case len(p.Goal) > DefaultMaxGoalBytes:
+		return nil, invalid("goal", "is %d bytes; the limit is %d", len(p.Goal), DefaultMaxGoalBytes)
+	case !utf8.ValidString(p.Goal):
+		return nil, invalid("goal", "must be valid UTF-8")
+	}
+	input, err := jsonObject("input", p.Input, e.cfg.MaxInputBytes)
+	if err != nil {
+		return nil, err
+	}
+	metadata, err := jsonObject("metadata", p.Metadata, e.cfg.MaxInputBytes)
+	if err != nil {
+		return nil, err
+	}
+	priority := DefaultPriority
+	if p.Priority != nil {
+		priority = *p.Priority
+		if priority < 0 || priority > 9 {
+			return nil, invalid("priority", "%d is out of range 0–9", priority)
+		}
+	}
+	maxAttempts := p.MaxAttempts
+	if maxAttempts == 0 {
+		maxAttempts = e.cfg.MaxAttempts
+	}
+	if maxAttempts < 1 || maxAttempts > 100 {
+		return nil, invalid("max_attempts", "%d is out of range 1–100", maxAttempts)
+	}
+	if len(p.DependsOn) > DefaultMaxDependsOn {
+		return nil, invalid("depends_on", "has %d ids; the limit is %d", len(p.DependsOn), DefaultMaxDependsOn)
+	}
+	seen := make(map[string]bool, len(p.DependsOn))
+	for _, d := range p.DependsOn {
+		if !id.Valid(id.Task, d) {
+			return nil, invalid("depends_on", "%q is not a task id", d)
+		}
+		if seen[d] {
+			return nil, invalid("depends_on", "lists %s twice", d)
+		}
+		seen[d] = true
+	}
+	if p.ParentID != "" && !id.Valid(id.Task, p.ParentID) {
+		return nil, invalid("parent_id", "%q is not a task id", p.ParentID)
+	}
+	for _, tag := range p.Tags {
+		if strings.TrimSpace(tag) == "" || len(tag) > 100 {
+			return nil, invalid("tags", "each tag must be 1–100 bytes and not blank")
+		}
+	}
+	if len(p.Tags) > 50 {
+		return nil, invalid("tags", "has %d tags; the limit is 50", len(p.Tags))
+	}
+	if len(p.Title) > 1000 || len(p.SessionID) > 200 || len(p.IdempotencyKey) > 200 || len(p.Agent) > 100 {
+		return nil, invalid(longestField(p), "is too long")
+	}
+	if b := p.Budget; b != nil && (b.MaxTokens < 0 || b.MaxCostUSD < 0 || b.MaxWallClock < 0 || b.MaxToolCalls < 0) {
+		return nil, invalid("budget", "limits must not be negative")
+	}
+
+	title := p.Title
+	if title == "" {
+		title = defaultTitle(goal)
+	}
+	agent := p.Agent
+	if agent == "" {
+		agent = DefaultAgent
+	}
+	actor := p.Actor
+	if actor == "" {
+		actor = store.ActorUser
+	}
+	return &store.TaskInsertParams{
+		ID:             id.New(id.Task),
+		ParentID:       p.ParentID,
+		RunID:          id.New(id.Run),
+		SessionID:      p.SessionID,
+		Agent:          agent,
+		Title:          title,
+		Goal:           p.Goal,
+		Input:          input,
+		Metadata:       metadata,
+		Tags:           p.Tags,
+		Priority:       priority,
+		MaxAttempts:    maxAttempts,
+		RunAt:          p.RunAt,
+		DependsOn:      p.DependsOn,
+		IdempotencyKey: p.IdempotencyKey,
+		Budget:         p.Budget,
+		Actor:          actor,
+		Now:            e.now(),
+	}, nil
+}
+
+func longestField(p *SubmitParams) string {
+	switch {
+	case len(p.Title) > 1000:
+		return "title"
+	case len(p.SessionID) > 200:
+		return "session_id"
+	case len(p.IdempotencyKey) > 200:
+		return "idempotency_key"
+	}
+	return "agent"
+}
+
+// jsonObject checks that raw, if present, is one JSON object within limit
+// bytes, and returns it compacted ({} when absent).
+func jsonObject(field string, raw json.RawMessage, limit int) (json.RawMessage, error) {
+	if len(raw) == 0 {
+		return json.RawMessage(`{}`), nil
+	}
+	if len(raw) > limit {
+		return nil, invalid(field, "is %d bytes; the limit is %d", len(raw), limit)
+	}
+	if !json.Valid(raw) {
+		var v any
+		err := json.Unmarshal(raw, &v)
+		return nil, invalid(field, "is not valid JSON: %v", err)
+	}
+	trimmed := bytes.TrimSpace(raw)
+	if trimmed[0] != '{' {
+		return nil, invalid(field, "must be a JSON object")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, trimmed); err != nil {
+		return nil, invalid(field, "is not valid JSON: %v", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func defaultTitle(goal string) string {
+	line, _, _ := strings.Cut(goal, "\n")
+	if utf8.RuneCountInString(line) <= maxTitleRunes {
+		return line
+	}
+	r := []rune(line)
+	return string(r[:maxTitleRunes-1]) + "…"
+}
+
+// Submit validates p and stores a new task, or returns the task that
+// already has p's idempotency key. A bad request is a *ValidationError and
+// nothing is written.
+func (e *Engine) Submit(ctx context.Context, p *SubmitParams) (*store.Task, error) {
+	params, err := e.validate(p)
+	if err != nil {
+		return nil, err
+	}
+	res, err := e.store.TaskInsert(ctx, params)
+	if err != nil {
+		var ref *store.ReferenceError
+		if errors.As(err, &ref) {
+			return nil, invalid(ref.Field, "task %s does not exist", ref.ID)
+		}
+		return nil, fmt.Errorf("submit: %w", err)
+	}
+	if res.Inserted {
+		e.madeReady()
+	}
+	return res.Task, nil
+}

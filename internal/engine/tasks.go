@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+
+	"github.com/errandhq/errand/internal/id"
+	"github.com/errandhq/errand/store"
+)
+
+// Get returns one task; an unknown id matches store.ErrNotFound.
+func (e *Engine) Get(ctx context.Context, taskID string) (*store.Task, error) {
+	return e.store.TaskGetByID(ctx, taskID)
+}
+
+// ListParams filters List. Empty fields do not filter.
+type ListParams struct {
+	Statuses  []store.Status
+	Agent     string
+	SessionID string
+	ParentID  string
+	RunID     string
+	Tag       string
+	// Cursor is the NextCursor of the previous page.
+	Cursor string
+	// Limit defaults to 50, at most 1000.
+	Limit int
+}
+
+// ListResult is one page of tasks, newest first.
+type ListResult struct {
+	Tasks []*store.Task
+	// NextCursor fetches the next page; empty on the last one.
+	NextCursor string
+}
+
+// List returns tasks newest first, one page at a time.
+func (e *Engine) List(ctx context.Context, p *ListParams) (*ListResult, error) {
+	if p == nil {
+		p = &ListParams{}
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return nil, invalid("limit", "%d is out of range 1–%d", p.Limit, MaxListLimit)
+	}
+	for _, s := range p.Statuses {
+		if !s.Valid() {
+			return nil, invalid("status", "unknown status %q", s)
+		}
+	}
+	var after string
+	if p.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(p.Cursor)
+		if err != nil || !id.Valid(id.Task, string(b)) {
+			return nil, invalid("cursor", "is not a cursor this server returned")
+		}
+		after = string(b)
+	}
+	// One extra row tells whether another page exists.
+	tasks, err := e.store.TaskList(ctx, &store.TaskListParams{
+		Statuses: p.Statuses, Agent: p.Agent, SessionID: p.SessionID, ParentID: p.ParentID,
+		RunID: p.RunID, Tag: p.Tag, Cursor: after, Limit: limit + 1,
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := &ListResult{Tasks: tasks}
+	if len(tasks) > limit {
+		res.Tasks = tasks[:limit]
+		res.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(tasks[limit-1].ID))
+	}
+	return res, nil
+}
+
+// Cancel cancels a task that has not ended. One that is running has its
+// context cancelled and ends cancelled when its agent returns. Cancelling a
+// finished task is an error matching store.ErrIllegalTransition.
+func (e *Engine) Cancel(ctx context.Context, taskID, reason, actor string) (*store.Task, error) {
+	if actor == "" {
+		actor = store.ActorUser
+	}
+	t, err := e.store.TaskCancel(ctx, &store.TaskCancelParams{ID: taskID, Reason: reason, Actor: actor, Now: e.now()})
+	if err != nil {
+		return nil, err
+	}
+	e.wrote()
+	if t.Status == store.StatusRunning {
+		e.mu.Lock()
+		for p := range e.pools {
+			p.cancelTask(taskID, t.LeaseToken)
+		}
+		e.mu.Unlock()
+	}
+	return t, nil
+}
+
+// Retry puts a failed task back in the queue for a new attempt.
+func (e *Engine) Retry(ctx context.Context, taskID, actor string) (*store.Task, error) {
+	if actor == "" {
+		actor = store.ActorUser
+	}
+	t, err := e.store.TaskRetry(ctx, &store.TaskRetryParams{ID: taskID, Actor: actor, Now: e.now()})
+	if err != nil {
+		return nil, fmt.Errorf("retry: %w", err)
+	}
+	e.madeReady()
+	return t, nil
+}

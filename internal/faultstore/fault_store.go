@@ -1,0 +1,267 @@
+// Package faultstore wraps a store.Store to inject faults for crash and
+// fault tests: a call at a named point can fail before it reaches the
+// inner store (nothing is written) or after it (the write commits but the
+// caller sees an error), and a hook can hold a call to stage a race.
+//
+// A point is named after the store method it guards, such as
+// "TaskFinishMany"; Points lists them all. Close is passed through and
+// cannot be faulted.
+package faultstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/errandhq/errand/store"
+)
+
+// Points names every fault point, one per store.Store method but Close.
+var Points = [...]string{
+	"TaskInsert",
+	"TaskGetByID",
+	"TaskList",
+	"TaskCountByStatus",
+	"TaskLeaseMany",
+	"LeaseRenewMany",
+	"TaskCheckpoint",
+	"TaskProgress",
+	"TaskFinishMany",
+	"TaskCancel",
+	"TaskRetry",
+	"TaskRecover",
+	"LeaseOwnerList",
+	"EventList",
+}
+
+// When says on which side of the inner call an injected fault strikes.
+type When int
+
+const (
+	// Before fails the call without calling the inner store: nothing is
+	// written.
+	Before When = iota + 1
+	// After calls the inner store, so a write commits, then discards its
+	// result and returns the injected error: the "committed but the
+	// caller saw an error" case.
+	After
+)
+
+func (w When) String() string {
+	switch w {
+	case Before:
+		return "Before"
+	case After:
+		return "After"
+	}
+	return fmt.Sprintf("When(%d)", int(w))
+}
+
+// Store wraps a store.Store and fails calls at named points. Its methods
+// are safe for concurrent use, with each other and with store calls.
+type Store struct {
+	inner store.Store
+
+	mu     sync.Mutex
+	points map[string]*point // one per name in Points, fixed at New
+}
+
+var _ store.Store = (*Store)(nil)
+
+// point is the fault state of one point, guarded by Store.mu.
+type point struct {
+	calls int
+	when  When
+	err   error
+	times int // calls left to fail; < 0 fails every call, 0 none
+	hook  func(ctx context.Context) error
+}
+
+// New returns a Store that passes every call to inner until told to fail.
+func New(inner store.Store) *Store {
+	points := make(map[string]*point, len(Points))
+	for _, name := range Points {
+		points[name] = &point{}
+	}
+	return &Store{inner: inner, points: points}
+}
+
+// Inject fails the next times calls at point: with when Before they return
+// err without calling the inner store, with After they call it and return
+// err instead of its result. A times < 0 fails every call until Clear; a
+// times of 0 clears. A later Inject at the same point replaces this one.
+//
+// Inject panics if point is not in Points, when is neither Before nor
+// After, or err is nil.
+func (s *Store) Inject(point string, when When, err error, times int) {
+	if when != Before && when != After {
+		panic(fmt.Sprintf("faultstore: Inject(%q): when is %v, want Before or After", point, when))
+	}
+	if err == nil {
+		panic(fmt.Sprintf("faultstore: Inject(%q): nil error", point))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.mustPoint("Inject", point)
+	p.when, p.err, p.times = when, err, times
+}
+
+// Clear removes the fault injected at point. The hook and the call count
+// stay. It panics if point is not in Points.
+func (s *Store) Clear(point string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.mustPoint("Clear", point)
+	p.when, p.err, p.times = 0, nil, 0
+}
+
+// Calls returns how many calls reached point, failed or not. It panics if
+// point is not in Points.
+func (s *Store) Calls(point string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mustPoint("Calls", point).calls
+}
+
+// Hook runs f with the call's ctx at the start of each call at point,
+// before any injected fault is taken; a nil f removes the hook. A non-nil
+// error from f fails the call as Before does, without using up an
+// injected fault. f runs without locks held, so it may block, on a
+// channel for instance, to hold the call while the test stages a race.
+// It panics if point is not in Points.
+func (s *Store) Hook(point string, f func(ctx context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mustPoint("Hook", point).hook = f
+}
+
+func (s *Store) mustPoint(method, name string) *point {
+	p, ok := s.points[name]
+	if !ok {
+		panic(fmt.Sprintf("faultstore: %s: unknown point %q; points are the store.Store method names in faultstore.Points", method, name))
+	}
+	return p
+}
+
+// enter counts a call at point, runs its hook and takes an injected fault.
+// It returns the error to fail with and when; when is 0 if the call
+// proceeds normally.
+// enter calls the inner store's enter under the faults at point "enter".
+func (s *Store) enter(ctx context.Context, name string) (When, error) {
+	s.mu.Lock()
+	p := s.mustPoint("call", name)
+	p.calls++
+	hook := p.hook
+	s.mu.Unlock()
+
+	if hook != nil {
+		if err := hook(ctx); err != nil {
+			return Before, err
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.times == 0 {
+		return 0, nil
+	}
+	if p.times > 0 {
+		p.times--
+	}
+	return p.when, p.err
+}
+
+// call runs f, the inner store call at point, under the faults injected
+// there. Every wrapped method is one call, so a new store.Store method
+// needs one line here and a name in Points.
+func call[T any](ctx context.Context, s *Store, point string, f func() (T, error)) (T, error) {
+	var zero T
+	when, err := s.enter(ctx, point)
+	switch when {
+	case Before:
+		return zero, err
+	case After:
+		_, _ = f()
+		return zero, err
+	}
+	return f()
+}
+
+// call0 is call for methods that return only an error.
+func call0(ctx context.Context, s *Store, point string, f func() error) error {
+	_, err := call(ctx, s, point, func() (struct{}, error) { return struct{}{}, f() })
+	return err
+}
+
+// TaskInsert calls the inner store's TaskInsert under the faults at point "TaskInsert".
+func (s *Store) TaskInsert(ctx context.Context, params *store.TaskInsertParams) (*store.TaskInsertResult, error) {
+	return call(ctx, s, "TaskInsert", func() (*store.TaskInsertResult, error) { return s.inner.TaskInsert(ctx, params) })
+}
+
+// TaskGetByID calls the inner store's TaskGetByID under the faults at point "TaskGetByID".
+func (s *Store) TaskGetByID(ctx context.Context, id string) (*store.Task, error) {
+	return call(ctx, s, "TaskGetByID", func() (*store.Task, error) { return s.inner.TaskGetByID(ctx, id) })
+}
+
+// TaskList calls the inner store's TaskList under the faults at point "TaskList".
+func (s *Store) TaskList(ctx context.Context, params *store.TaskListParams) ([]*store.Task, error) {
+	return call(ctx, s, "TaskList", func() ([]*store.Task, error) { return s.inner.TaskList(ctx, params) })
+}
+
+// TaskCountByStatus calls the inner store's TaskCountByStatus under the faults at point "TaskCountByStatus".
+func (s *Store) TaskCountByStatus(ctx context.Context) (map[store.Status]int, error) {
+	return call(ctx, s, "TaskCountByStatus", func() (map[store.Status]int, error) { return s.inner.TaskCountByStatus(ctx) })
+}
+
+// TaskLeaseMany calls the inner store's TaskLeaseMany under the faults at point "TaskLeaseMany".
+func (s *Store) TaskLeaseMany(ctx context.Context, params *store.TaskLeaseManyParams) ([]*store.Task, error) {
+	return call(ctx, s, "TaskLeaseMany", func() ([]*store.Task, error) { return s.inner.TaskLeaseMany(ctx, params) })
+}
+
+// LeaseRenewMany calls the inner store's LeaseRenewMany under the faults at point "LeaseRenewMany".
+func (s *Store) LeaseRenewMany(ctx context.Context, params *store.LeaseRenewManyParams) ([]store.LeaseRenewResult, error) {
+	return call(ctx, s, "LeaseRenewMany", func() ([]store.LeaseRenewResult, error) { return s.inner.LeaseRenewMany(ctx, params) })
+}
+
+// TaskCheckpoint calls the inner store's TaskCheckpoint under the faults at point "TaskCheckpoint".
+func (s *Store) TaskCheckpoint(ctx context.Context, params *store.TaskCheckpointParams) error {
+	return call0(ctx, s, "TaskCheckpoint", func() error { return s.inner.TaskCheckpoint(ctx, params) })
+}
+
+// TaskProgress calls the inner store's TaskProgress under the faults at point "TaskProgress".
+func (s *Store) TaskProgress(ctx context.Context, params *store.TaskProgressParams) error {
+	return call0(ctx, s, "TaskProgress", func() error { return s.inner.TaskProgress(ctx, params) })
+}
+
+// TaskFinishMany calls the inner store's TaskFinishMany under the faults at point "TaskFinishMany".
+func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishParams) ([]error, error) {
+	return call(ctx, s, "TaskFinishMany", func() ([]error, error) { return s.inner.TaskFinishMany(ctx, params) })
+}
+
+// TaskCancel calls the inner store's TaskCancel under the faults at point "TaskCancel".
+func (s *Store) TaskCancel(ctx context.Context, params *store.TaskCancelParams) (*store.Task, error) {
+	return call(ctx, s, "TaskCancel", func() (*store.Task, error) { return s.inner.TaskCancel(ctx, params) })
+}
+
+// TaskRetry calls the inner store's TaskRetry under the faults at point "TaskRetry".
+func (s *Store) TaskRetry(ctx context.Context, params *store.TaskRetryParams) (*store.Task, error) {
+	return call(ctx, s, "TaskRetry", func() (*store.Task, error) { return s.inner.TaskRetry(ctx, params) })
+}
+
+// TaskRecover calls the inner store's TaskRecover under the faults at point "TaskRecover".
+func (s *Store) TaskRecover(ctx context.Context, params *store.TaskRecoverParams) ([]*store.Task, error) {
+	return call(ctx, s, "TaskRecover", func() ([]*store.Task, error) { return s.inner.TaskRecover(ctx, params) })
+}
+
+// LeaseOwnerList calls the inner store's LeaseOwnerList under the faults at point "LeaseOwnerList".
+func (s *Store) LeaseOwnerList(ctx context.Context) ([]string, error) {
+	return call(ctx, s, "LeaseOwnerList", func() ([]string, error) { return s.inner.LeaseOwnerList(ctx) })
+}
+
+// EventList calls the inner store's EventList under the faults at point "EventList".
+func (s *Store) EventList(ctx context.Context, params *store.EventListParams) ([]*store.Event, error) {
+	return call(ctx, s, "EventList", func() ([]*store.Event, error) { return s.inner.EventList(ctx, params) })
+}
+
+// Close closes the inner store. It cannot be faulted.
+func (s *Store) Close() error { return s.inner.Close() }

@@ -1,0 +1,108 @@
+// Package taskrun is the narrow contract between errand's two layers: what
+// the engine (Layer 1) hands an agent (Layer 2) for one claimed task, and
+// what the agent hands back. Agents reach the engine only through Run; they
+// never see the store, queues or leases.
+package taskrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Info is what an agent may know about the task it runs.
+type Info struct {
+	ID          string
+	ParentID    string
+	RunID       string
+	SessionID   string
+	Agent       string
+	Title       string
+	Goal        string
+	Input       json.RawMessage
+	Metadata    json.RawMessage
+	Tags        []string
+	Priority    int
+	Attempt     int // 1 on the first run
+	MaxAttempts int
+	// Checkpoint is the last state the agent stored, or nil on a first run.
+	Checkpoint json.RawMessage
+}
+
+// Progress is how far the agent has come: step Current of Total.
+type Progress struct {
+	Current int
+	Total   int
+	Label   string
+}
+
+// Result is what a finished task produced.
+type Result struct {
+	Output  json.RawMessage `json:"output"`
+	Warning *string         `json:"warning"`
+}
+
+// Run is one claimed task, as its agent sees it. Every write is fenced by
+// the claim's lease: once the lease is lost, writes return an error matching
+// store.ErrLeaseLost and the agent must stop.
+type Run interface {
+	Task() *Info
+	// Checkpoint stores the agent's state; it is durable when Checkpoint
+	// returns, and a resumed task starts from it.
+	Checkpoint(ctx context.Context, state json.RawMessage) error
+	// Progress reports progress and appends a task.progress event.
+	Progress(ctx context.Context, p Progress) error
+	// Renew extends the lease now; the engine also renews it in the
+	// background every lease_ttl/3.
+	Renew(ctx context.Context) error
+}
+
+// Handler runs one task to its end. A nil error completes the task with the
+// Result; an error fails the attempt (see Error for how it is classified).
+// The context is cancelled when the task is cancelled, its lease is lost, or
+// the engine shuts down; context.Cause tells which.
+type Handler interface {
+	Handle(ctx context.Context, run Run) (Result, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, run Run) (Result, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, run Run) (Result, error) { return f(ctx, run) }
+
+// Error classifies a handler's error. Errors that are not an *Error are
+// retryable with code "agent_error".
+type Error struct {
+	Code      string
+	Err       error
+	Retryable bool
+	// RetryAfter, when set, replaces the backoff delay before the next attempt.
+	RetryAfter time.Duration
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return e.Code
+	}
+	return e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// DefaultErrorCode is the code of an unclassified handler error.
+const DefaultErrorCode = "agent_error"
+
+// Classify returns the code and retryability of a handler error.
+func Classify(err error) (code string, retryable bool, retryAfter time.Duration) {
+	var e *Error
+	if errors.As(err, &e) {
+		code = e.Code
+		if code == "" {
+			code = DefaultErrorCode
+		}
+		return code, e.Retryable, e.RetryAfter
+	}
+	return DefaultErrorCode, true, 0
+}

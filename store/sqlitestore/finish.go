@@ -1,0 +1,258 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/errandhq/errand/store"
+)
+
+const (
+	sqlLeaseState = `SELECT status, lease_token, attempt, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, '')
+		FROM tasks WHERE id = ?`
+
+	sqlFinish = `UPDATE tasks SET
+		status = ?1, result = ?2, error_code = ?3, error_message = ?4,
+		run_at = coalesce(?5, run_at), checkpoint = coalesce(?6, checkpoint),
+		attempt = attempt - ?7, lease_owner = NULL, lease_expires_at = NULL,
+		finished_at = ?8, updated_at = ?9
+		WHERE id = ?10 AND lease_token = ?11 AND status = 'running'`
+
+	sqlCheckpoint = `UPDATE tasks SET checkpoint = ?1, updated_at = ?2
+		WHERE id = ?3 AND lease_token = ?4 AND status = 'running'`
+
+	sqlProgress = `UPDATE tasks SET progress = ?1, updated_at = ?2
+		WHERE id = ?3 AND lease_token = ?4 AND status = 'running'`
+)
+
+// leaseState is what a worker write must check before it changes a task.
+type leaseState struct {
+	status          store.Status
+	token           int64
+	attempt         int
+	cancelRequested bool
+	cancelReason    string
+}
+
+func (s *Store) leaseState(ctx context.Context, tx *sql.Tx, id string) (*leaseState, error) {
+	var ls leaseState
+	err := tx.StmtContext(ctx, s.stmts.leaseState).QueryRowContext(ctx, id).
+		Scan(&ls.status, &ls.token, &ls.attempt, &ls.cancelRequested, &ls.cancelReason)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return &ls, err
+}
+
+// TaskFinishMany implements store.Store.
+func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishParams) ([]error, error) {
+	results := make([]error, len(params))
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		for i, p := range params {
+			err := s.finishOne(ctx, tx, p)
+			if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrIllegalTransition) {
+				results[i] = err
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			results[i] = nil
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish tasks: %w", err)
+	}
+	return results, nil
+}
+
+func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishParams) error {
+	at := now(p.Now)
+	ls, err := s.leaseState(ctx, tx, p.Lease.TaskID)
+	if err != nil {
+		return err
+	}
+	// Token 0 was never a lease: only a claim hands one out.
+	if ls.token != p.Lease.Token || p.Lease.Token == 0 {
+		return store.ErrLeaseLost
+	}
+	if ls.status != store.StatusRunning {
+		return nil // this lease already finished the task: a retried write
+	}
+
+	to, taskErr, result := p.Status, p.Error, p.Result
+	if ls.cancelRequested && to != store.StatusCompleted {
+		to, taskErr, result = store.StatusCancelled, cancelError(ls.cancelReason), nil
+	}
+	if err := store.CheckTransition(p.Lease.TaskID, store.StatusRunning, to); err != nil {
+		return err
+	}
+
+	var (
+		errCode, errMessage sql.NullString
+		runAt, finished     sql.NullInt64
+		released            int
+	)
+	if taskErr != nil {
+		errCode, errMessage = nullString(taskErr.Code), nullString(taskErr.Message)
+	}
+	switch {
+	case to.Terminal():
+		finished = toNullMicros(at)
+	case to == store.StatusRetryScheduled:
+		runAt = toNullMicros(p.RunAt)
+		if !runAt.Valid {
+			runAt = toNullMicros(at)
+		}
+	case to == store.StatusPending:
+		runAt, released = toNullMicros(at), 1
+	}
+	_, err = tx.StmtContext(ctx, s.stmts.finish).ExecContext(ctx,
+		to, nullJSON(result), errCode, errMessage, runAt, nullJSON(p.Checkpoint),
+		released, finished, micros(at), p.Lease.TaskID, p.Lease.Token)
+	if err != nil {
+		return err
+	}
+	data := &store.TransitionData{From: store.StatusRunning, To: to, Attempt: ls.attempt - released, Error: taskErr, Result: result}
+	if runAt.Valid && to == store.StatusRetryScheduled {
+		t := nullMicros(runAt)
+		data.RunAt = &t
+	}
+	return s.appendEvent(ctx, tx, p.Lease.TaskID, store.TransitionEventType(store.StatusRunning, to), p.Actor, data, at)
+}
+
+// leaseWrite runs one token-checked UPDATE and tells a stale lease from an
+// unknown task.
+func (s *Store) leaseWrite(ctx context.Context, tx *sql.Tx, stmt *sql.Stmt, id string, args ...any) error {
+	res, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	if _, err := s.leaseState(ctx, tx, id); err != nil {
+		return err
+	}
+	return store.ErrLeaseLost
+}
+
+// TaskCheckpoint implements store.Store.
+func (s *Store) TaskCheckpoint(ctx context.Context, p *store.TaskCheckpointParams) error {
+	at := now(p.Now)
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		return s.leaseWrite(ctx, tx, s.stmts.checkpoint, p.Lease.TaskID,
+			nullJSON(p.Checkpoint), micros(at), p.Lease.TaskID, p.Lease.Token)
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint task %s: %w", p.Lease.TaskID, err)
+	}
+	return nil
+}
+
+// TaskProgress implements store.Store.
+func (s *Store) TaskProgress(ctx context.Context, p *store.TaskProgressParams) error {
+	at := now(p.Now)
+	b, err := json.Marshal(p.Progress)
+	if err != nil {
+		return fmt.Errorf("progress task %s: %w", p.Lease.TaskID, err)
+	}
+	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+		err := s.leaseWrite(ctx, tx, s.stmts.progress, p.Lease.TaskID, string(b), micros(at), p.Lease.TaskID, p.Lease.Token)
+		if err != nil {
+			return err
+		}
+		return s.appendEvent(ctx, tx, p.Lease.TaskID, store.EventTaskProgress, p.Actor, p.Progress, at)
+	})
+	if err != nil {
+		return fmt.Errorf("progress task %s: %w", p.Lease.TaskID, err)
+	}
+	return nil
+}
+
+// TaskCancel implements store.Store.
+func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*store.Task, error) {
+	at := now(p.Now)
+	var t *store.Task
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		ls, err := s.leaseState(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		if ls.status == store.StatusRunning {
+			if !ls.cancelRequested {
+				_, err := tx.ExecContext(ctx, `UPDATE tasks SET cancel_requested_at = ?1, cancel_reason = ?2, updated_at = ?1 WHERE id = ?3`,
+					micros(at), p.Reason, p.ID)
+				if err != nil {
+					return err
+				}
+				err = s.appendEvent(ctx, tx, p.ID, store.EventTaskCancelRequested, p.Actor,
+					&store.TransitionData{From: store.StatusRunning, To: store.StatusRunning, Attempt: ls.attempt, Reason: p.Reason}, at)
+				if err != nil {
+					return err
+				}
+			}
+		} else {
+			if err := store.CheckTransition(p.ID, ls.status, store.StatusCancelled); err != nil {
+				return err
+			}
+			taskErr := cancelError(p.Reason)
+			_, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'cancelled', error_code = ?1, error_message = ?2,
+				cancel_requested_at = ?3, cancel_reason = ?4, finished_at = ?3, updated_at = ?3 WHERE id = ?5`,
+				taskErr.Code, taskErr.Message, micros(at), p.Reason, p.ID)
+			if err != nil {
+				return err
+			}
+			err = s.appendEvent(ctx, tx, p.ID, store.EventTaskCancelled, p.Actor,
+				&store.TransitionData{From: ls.status, To: store.StatusCancelled, Attempt: ls.attempt, Error: taskErr, Reason: p.Reason}, at)
+			if err != nil {
+				return err
+			}
+		}
+		t, err = getTask(ctx, tx, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancel task %s: %w", p.ID, err)
+	}
+	return t, nil
+}
+
+// TaskRetry implements store.Store.
+func (s *Store) TaskRetry(ctx context.Context, p *store.TaskRetryParams) (*store.Task, error) {
+	at := now(p.Now)
+	var t *store.Task
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		ls, err := s.leaseState(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		// Operator retry is the way out of failed only, though the table
+		// allows pending from other states for other reasons.
+		if ls.status != store.StatusFailed {
+			return &store.TransitionError{TaskID: p.ID, From: ls.status, To: store.StatusPending}
+		}
+		// The attempt count goes on; a task out of attempts gets one more.
+		_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', result = NULL, error_code = NULL, error_message = NULL,
+			cancel_requested_at = NULL, cancel_reason = NULL, finished_at = NULL,
+			max_attempts = max(max_attempts, attempt + 1), run_at = ?1, updated_at = ?1 WHERE id = ?2`, micros(at), p.ID)
+		if err != nil {
+			return err
+		}
+		err = s.appendEvent(ctx, tx, p.ID, store.EventTaskRetried, p.Actor,
+			&store.TransitionData{From: store.StatusFailed, To: store.StatusPending, Attempt: ls.attempt}, at)
+		if err != nil {
+			return err
+		}
+		t, err = getTask(ctx, tx, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retry task %s: %w", p.ID, err)
+	}
+	return t, nil
+}

@@ -1,0 +1,271 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/errandhq/errand/store"
+)
+
+// statusList renders statuses as an SQL list, e.g. 'pending', 'retry_scheduled'.
+func statusList(statuses []store.Status) string {
+	quoted := make([]string, len(statuses))
+	for i, s := range statuses {
+		quoted[i] = "'" + string(s) + "'"
+	}
+	return strings.Join(quoted, ", ")
+}
+
+// claimable is where a claim may come from, straight from the transition
+// table; the tasks_ready index is declared over the same list.
+var claimable = statusList(store.SourcesOf(store.StatusRunning))
+
+var (
+	sqlSelectReady = `SELECT rowid, status FROM tasks INDEXED BY tasks_ready
+		WHERE status IN (` + claimable + `) AND run_at <= ?1
+		  AND (?2 IS NULL OR agent IN (SELECT value FROM json_each(?2)))
+		ORDER BY priority DESC, run_at, id
+		LIMIT ?3`
+
+	sqlClaim = `UPDATE tasks SET
+		status = 'running', lease_owner = ?1, lease_expires_at = ?2,
+		lease_token = lease_token + 1, attempt = attempt + 1,
+		started_at = coalesce(started_at, ?3), updated_at = ?3
+		WHERE rowid IN (SELECT value FROM json_each(?4)) AND status IN (` + claimable + `)
+		RETURNING rowid, ` + taskColumns
+
+	sqlRenew = `UPDATE tasks SET lease_expires_at = ?1
+		WHERE id = ?2 AND lease_token = ?3 AND status = 'running'
+		RETURNING cancel_requested_at`
+)
+
+// TaskLeaseMany implements store.Store.
+func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams) ([]*store.Task, error) {
+	if p.Limit < 1 {
+		return nil, nil
+	}
+	at := now(p.Now)
+	expires := at.Add(p.TTL)
+	var agents sql.NullString
+	if p.Agents != nil {
+		agents = sql.NullString{String: marshalList(p.Agents), Valid: true}
+	}
+
+	var claimed []*store.Task
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		claimed = claimed[:0]
+		rows, err := tx.StmtContext(ctx, s.stmts.selectReady).QueryContext(ctx, micros(at), agents, p.Limit)
+		if err != nil {
+			return err
+		}
+		var rowids []int64
+		from := map[int64]store.Status{}
+		for rows.Next() {
+			var rowid int64
+			var st store.Status
+			if err := rows.Scan(&rowid, &st); err != nil {
+				rows.Close()
+				return err
+			}
+			rowids = append(rowids, rowid)
+			from[rowid] = st
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(rowids) == 0 {
+			return err
+		}
+
+		ids := make([]string, len(rowids))
+		for i, r := range rowids {
+			ids[i] = fmt.Sprint(r)
+		}
+		rows, err = tx.StmtContext(ctx, s.stmts.claim).QueryContext(ctx,
+			p.Owner, micros(expires), micros(at), "["+strings.Join(ids, ",")+"]")
+		if err != nil {
+			return err
+		}
+		claimedFrom := map[string]store.Status{}
+		for rows.Next() {
+			var rowid int64
+			t, err := scanTask(prefixScanner{rows, &rowid})
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			claimedFrom[t.ID] = from[rowid]
+			claimed = append(claimed, t)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, t := range claimed {
+			err := s.appendEvent(ctx, tx, t.ID, store.EventTaskStarted, store.ActorSystem, &store.TransitionData{
+				From: claimedFrom[t.ID], To: store.StatusRunning, Attempt: t.Attempt, Owner: p.Owner,
+			}, at)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lease tasks: %w", err)
+	}
+	// RETURNING gives no order; callers expect claim order.
+	slices.SortFunc(claimed, func(a, b *store.Task) int {
+		if a.Priority != b.Priority {
+			return b.Priority - a.Priority
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return claimed, nil
+}
+
+// prefixScanner scans a leading rowid column before the task columns.
+type prefixScanner struct {
+	rows  *sql.Rows
+	rowid *int64
+}
+
+func (p prefixScanner) Scan(dest ...any) error {
+	return p.rows.Scan(append([]any{p.rowid}, dest...)...)
+}
+
+// LeaseRenewMany implements store.Store.
+func (s *Store) LeaseRenewMany(ctx context.Context, p *store.LeaseRenewManyParams) ([]store.LeaseRenewResult, error) {
+	at := now(p.Now)
+	expires := at.Add(p.TTL)
+	results := make([]store.LeaseRenewResult, len(p.Leases))
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		stmt := tx.StmtContext(ctx, s.stmts.renew)
+		for i, l := range p.Leases {
+			var cancelReq sql.NullInt64
+			err := stmt.QueryRowContext(ctx, micros(expires), l.TaskID, l.Token).Scan(&cancelReq)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				results[i] = store.LeaseRenewResult{TaskID: l.TaskID, Err: store.ErrLeaseLost}
+			case err != nil:
+				return err
+			default:
+				results[i] = store.LeaseRenewResult{TaskID: l.TaskID, ExpiresAt: expires, CancelRequested: cancelReq.Valid}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("renew leases: %w", err)
+	}
+	return results, nil
+}
+
+// TaskRecover implements store.Store.
+func (s *Store) TaskRecover(ctx context.Context, p *store.TaskRecoverParams) ([]*store.Task, error) {
+	at := now(p.Now)
+	var recovered []*store.Task
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		recovered = recovered[:0]
+		rows, err := tx.QueryContext(ctx, `SELECT id, attempt, max_attempts, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, '')
+			FROM tasks WHERE status = 'running'
+			  AND (lease_expires_at < ?1 OR lease_owner IN (SELECT value FROM json_each(?2)))`,
+			micros(at), marshalList(p.Owners))
+		if err != nil {
+			return err
+		}
+		type expired struct {
+			id                   string
+			attempt, maxAttempts int
+			cancelled            bool
+			reason               string
+		}
+		var found []expired
+		for rows.Next() {
+			var e expired
+			if err := rows.Scan(&e.id, &e.attempt, &e.maxAttempts, &e.cancelled, &e.reason); err != nil {
+				rows.Close()
+				return err
+			}
+			found = append(found, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+
+		for _, e := range found {
+			to, eventType := store.StatusPending, store.EventTaskRecovered
+			var taskErr *store.TaskError
+			switch {
+			case e.cancelled:
+				to, eventType = store.StatusCancelled, store.EventTaskCancelled
+				taskErr = cancelError(e.reason)
+			case e.attempt >= e.maxAttempts:
+				to, eventType = store.StatusFailed, store.EventTaskFailed
+				taskErr = &store.TaskError{Code: "lease_expired", Message: "the worker's lease expired on the last attempt"}
+			}
+			if err := store.CheckTransition(e.id, store.StatusRunning, to); err != nil {
+				return err
+			}
+			var errCode, errMessage sql.NullString
+			var finished sql.NullInt64
+			if taskErr != nil {
+				errCode, errMessage = nullString(taskErr.Code), nullString(taskErr.Message)
+			}
+			if to.Terminal() {
+				finished = toNullMicros(at)
+			}
+			t, err := scanTask(tx.QueryRowContext(ctx, `UPDATE tasks SET
+				status = ?1, lease_token = lease_token + 1, lease_owner = NULL, lease_expires_at = NULL,
+				error_code = ?2, error_message = ?3, finished_at = ?4, run_at = ?5, updated_at = ?5
+				WHERE id = ?6 AND status = 'running' RETURNING `+taskColumns,
+				to, errCode, errMessage, finished, micros(at), e.id))
+			if err != nil {
+				return err
+			}
+			err = s.appendEvent(ctx, tx, e.id, eventType, store.ActorSystem, &store.TransitionData{
+				From: store.StatusRunning, To: to, Attempt: e.attempt, Error: taskErr, Reason: "lease expired",
+			}, at)
+			if err != nil {
+				return err
+			}
+			recovered = append(recovered, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recover leases: %w", err)
+	}
+	return recovered, nil
+}
+
+// LeaseOwnerList implements store.Store.
+func (s *Store) LeaseOwnerList(ctx context.Context) ([]string, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT DISTINCT lease_owner FROM tasks WHERE status = 'running' AND lease_owner IS NOT NULL ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("list lease owners: %w", err)
+	}
+	defer rows.Close()
+	var owners []string
+	for rows.Next() {
+		var o string
+		if err := rows.Scan(&o); err != nil {
+			return nil, fmt.Errorf("list lease owners: %w", err)
+		}
+		owners = append(owners, o)
+	}
+	return owners, rows.Err()
+}
+
+func cancelError(reason string) *store.TaskError {
+	if reason == "" {
+		reason = "cancelled"
+	}
+	return &store.TaskError{Code: "cancelled", Message: reason}
+}

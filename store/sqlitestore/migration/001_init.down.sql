@@ -1,0 +1,4 @@
+DROP TABLE task_steps;
+DROP TABLE task_events;
+DROP TABLE task_tags;
+DROP TABLE tasks;

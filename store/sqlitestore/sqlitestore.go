@@ -1,0 +1,252 @@
+// Package sqlitestore is errand's embedded store: one SQLite file in WAL mode,
+// written through a single connection with BEGIN IMMEDIATE transactions and
+// read through a pool.
+//
+// One writer connection means writes queue in Go instead of contending for
+// SQLite's lock, so callers in this process never see SQLITE_BUSY. Another
+// process on the same file waits on busy_timeout, and a write that still
+// finds the database busy is retried before an error is returned.
+//
+// Durability: with DurabilityNormal (synchronous=NORMAL, the default) a
+// committed transaction survives the process being killed (kill -9) but the
+// last transactions may be lost if the machine loses power. DurabilityFull
+// (synchronous=FULL) syncs the WAL on every commit and survives power loss,
+// at a cost in write throughput.
+package sqlitestore
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"runtime"
+	"strconv"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/errandhq/errand/store"
+)
+
+// Durability selects SQLite's synchronous setting.
+type Durability string
+
+const (
+	// DurabilityNormal survives a process crash; power loss may lose the
+	// latest commits.
+	DurabilityNormal Durability = "normal"
+	// DurabilityFull survives power loss too.
+	DurabilityFull Durability = "full"
+)
+
+const (
+	// DefaultBusyTimeout is how long a connection waits for another process's
+	// lock before SQLite reports busy.
+	DefaultBusyTimeout = 10 * time.Second
+	// DefaultCacheSizeKiB is the page cache per connection.
+	DefaultCacheSizeKiB = 32 * 1024
+)
+
+// Config tunes a Store. The zero value is usable.
+type Config struct {
+	// Durability is DurabilityNormal (default) or DurabilityFull.
+	Durability Durability
+	// BusyTimeout defaults to DefaultBusyTimeout.
+	BusyTimeout time.Duration
+	// ReadConns is the size of the read pool; default max(4, GOMAXPROCS).
+	ReadConns int
+}
+
+func (c *Config) withDefaults() *Config {
+	out := *c
+	out.Durability = cmp.Or(out.Durability, DurabilityNormal)
+	out.BusyTimeout = cmp.Or(out.BusyTimeout, DefaultBusyTimeout)
+	out.ReadConns = cmp.Or(out.ReadConns, max(4, runtime.GOMAXPROCS(0)))
+	return &out
+}
+
+func (c *Config) validate() error {
+	switch c.Durability {
+	case DurabilityNormal, DurabilityFull:
+	default:
+		return fmt.Errorf("durability %q: want %q or %q", c.Durability, DurabilityNormal, DurabilityFull)
+	}
+	if c.BusyTimeout < 0 || c.ReadConns < 0 {
+		return errors.New("busy timeout and read conns must not be negative")
+	}
+	return nil
+}
+
+// Store is the SQLite driver of store.Store.
+type Store struct {
+	path   string
+	writer *sql.DB // exactly one connection
+	reader *sql.DB
+	stmts  *statements
+	lock   *fileLock
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database file at path and applies
+// pending migrations.
+func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
+	if path == "" || path == ":memory:" {
+		return nil, errors.New("open sqlite store: a file path is required (an in-memory database cannot be shared by the read pool)")
+	}
+
+	writer, err := sql.Open("sqlite", dsn(path, cfg, false))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+
+	// Create the file now, so the lock is keyed by its resolved path.
+	if err := writer.PingContext(ctx); err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	s := &Store{path: path, writer: writer, lock: acquireFileLock(path)}
+	if err := migrateUp(ctx, s); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+
+	reader, err := sql.Open("sqlite", dsn(path, cfg, true))
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
+	reader.SetMaxOpenConns(cfg.ReadConns)
+	reader.SetMaxIdleConns(cfg.ReadConns)
+	s.reader = reader
+
+	if s.stmts, err = prepareStatements(ctx, writer); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// dsn puts every pragma in the connection string, so each connection the
+// pools open gets them, not just the first.
+func dsn(path string, cfg *Config, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(cfg.BusyTimeout.Milliseconds(), 10)+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+string(cfg.Durability)+")")
+	q.Add("_pragma", "cache_size(-"+strconv.Itoa(DefaultCacheSizeKiB)+")")
+	q.Add("_pragma", "temp_store(memory)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		// Take the write lock at BEGIN: a deferred transaction that reads
+		// and then writes can fail with SQLITE_BUSY instead of waiting.
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// Close closes both pools.
+func (s *Store) Close() error {
+	var errs []error
+	if s.stmts != nil {
+		errs = append(errs, s.stmts.close())
+	}
+	if s.reader != nil {
+		errs = append(errs, s.reader.Close())
+	}
+	errs = append(errs, s.writer.Close())
+	if s.lock != nil {
+		releaseFileLock(s.lock)
+		s.lock = nil
+	}
+	return errors.Join(errs...)
+}
+
+// maxBusyRetries bounds how often a write that found the database busy even
+// after busy_timeout is tried again.
+const maxBusyRetries = 5
+
+// writeTx runs f in an immediate transaction on the writer connection.
+func (s *Store) writeTx(ctx context.Context, f func(tx *sql.Tx) error) error {
+	for attempt := 0; ; attempt++ {
+		err := s.writeTxOnce(ctx, f)
+		if err == nil || !isBusy(err) || attempt >= maxBusyRetries || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+func (s *Store) writeTxOnce(ctx context.Context, f func(tx *sql.Tx) error) error {
+	s.lock.Lock()
+	defer s.lock.Unlock()
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := f(tx); err != nil {
+		_ = tx.Rollback() // database/sql rolls back by itself if ctx is done
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	code := se.Code() & 0xff
+	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
+}
+
+// now returns the time a write is stamped with, at the store's precision.
+func now(p *time.Time) time.Time {
+	if p != nil {
+		return p.UTC().Truncate(time.Microsecond)
+	}
+	return time.Now().UTC().Truncate(time.Microsecond)
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+func nullMicros(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMicros(v.Int64)
+}
+
+func toNullMicros(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: micros(t), Valid: true}
+}
+
+func nullString(s string) sql.NullString {
+	return sql.NullString{String: s, Valid: s != ""}
+}
+
+func nullJSON(b []byte) sql.NullString {
+	return sql.NullString{String: string(b), Valid: len(b) > 0}
+}

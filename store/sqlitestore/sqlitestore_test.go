@@ -1,0 +1,112 @@
+package sqlitestore
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) func() store.Store {
+		path := filepath.Join(t.TempDir(), "errand.db")
+		return func() store.Store {
+			s, err := Open(context.Background(), path, nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, s.Close()) })
+			return s
+		}
+	})
+}
+
+func openTest(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestMigrationsDownAndUp(t *testing.T) {
+	t.Parallel()
+	s := openTest(t)
+	ctx := t.Context()
+
+	require.NoError(t, migrateDown(ctx, s, 0))
+	var n int
+	require.NoError(t, s.writer.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name = 'tasks'`).Scan(&n))
+	require.Zero(t, n)
+
+	require.NoError(t, migrateUp(ctx, s))
+	require.NoError(t, migrateUp(ctx, s), "a second run applies nothing")
+	require.NoError(t, s.writer.QueryRowContext(ctx, `SELECT count(*) FROM errand_migrations`).Scan(&n))
+	all, err := migrations()
+	require.NoError(t, err)
+	require.Equal(t, len(all), n)
+}
+
+func TestPragmasOnEveryConnection(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"), &Config{Durability: DurabilityFull, ReadConns: 3})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+
+	// Hold every read connection at once so each is a distinct pooled one.
+	conns := make([]interface{ Close() error }, 0, 3)
+	for range 3 {
+		c, err := s.reader.Conn(ctx)
+		require.NoError(t, err)
+		conns = append(conns, c)
+		var mode string
+		var sync, busy int
+		require.NoError(t, c.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode))
+		require.NoError(t, c.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync))
+		require.NoError(t, c.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&busy))
+		require.Equal(t, "wal", mode)
+		require.Equal(t, 2, sync, "synchronous=FULL")
+		require.Equal(t, int(DefaultBusyTimeout.Milliseconds()), busy)
+	}
+	for _, c := range conns {
+		require.NoError(t, c.Close())
+	}
+}
+
+func TestOpenRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	_, err := Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), &Config{Durability: "sometimes"})
+	require.ErrorContains(t, err, `durability "sometimes"`)
+	_, err = Open(t.Context(), ":memory:", nil)
+	require.ErrorContains(t, err, "file path is required")
+}
+
+// The claim and list queries must walk an index, not the table, to stay
+// fast at a million rows.
+func TestQueryPlansUseIndexes(t *testing.T) {
+	t.Parallel()
+	s := openTest(t)
+	ctx := t.Context()
+	plan := func(query string, args ...any) string {
+		rows, err := s.writer.QueryContext(ctx, `EXPLAIN QUERY PLAN `+query, args...)
+		require.NoError(t, err)
+		defer rows.Close()
+		var lines []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			require.NoError(t, rows.Scan(&id, &parent, &notused, &detail))
+			lines = append(lines, detail)
+		}
+		return strings.Join(lines, "\n")
+	}
+	require.Contains(t, plan(sqlSelectReady, 0, nil, 10), "USING INDEX tasks_ready")
+	require.NotContains(t, plan(sqlSelectReady, 0, nil, 10), "TEMP B-TREE")
+	require.Contains(t, plan(`SELECT id FROM tasks WHERE status = 'running' AND lease_expires_at < 5`), "tasks_status (status=?)")
+	require.Contains(t, plan(`SELECT id FROM tasks WHERE status IN ('pending') AND id < 'x' ORDER BY id DESC LIMIT 5`), "tasks_status")
+}

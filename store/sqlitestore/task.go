@@ -1,0 +1,301 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/errandhq/errand/store"
+)
+
+const taskColumns = `id, parent_id, run_id, session_id, agent, title, goal, input, metadata, tags,
+	priority, status, progress, result, error_code, error_message, checkpoint, attempt, max_attempts,
+	run_at, lease_owner, lease_expires_at, lease_token, cancel_requested_at, depends_on,
+	idempotency_key, budget, consumed, created_at, updated_at, started_at, finished_at`
+
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+func scanTask(r rowScanner) (*store.Task, error) {
+	var (
+		t                                     store.Task
+		parentID, leaseOwner, idemKey         sql.NullString
+		progress, result, errCode, errMessage sql.NullString
+		checkpoint, budget, consumed          sql.NullString
+		input, metadata, tags, dependsOn      string
+		runAt, createdAt, updatedAt           int64
+		leaseExpires, cancelReq               sql.NullInt64
+		startedAt, finishedAt                 sql.NullInt64
+	)
+	err := r.Scan(&t.ID, &parentID, &t.RunID, &t.SessionID, &t.Agent, &t.Title, &t.Goal, &input, &metadata, &tags,
+		&t.Priority, &t.Status, &progress, &result, &errCode, &errMessage, &checkpoint, &t.Attempt, &t.MaxAttempts,
+		&runAt, &leaseOwner, &leaseExpires, &t.LeaseToken, &cancelReq, &dependsOn,
+		&idemKey, &budget, &consumed, &createdAt, &updatedAt, &startedAt, &finishedAt)
+	if err != nil {
+		return nil, err
+	}
+	t.ParentID = parentID.String
+	t.LeaseOwner = leaseOwner.String
+	t.IdempotencyKey = idemKey.String
+	t.Input = json.RawMessage(input)
+	t.Metadata = json.RawMessage(metadata)
+	if err := json.Unmarshal([]byte(tags), &t.Tags); err != nil {
+		return nil, fmt.Errorf("task %s tags: %w", t.ID, err)
+	}
+	if err := json.Unmarshal([]byte(dependsOn), &t.DependsOn); err != nil {
+		return nil, fmt.Errorf("task %s depends_on: %w", t.ID, err)
+	}
+	if progress.Valid {
+		t.Progress = new(store.Progress)
+		if err := json.Unmarshal([]byte(progress.String), t.Progress); err != nil {
+			return nil, fmt.Errorf("task %s progress: %w", t.ID, err)
+		}
+	}
+	if result.Valid {
+		t.Result = json.RawMessage(result.String)
+	}
+	if errCode.Valid {
+		t.Error = &store.TaskError{Code: errCode.String, Message: errMessage.String}
+	}
+	if checkpoint.Valid {
+		t.Checkpoint = json.RawMessage(checkpoint.String)
+	}
+	if budget.Valid {
+		t.Budget = new(store.Budget)
+		if err := json.Unmarshal([]byte(budget.String), t.Budget); err != nil {
+			return nil, fmt.Errorf("task %s budget: %w", t.ID, err)
+		}
+	}
+	if consumed.Valid {
+		t.Consumed = new(store.Consumed)
+		if err := json.Unmarshal([]byte(consumed.String), t.Consumed); err != nil {
+			return nil, fmt.Errorf("task %s consumed: %w", t.ID, err)
+		}
+	}
+	t.RunAt = fromMicros(runAt)
+	t.LeaseExpiresAt = nullMicros(leaseExpires)
+	t.CancelRequestedAt = nullMicros(cancelReq)
+	t.CreatedAt = fromMicros(createdAt)
+	t.UpdatedAt = fromMicros(updatedAt)
+	t.StartedAt = nullMicros(startedAt)
+	t.FinishedAt = nullMicros(finishedAt)
+	return &t, nil
+}
+
+func scanTasks(rows *sql.Rows) ([]*store.Task, error) {
+	defer rows.Close()
+	var out []*store.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// querier is what reads need from a *sql.DB or *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func getTask(ctx context.Context, q querier, id string) (*store.Task, error) {
+	t, err := scanTask(q.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return t, err
+}
+
+// TaskGetByID implements store.Store.
+func (s *Store) TaskGetByID(ctx context.Context, id string) (*store.Task, error) {
+	t, err := getTask(ctx, s.reader, id)
+	if err != nil {
+		return nil, fmt.Errorf("get task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+func jsonOr(b json.RawMessage, empty string) string {
+	if len(b) == 0 {
+		return empty
+	}
+	return string(b)
+}
+
+func marshalList(v []string) string {
+	if len(v) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(v) // a []string always marshals
+	return string(b)
+}
+
+// TaskInsert implements store.Store.
+func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*store.TaskInsertResult, error) {
+	at := now(p.Now)
+	t := &store.Task{
+		ID: p.ID, ParentID: p.ParentID, RunID: p.RunID, SessionID: p.SessionID,
+		Agent: p.Agent, Title: p.Title, Goal: p.Goal,
+		Input:    json.RawMessage(jsonOr(p.Input, "{}")),
+		Metadata: json.RawMessage(jsonOr(p.Metadata, "{}")),
+		Tags:     append([]string{}, p.Tags...), Priority: p.Priority, Status: store.StatusPending,
+		MaxAttempts: p.MaxAttempts, RunAt: at,
+		DependsOn: append([]string{}, p.DependsOn...), IdempotencyKey: p.IdempotencyKey,
+		Budget: p.Budget, CreatedAt: at, UpdatedAt: at,
+	}
+	if p.RunAt != nil {
+		t.RunAt = now(p.RunAt)
+	}
+	var budget sql.NullString
+	if p.Budget != nil {
+		b, err := json.Marshal(p.Budget)
+		if err != nil {
+			return nil, fmt.Errorf("insert task: budget: %w", err)
+		}
+		budget = nullJSON(b)
+	}
+
+	var existing *store.Task
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		if p.IdempotencyKey != "" {
+			found, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE idempotency_key = ?`, p.IdempotencyKey))
+			if err == nil {
+				existing = found
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
+		if p.ParentID != "" {
+			err := tx.QueryRowContext(ctx, `SELECT run_id FROM tasks WHERE id = ?`, p.ParentID).Scan(&t.RunID)
+			if errors.Is(err, sql.ErrNoRows) {
+				return &store.ReferenceError{Field: "parent_id", ID: p.ParentID}
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if len(p.DependsOn) > 0 {
+			var missing string
+			err := tx.QueryRowContext(ctx,
+				`SELECT value FROM json_each(?) WHERE value NOT IN (SELECT id FROM tasks) LIMIT 1`,
+				marshalList(p.DependsOn)).Scan(&missing)
+			if err == nil {
+				return &store.ReferenceError{Field: "depends_on", ID: missing}
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
+		_, err := tx.StmtContext(ctx, s.stmts.insertTask).ExecContext(ctx,
+			t.ID, nullString(t.ParentID), t.RunID, t.SessionID, t.Agent, t.Title, t.Goal,
+			string(t.Input), string(t.Metadata), marshalList(t.Tags), t.Priority, t.Status,
+			t.MaxAttempts, micros(t.RunAt), marshalList(t.DependsOn), nullString(t.IdempotencyKey),
+			budget, micros(at), micros(at))
+		if err != nil {
+			return err
+		}
+		for _, tag := range t.Tags {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_tags (tag, task_id) VALUES (?, ?)`, tag, t.ID); err != nil {
+				return err
+			}
+		}
+		return s.appendEvent(ctx, tx, t.ID, store.EventTaskCreated, p.Actor,
+			&store.TransitionData{To: store.StatusPending}, at)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert task %s: %w", p.ID, err)
+	}
+	if existing != nil {
+		return &store.TaskInsertResult{Task: existing}, nil
+	}
+	return &store.TaskInsertResult{Task: t, Inserted: true}, nil
+}
+
+// TaskList implements store.Store.
+func (s *Store) TaskList(ctx context.Context, p *store.TaskListParams) ([]*store.Task, error) {
+	var (
+		where []string
+		args  []any
+		from  = `tasks`
+	)
+	if p.Tag != "" {
+		from = `task_tags JOIN tasks ON tasks.id = task_tags.task_id`
+		where = append(where, `task_tags.tag = ?`)
+		args = append(args, p.Tag)
+	}
+	if len(p.Statuses) > 0 {
+		where = append(where, `status IN (`+placeholders(len(p.Statuses))+`)`)
+		for _, st := range p.Statuses {
+			args = append(args, string(st))
+		}
+	}
+	for _, f := range []struct{ column, value string }{
+		{"agent", p.Agent}, {"session_id", p.SessionID}, {"parent_id", p.ParentID}, {"run_id", p.RunID},
+	} {
+		if f.value != "" {
+			where = append(where, f.column+` = ?`)
+			args = append(args, f.value)
+		}
+	}
+	if p.Cursor != "" {
+		where = append(where, `tasks.id < ?`)
+		args = append(args, p.Cursor)
+	}
+	query := `SELECT ` + qualify(taskColumns) + ` FROM ` + from
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	query += ` ORDER BY tasks.id DESC LIMIT ?`
+	args = append(args, max(p.Limit, 1))
+
+	rows, err := s.reader.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	tasks, err := scanTasks(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return tasks, nil
+}
+
+// qualify prefixes each column with the tasks table, for joins.
+func qualify(columns string) string {
+	parts := strings.Split(columns, ",")
+	for i, c := range parts {
+		parts[i] = "tasks." + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// TaskCountByStatus implements store.Store.
+func (s *Store) TaskCountByStatus(ctx context.Context) (map[store.Status]int, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT status, count(*) FROM tasks GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("count tasks: %w", err)
+	}
+	defer rows.Close()
+	counts := map[store.Status]int{}
+	for rows.Next() {
+		var st store.Status
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count tasks: %w", err)
+		}
+		counts[st] = n
+	}
+	return counts, rows.Err()
+}

@@ -1,0 +1,293 @@
+// Package store is errand's storage interface: the Store a driver implements,
+// its parameter and row types, and the task state machine every driver
+// enforces. It imports nothing else of errand.
+//
+// Drivers only translate: every rule a store method states here holds for
+// every driver, and store/storetest checks it.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+var (
+	// ErrNotFound is returned when a task or row does not exist.
+	ErrNotFound = errors.New("errand: not found")
+
+	// ErrLeaseLost is returned for a worker write whose lease token is no
+	// longer current: another worker reclaimed the task, or it left the
+	// running state. The worker must abandon the task; retrying is useless.
+	ErrLeaseLost = errors.New("errand: lease lost")
+
+	// ErrIllegalTransition is matched (errors.Is) by every *TransitionError.
+	ErrIllegalTransition = errors.New("errand: illegal status transition")
+)
+
+// ReferenceError reports an id in a write that names no existing task, such
+// as an unknown parent_id or depends_on entry. It matches ErrNotFound.
+type ReferenceError struct {
+	Field string // "parent_id" or "depends_on"
+	ID    string
+}
+
+func (e *ReferenceError) Error() string {
+	return "errand: " + e.Field + " names unknown task " + e.ID
+}
+
+func (e *ReferenceError) Is(target error) bool { return target == ErrNotFound }
+
+// Store keeps tasks, their events and their steps. Every method is safe for
+// concurrent use. Every method that changes a task's status checks the
+// transition table and appends the matching event in the same transaction.
+//
+// Params carry Now: nil means the store's own clock; tests pin it.
+type Store interface {
+	// TaskInsert writes a new task and its task.created event. When
+	// IdempotencyKey names an existing task, that task is returned with
+	// Inserted false and nothing is written. An unknown ParentID or
+	// DependsOn id is a *ReferenceError and nothing is written. A child
+	// takes its parent's RunID.
+	TaskInsert(ctx context.Context, params *TaskInsertParams) (*TaskInsertResult, error)
+
+	// TaskGetByID returns one task or ErrNotFound.
+	TaskGetByID(ctx context.Context, id string) (*Task, error)
+
+	// TaskList returns tasks newest first (descending id), filtered, at
+	// most Limit of them, starting after the id in Cursor.
+	TaskList(ctx context.Context, params *TaskListParams) ([]*Task, error)
+
+	// TaskCountByStatus counts tasks in each status.
+	TaskCountByStatus(ctx context.Context) (map[Status]int, error)
+
+	// TaskLeaseMany claims up to Limit ready tasks (pending or
+	// retry_scheduled with run_at ≤ now) in priority order (priority desc,
+	// run_at, id), in one atomic statement: each becomes running under a
+	// lease for Owner until now+TTL, with attempt and lease_token
+	// incremented. A task is never returned to two callers for one token.
+	TaskLeaseMany(ctx context.Context, params *TaskLeaseManyParams) ([]*Task, error)
+
+	// LeaseRenewMany extends the leases still held, each to now+TTL. A lease
+	// whose token is stale or whose task is no longer running gets
+	// ErrLeaseLost in its result; the others are renewed.
+	LeaseRenewMany(ctx context.Context, params *LeaseRenewManyParams) ([]LeaseRenewResult, error)
+
+	// TaskCheckpoint stores a running task's checkpoint under its lease.
+	TaskCheckpoint(ctx context.Context, params *TaskCheckpointParams) error
+
+	// TaskProgress stores a running task's progress under its lease and
+	// appends a task.progress event.
+	TaskProgress(ctx context.Context, params *TaskProgressParams) error
+
+	// TaskFinishMany ends many leases in one transaction. It returns one
+	// error per params entry (nil on success), and a non-nil error only if
+	// the transaction itself failed, in which case nothing was written.
+	// An entry whose lease token is current and whose task is no longer
+	// running was already finished by that lease (a retried write) and
+	// succeeds without writing again. Token 0 is never a lease.
+	TaskFinishMany(ctx context.Context, params []*TaskFinishParams) ([]error, error)
+
+	// TaskCancel cancels a task. A task that is not running and not
+	// terminal becomes cancelled. A running task keeps running with
+	// CancelRequestedAt set and a task.cancel_requested event: its worker
+	// ends it. A terminal task is a *TransitionError.
+	TaskCancel(ctx context.Context, params *TaskCancelParams) (*Task, error)
+
+	// TaskRetry puts a failed task back to pending for a new attempt, with
+	// its result and error cleared and its history kept.
+	TaskRetry(ctx context.Context, params *TaskRetryParams) (*Task, error)
+
+	// TaskRecover takes back the leases of running tasks whose lease
+	// expired before now or whose owner is in Owners. Each becomes pending
+	// with a new lease token, or cancelled when a cancel was requested, or
+	// failed (lease_expired) when its attempts are used up. The events are
+	// task.recovered, task.cancelled and task.failed.
+	TaskRecover(ctx context.Context, params *TaskRecoverParams) ([]*Task, error)
+
+	// LeaseOwnerList returns the distinct owners of running tasks' leases.
+	LeaseOwnerList(ctx context.Context) ([]string, error)
+
+	// EventList returns journal events with id > AfterID in id order.
+	EventList(ctx context.Context, params *EventListParams) ([]*Event, error)
+
+	// Close releases the store's connections.
+	Close() error
+}
+
+// TaskInsertParams describes a task to write. The engine has validated it.
+type TaskInsertParams struct {
+	ID             string
+	ParentID       string
+	RunID          string // the engine makes one; ignored when ParentID is set
+	SessionID      string
+	Agent          string
+	Title          string
+	Goal           string
+	Input          json.RawMessage
+	Metadata       json.RawMessage
+	Tags           []string
+	Priority       int
+	MaxAttempts    int        // ≥ 1
+	RunAt          *time.Time // nil: now
+	DependsOn      []string
+	IdempotencyKey string
+	Budget         *Budget
+	Actor          string
+	Now            *time.Time
+}
+
+// TaskInsertResult is the task TaskInsert wrote or found.
+type TaskInsertResult struct {
+	Task     *Task
+	Inserted bool // false when an existing task had the idempotency key
+}
+
+// TaskListParams filters TaskList. Empty fields do not filter.
+type TaskListParams struct {
+	Statuses  []Status
+	Agent     string
+	SessionID string
+	ParentID  string
+	RunID     string
+	Tag       string
+	Cursor    string // list tasks with id < Cursor
+	Limit     int    // ≥ 1
+}
+
+// TaskLeaseManyParams asks for up to Limit tasks.
+type TaskLeaseManyParams struct {
+	Owner  string
+	Limit  int
+	TTL    time.Duration
+	Agents []string // claim only tasks for these agents; nil claims any
+	Now    *time.Time
+}
+
+// Lease identifies one claim of one task.
+type Lease struct {
+	TaskID string
+	Token  int64
+}
+
+// LeaseRenewManyParams renews the given leases.
+type LeaseRenewManyParams struct {
+	Leases []Lease
+	TTL    time.Duration
+	Now    *time.Time
+}
+
+// LeaseRenewResult is the outcome for one lease.
+type LeaseRenewResult struct {
+	TaskID    string
+	ExpiresAt time.Time
+	// CancelRequested tells the worker to stop and end the task cancelled.
+	CancelRequested bool
+	Err             error // nil or ErrLeaseLost
+}
+
+// TaskCheckpointParams stores a checkpoint.
+type TaskCheckpointParams struct {
+	Lease      Lease
+	Checkpoint json.RawMessage
+	Now        *time.Time
+}
+
+// TaskProgressParams stores progress.
+type TaskProgressParams struct {
+	Lease    Lease
+	Progress Progress
+	Actor    string
+	Now      *time.Time
+}
+
+// TaskFinishParams ends one lease. Status says how:
+//   - completed: Result is stored;
+//   - failed: Error is stored;
+//   - retry_scheduled: Error is stored and the task runs again at RunAt;
+//   - cancelled: Error holds the reason;
+//   - pending: the lease is handed back unfinished (shutdown); the attempt
+//     does not count and the task is claimable at once.
+//
+// If a cancel was requested, any Status but completed ends cancelled.
+type TaskFinishParams struct {
+	Lease      Lease
+	Status     Status
+	Result     json.RawMessage
+	Error      *TaskError
+	RunAt      time.Time
+	Checkpoint json.RawMessage // optional; stored with the finish
+	Actor      string
+	Now        *time.Time
+}
+
+// TaskCancelParams cancels one task.
+type TaskCancelParams struct {
+	ID     string
+	Reason string
+	Actor  string
+	Now    *time.Time
+}
+
+// TaskRetryParams retries one failed task.
+type TaskRetryParams struct {
+	ID    string
+	Actor string
+	Now   *time.Time
+}
+
+// TaskRecoverParams selects the leases to take back.
+type TaskRecoverParams struct {
+	Owners []string // leases held by these owners are taken back whatever their expiry
+	Now    *time.Time
+}
+
+// EventListParams filters EventList. Empty fields do not filter.
+type EventListParams struct {
+	AfterID int64
+	TaskID  string
+	Types   []string
+	Limit   int // ≥ 1
+}
+
+// TransitionData is the payload of the event a status change writes.
+type TransitionData struct {
+	From    Status          `json:"from,omitempty"`
+	To      Status          `json:"to"`
+	Attempt int             `json:"attempt"`
+	Owner   string          `json:"owner,omitempty"`
+	RunAt   *time.Time      `json:"run_at,omitempty"`
+	Error   *TaskError      `json:"error,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Reason  string          `json:"reason,omitempty"`
+}
+
+// TransitionEventType names the event for a move from one status to another.
+func TransitionEventType(from, to Status) string {
+	switch to {
+	case StatusRunning:
+		return EventTaskStarted
+	case StatusCompleted:
+		return EventTaskCompleted
+	case StatusFailed:
+		return EventTaskFailed
+	case StatusCancelled:
+		return EventTaskCancelled
+	case StatusRetryScheduled:
+		return EventTaskRetryScheduled
+	case StatusPending:
+		switch from {
+		case "":
+			return EventTaskCreated
+		case StatusFailed:
+			return EventTaskRetried
+		case StatusRunning:
+			return EventTaskReleased
+		}
+	}
+	if from == "" {
+		return EventTaskCreated
+	}
+	return "task." + string(to)
+}

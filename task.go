@@ -1,0 +1,49 @@
+package errand
+
+import (
+	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/store"
+)
+
+type (
+	// Task is a task as stored: what was asked, its status and outcome.
+	Task = store.Task
+	// Status is a task's lifecycle state.
+	Status = store.Status
+	// TaskError is why a task failed or was cancelled.
+	TaskError = store.TaskError
+	// Progress is how far a running task has come.
+	Progress = store.Progress
+	// Budget limits what a task may consume.
+	Budget = store.Budget
+	// Event is one entry of the durable journal.
+	Event = store.Event
+	// SubmitParams describes a task to submit.
+	SubmitParams = engine.SubmitParams
+	// ListParams filters List.
+	ListParams = engine.ListParams
+	// ListResult is one page of List.
+	ListResult = engine.ListResult
+	// EventFilter narrows a subscription.
+	EventFilter = engine.EventFilter
+	// Subscription delivers journal events.
+	Subscription = engine.Subscription
+)
+
+// Task statuses; see DESIGN.md "Task states".
+const (
+	StatusPending         = store.StatusPending
+	StatusBlocked         = store.StatusBlocked
+	StatusRunning         = store.StatusRunning
+	StatusWaitingSubtasks = store.StatusWaitingSubtasks
+	StatusInputRequired   = store.StatusInputRequired
+	StatusRetryScheduled  = store.StatusRetryScheduled
+	StatusPaused          = store.StatusPaused
+	StatusCompleted       = store.StatusCompleted
+	StatusFailed          = store.StatusFailed
+	StatusCancelled       = store.StatusCancelled
+)
+
+// Ptr returns a pointer to v, for optional fields such as
+// SubmitParams.Priority.
+func Ptr[T any](v T) *T { return &v }
