@@ -68,3 +68,20 @@ func (e *Engine) Run(ctx context.Context) error {
 	<-ctx.Done()
 	return e.pool.Stop(context.WithoutCancel(ctx))
 }
+
+// EngineStats counts what an engine has done since it started.
+type EngineStats struct {
+	// Claimed is how many tasks it claimed.
+	Claimed int64
+	// Finished is how many of them it finished (completed, failed, retry
+	// scheduled, cancelled or handed back), counted once the write committed.
+	Finished int64
+	// LeaseLost is how many it gave up because another worker took them.
+	LeaseLost int64
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() EngineStats {
+	s := e.pool.Stats()
+	return EngineStats{Claimed: s.Claimed, Finished: s.Finished, LeaseLost: s.LeaseLost}
+}

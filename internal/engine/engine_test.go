@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"strings"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 

@@ -40,7 +40,6 @@ func TestAbandonedWorkerIsFencedOff(t *testing.T) {
 				return errors.New("partitioned")
 			})
 
-
 			startedA, releaseA := make(chan struct{}), make(chan struct{})
 			checkpointErr := make(chan error, 1)
 			poolA := startPool(t, engineA, &PoolConfig{Owner: "worker-a", Workers: 1, Handlers: handlers(

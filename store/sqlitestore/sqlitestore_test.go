@@ -107,6 +107,7 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 	}
 	require.Contains(t, plan(sqlSelectReady, 0, nil, 10), "USING INDEX tasks_ready")
 	require.NotContains(t, plan(sqlSelectReady, 0, nil, 10), "TEMP B-TREE")
+	require.Contains(t, plan(sqlClaim, "o", 0, 0, "[1,2]"), "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)")
 	require.Contains(t, plan(`SELECT id FROM tasks WHERE status = 'running' AND lease_expires_at < 5`), "tasks_status (status=?)")
 	require.Contains(t, plan(`SELECT id FROM tasks WHERE status IN ('pending') AND id < 'x' ORDER BY id DESC LIMIT 5`), "tasks_status")
 }

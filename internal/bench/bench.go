@@ -1,0 +1,179 @@
+// Package bench measures errand end to end through its public library: how
+// fast tasks are submitted, how fast a backlog is drained, and how soon an
+// idle engine starts a task after it is submitted.
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// Options says what to measure.
+type Options struct {
+	Tasks          int    // no-op tasks to submit and drain; default 20,000
+	Workers        int    // engine workers; default 16
+	LatencySamples int    // idle submit-to-start samples; default 500
+	Dir            string // where the database goes; default a new temp dir, removed after
+	Durability     string // "normal" (default) or "full"
+}
+
+// Report is what was measured. JSON field names are stable.
+type Report struct {
+	Tasks          int     `json:"tasks"`
+	Workers        int     `json:"workers"`
+	Durability     string  `json:"durability"`
+	SubmitPerS     float64 `json:"submit_per_s"`
+	E2EPerS        float64 `json:"e2e_per_s"`
+	LatencySamples int     `json:"latency_samples"`
+	LatencyP50MS   float64 `json:"latency_p50_ms"`
+	LatencyP99MS   float64 `json:"latency_p99_ms"`
+	PeakRSSMB      float64 `json:"peak_rss_mb"`
+	CPUs           int     `json:"cpus"`
+	GoVersion      string  `json:"go_version"`
+}
+
+// Run measures, in three phases on one fresh database: submit Tasks tasks
+// with no engine running (submit rate); start an engine and drain them
+// (end-to-end rate: claim, run and durable finish of every task); then, on
+// the idle engine, submit one task at a time and time how long until its
+// agent starts (latency).
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	opts.Tasks = cmp.Or(opts.Tasks, 20_000)
+	opts.Workers = cmp.Or(opts.Workers, 16)
+	opts.LatencySamples = cmp.Or(opts.LatencySamples, 500)
+	opts.Durability = cmp.Or(opts.Durability, "normal")
+	if opts.Tasks < 1 || opts.Workers < 1 || opts.LatencySamples < 1 {
+		return nil, errors.New("bench: tasks, workers and latency samples must be positive")
+	}
+	dir := opts.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "errand-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	path := filepath.Join(dir, "bench.db")
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+
+	started := make(chan time.Time, 1)
+	var timing atomic.Bool // phase 3 only
+	agent := errand.AgentFunc(func(ctx context.Context, run *errand.TaskRun) (errand.Result, error) {
+		if timing.Load() {
+			started <- time.Now()
+		}
+		return errand.Result{}, nil
+	})
+	client, err := errand.Open(ctx, "sqlite://"+path, &errand.Config{
+		Durability: opts.Durability,
+		Agents:     map[string]errand.Agent{"default": agent},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+
+	report := &Report{
+		Tasks: opts.Tasks, Workers: opts.Workers, Durability: opts.Durability,
+		LatencySamples: opts.LatencySamples, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
+	}
+
+	// Phase 1: submit.
+	begin := time.Now()
+	for i := range opts.Tasks {
+		if _, err := client.Submit(ctx, &errand.SubmitParams{Goal: fmt.Sprintf("no-op %d", i)}); err != nil {
+			return nil, fmt.Errorf("bench submit: %w", err)
+		}
+	}
+	report.SubmitPerS = float64(opts.Tasks) / time.Since(begin).Seconds()
+
+	// Phase 2: drain.
+	engine, err := errand.NewEngine(client, &errand.EngineConfig{Workers: opts.Workers})
+	if err != nil {
+		return nil, err
+	}
+	begin = time.Now()
+	if err := engine.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer engine.Stop(context.WithoutCancel(ctx))
+	if err := waitFinished(ctx, engine, int64(opts.Tasks)); err != nil {
+		return nil, err
+	}
+	report.E2EPerS = float64(opts.Tasks) / time.Since(begin).Seconds()
+
+	// Phase 3: latency on an idle queue.
+	timing.Store(true)
+	latencies := make([]time.Duration, 0, opts.LatencySamples)
+	for i := range opts.LatencySamples {
+		sent := time.Now()
+		if _, err := client.Submit(ctx, &errand.SubmitParams{Goal: "ping"}); err != nil {
+			return nil, fmt.Errorf("bench submit: %w", err)
+		}
+		select {
+		case at := <-started:
+			latencies = append(latencies, at.Sub(sent))
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		// Let the finish land so the next sample starts from an idle queue.
+		if err := waitFinished(ctx, engine, int64(opts.Tasks+i+1)); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(latencies)
+	report.LatencyP50MS = ms(percentile(latencies, 0.50))
+	report.LatencyP99MS = ms(percentile(latencies, 0.99))
+	report.PeakRSSMB = peakRSSMB()
+	return report, nil
+}
+
+// waitFinished polls the engine's counters; polling here costs the engine
+// nothing, and a bench may watch the wall clock.
+func waitFinished(ctx context.Context, engine *errand.Engine, n int64) error {
+	for engine.Stats().Finished < n {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Microsecond):
+		}
+	}
+	return nil
+}
+
+// percentile of sorted durations, nearest rank.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
+
+// peakRSSMB is the process's maximum resident set size.
+func peakRSSMB() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return math.Round(float64(ru.Maxrss)/1024*10) / 10 // Maxrss is in KiB on Linux
+}

@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/store/sqlitestore"
+)
+
+func benchEngine(b *testing.B) *Engine {
+	b.Helper()
+	st, err := sqlitestore.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	e, err := New(st, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+// BenchmarkSubmit is one task submitted per iteration, one transaction each.
+func BenchmarkSubmit(b *testing.B) {
+	e := benchEngine(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := e.Submit(ctx, &SubmitParams{Goal: fmt.Sprint("no-op ", i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDrain is one no-op task claimed, run and finished per iteration,
+// from a backlog, with 16 workers.
+func BenchmarkDrain(b *testing.B) {
+	for _, workers := range []int{4, 16, 64} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			e := benchEngine(b)
+			ctx := context.Background()
+			for i := range b.N {
+				if _, err := e.Submit(ctx, &SubmitParams{Goal: fmt.Sprint("no-op ", i)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			done := make(chan struct{})
+			var left = int64(b.N)
+			pool, err := e.NewPool(&PoolConfig{Workers: workers, Handlers: map[string]taskrun.Handler{
+				DefaultAgent: taskrun.HandlerFunc(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+					return taskrun.Result{}, nil
+				}),
+			}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			if err := pool.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			go func() {
+				for pool.Stats().Finished < left {
+					select {
+					case <-e.ready.wait():
+					case <-e.written.wait():
+					}
+				}
+				close(done)
+			}()
+			<-done
+			b.StopTimer()
+			if err := pool.Stop(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
