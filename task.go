@@ -47,3 +47,18 @@ const (
 // Ptr returns a pointer to v, for optional fields such as
 // SubmitParams.Priority.
 func Ptr[T any](v T) *T { return &v }
+
+// Journal event types.
+const (
+	EventTaskCreated         = store.EventTaskCreated
+	EventTaskStarted         = store.EventTaskStarted
+	EventTaskProgress        = store.EventTaskProgress
+	EventTaskCompleted       = store.EventTaskCompleted
+	EventTaskFailed          = store.EventTaskFailed
+	EventTaskCancelled       = store.EventTaskCancelled
+	EventTaskCancelRequested = store.EventTaskCancelRequested
+	EventTaskRetryScheduled  = store.EventTaskRetryScheduled
+	EventTaskRetried         = store.EventTaskRetried
+	EventTaskReleased        = store.EventTaskReleased
+	EventTaskRecovered       = store.EventTaskRecovered
+)

@@ -25,6 +25,9 @@ engine and times how soon each starts.`,
 			if opts.Durability != "normal" && opts.Durability != "full" {
 				return fmt.Errorf("--durability %q: want normal or full", opts.Durability)
 			}
+			if opts.Tasks < 1 || opts.Workers < 1 || opts.LatencySamples < 1 {
+				return fmt.Errorf("--tasks, --workers and --latency-samples must be at least 1")
+			}
 			report, err := bench.Run(cmd.Context(), opts)
 			if err != nil {
 				return err

@@ -102,7 +102,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("bench submit: %w", err)
 		}
 	}
-	report.SubmitPerS = float64(opts.Tasks) / time.Since(begin).Seconds()
+	report.SubmitPerS = math.Round(float64(opts.Tasks) / time.Since(begin).Seconds())
 
 	// Phase 2: drain.
 	engine, err := errand.NewEngine(client, &errand.EngineConfig{Workers: opts.Workers})
@@ -117,7 +117,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := waitFinished(ctx, engine, int64(opts.Tasks)); err != nil {
 		return nil, err
 	}
-	report.E2EPerS = float64(opts.Tasks) / time.Since(begin).Seconds()
+	report.E2EPerS = math.Round(float64(opts.Tasks) / time.Since(begin).Seconds())
 
 	// Phase 3: latency on an idle queue.
 	timing.Store(true)

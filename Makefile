@@ -1,0 +1,32 @@
+# errand — common tasks. `make help` lists them.
+.DEFAULT_GOAL := help
+GO ?= go
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
+
+.PHONY: test
+test: ## run every test with the race detector (what CI runs)
+	$(GO) test -race ./...
+
+.PHONY: test/short
+test/short: ## run every test without the race detector
+	$(GO) test ./...
+
+.PHONY: lint
+lint: ## go vet and gofmt
+	$(GO) vet ./...
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+.PHONY: bench
+bench: ## errand bench (20,000 no-op tasks on SQLite) and the Go benchmarks
+	$(GO) run ./cmd/errand bench
+	$(GO) test -run '^$$' -bench . -benchtime 20000x ./internal/engine/
+
+.PHONY: verify
+verify: lint test ## everything CI checks
+
+.PHONY: build
+build: ## build bin/errand
+	CGO_ENABLED=0 $(GO) build -o bin/errand ./cmd/errand
