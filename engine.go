@@ -60,13 +60,22 @@ func (e *Engine) Start(ctx context.Context) error { return e.pool.Start(ctx) }
 // It returns ctx.Err() if ctx ends first.
 func (e *Engine) Stop(ctx context.Context) error { return e.pool.Stop(ctx) }
 
-// Run starts the engine, runs until ctx is done, then stops gracefully.
+// stopTimeout bounds how long Run waits, after the shutdown grace period,
+// for agents to return once their context is cancelled.
+const stopTimeout = 30 * time.Second
+
+// Run starts the engine, runs until ctx is done, then stops gracefully. If
+// agents ignore their cancelled context, it returns after the grace period
+// plus 30 seconds with context.DeadlineExceeded; their leases then expire
+// and other workers recover the tasks.
 func (e *Engine) Run(ctx context.Context) error {
 	if err := e.pool.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
 	<-ctx.Done()
-	return e.pool.Stop(context.WithoutCancel(ctx))
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.pool.ShutdownGrace()+stopTimeout)
+	defer cancel()
+	return e.pool.Stop(stopCtx)
 }
 
 // EngineStats counts what an engine has done since it started.

@@ -15,11 +15,20 @@ type finishRequest struct {
 	x      *execution
 }
 
-// finishRetryDelays space out the tries of a finish transaction that failed;
-// the first retry is immediate, which is what a transient error needs.
-// After the last, the finishes are dropped: their leases expire and the
-// tasks are recovered and run again.
-var finishRetryDelays = []time.Duration{0, 0, 100 * time.Millisecond, time.Second}
+// finishRetryDelay is the wait before each retry of a finish transaction
+// that failed; the first retry is immediate, which is what a transient error
+// needs. Retries go on while any of the batch's leases may still hold; after
+// that, recovery runs the tasks again: delivery is at least once.
+func finishRetryDelay(retry int) time.Duration {
+	switch retry {
+	case 0:
+		return 0
+	case 1:
+		return 100 * time.Millisecond
+	default:
+		return time.Second
+	}
+}
 
 // completer writes finishes in groups: it takes every finish that is
 // waiting and commits them in one transaction, so the write rate grows with
@@ -54,14 +63,14 @@ func (p *Pool) writeFinishes(ctx context.Context, batch []*finishRequest) {
 		results []error
 		err     error
 	)
-	for _, delay := range finishRetryDelays {
-		if delay > 0 && !p.wait(ctx, delay) {
-			break
-		}
+	for retry := 0; ; retry++ {
 		if results, err = p.e.store.TaskFinishMany(ctx, params); err == nil {
 			break
 		}
 		p.logger.ErrorContext(ctx, "write task finishes", slog.Int("tasks", len(batch)), slog.String("error", err.Error()))
+		if !p.anyLeaseHolds(batch) || !p.wait(ctx, finishRetryDelay(retry)) {
+			break
+		}
 	}
 
 	var madeReady bool
@@ -70,8 +79,8 @@ func (p *Pool) writeFinishes(ctx context.Context, batch []*finishRequest) {
 		case err != nil:
 			// Not written: the lease will expire and recovery takes over.
 		case errors.Is(results[i], store.ErrLeaseLost):
-			p.stats.leaseLost.Add(1)
 			p.logger.WarnContext(ctx, "finish rejected: lease lost", slog.String("task_id", req.x.task.ID))
+			req.x.loseLease()
 		case results[i] != nil:
 			p.logger.ErrorContext(ctx, "finish task", slog.String("task_id", req.x.task.ID), slog.String("error", results[i].Error()))
 		default:
@@ -86,6 +95,21 @@ func (p *Pool) writeFinishes(ctx context.Context, batch []*finishRequest) {
 	} else if err == nil {
 		p.e.wrote()
 	}
+}
+
+// anyLeaseHolds reports whether any task of the batch may still hold its
+// lease, so retrying its finish is worth it.
+func (p *Pool) anyLeaseHolds(batch []*finishRequest) bool {
+	now := p.e.clock.Now()
+	for _, req := range batch {
+		req.x.mu.Lock()
+		holds := !req.x.lost && now.Before(req.x.deadline)
+		req.x.mu.Unlock()
+		if holds {
+			return true
+		}
+	}
+	return false
 }
 
 // wait waits d on the engine's clock; false if ctx ended first.

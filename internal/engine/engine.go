@@ -50,8 +50,12 @@ type Config struct {
 	MaxInputBytes int
 	// Clock defaults to the real clock.
 	Clock clock.Clock
-	// Logger defaults to slog.Default at Warn level.
+	// Logger defaults to discarding everything.
 	Logger *slog.Logger
+
+	// storeClock is set when no clock was given: the store then stamps
+	// writes with its own time, which is authoritative for leases.
+	storeClock bool
 }
 
 func (c *Config) withDefaults() *Config {
@@ -64,6 +68,7 @@ func (c *Config) withDefaults() *Config {
 	out.MaxInputBytes = cmp.Or(out.MaxInputBytes, DefaultMaxInputBytes)
 	if out.Clock == nil {
 		out.Clock = clock.New()
+		out.storeClock = true
 	}
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.NewTextHandler(discardWriter{}, nil))
@@ -107,6 +112,10 @@ type Engine struct {
 
 	mu    sync.Mutex
 	pools map[*Pool]struct{}
+	// cancels remembers cancels of running tasks, so a pool that claimed
+	// the task just before the cancel (and has not launched it yet) still
+	// sees it.
+	cancels map[store.Lease]time.Time
 }
 
 // New returns an Engine over st.
@@ -119,21 +128,48 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 		return nil, err
 	}
 	return &Engine{
-		store:  st,
-		cfg:    cfg,
-		clock:  cfg.Clock,
-		logger: cfg.Logger,
-		pools:  map[*Pool]struct{}{},
+		store:   st,
+		cfg:     cfg,
+		clock:   cfg.Clock,
+		logger:  cfg.Logger,
+		pools:   map[*Pool]struct{}{},
+		cancels: map[store.Lease]time.Time{},
 	}, nil
 }
 
 // Store returns the engine's store.
 func (e *Engine) Store() store.Store { return e.store }
 
-// now is the time stamped on the engine's writes.
+// now is the time stamped on the engine's writes: nil (the store's own
+// clock) unless a clock was injected.
 func (e *Engine) now() *time.Time {
+	if e.cfg.storeClock {
+		return nil
+	}
 	t := e.clock.Now()
 	return &t
+}
+
+// noteCancel remembers that a running task was cancelled under lease.
+func (e *Engine) noteCancel(lease store.Lease) {
+	now := e.clock.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for l, at := range e.cancels {
+		if now.Sub(at) > e.cfg.LeaseTTL {
+			delete(e.cancels, l)
+		}
+	}
+	e.cancels[lease] = now
+}
+
+// cancelNoted reports, once, whether the lease was cancelled.
+func (e *Engine) cancelNoted(lease store.Lease) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.cancels[lease]
+	delete(e.cancels, lease)
+	return ok
 }
 
 // wrote wakes subscriptions after a write that appended events.

@@ -54,11 +54,17 @@ func setup(t *testing.T) *testBundle {
 // database, sharing its clock: a second process, as far as the store knows.
 func (b *testBundle) openEngine(t *testing.T) (*faultstore.Store, *Engine) {
 	t.Helper()
+	return b.openEngineWithClock(t, b.clock)
+}
+
+// openEngineWithClock is openEngine with the engine's own clock.
+func (b *testBundle) openEngineWithClock(t *testing.T, clk *clock.Fake) (*faultstore.Store, *Engine) {
+	t.Helper()
 	st, err := sqlitestore.Open(context.Background(), b.path, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, st.Close()) })
 	faults := faultstore.New(st)
-	e, err := New(faults, &Config{Clock: b.clock, LeaseTTL: 30 * time.Second, Logger: testLogger(t)})
+	e, err := New(faults, &Config{Clock: clk, LeaseTTL: 30 * time.Second, Logger: testLogger(t)})
 	require.NoError(t, err)
 	return faults, e
 }
@@ -72,7 +78,7 @@ func startPool(t *testing.T, e *Engine, cfg *PoolConfig) *Pool {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 		defer cancel()
-		require.NoError(t, p.stop(ctx, 0))
+		require.NoError(t, p.stop(ctx, true))
 	})
 	return p
 }
@@ -231,6 +237,9 @@ func TestSubmitWakesIdleWorkers(t *testing.T) {
 		started <- r.Task().ID
 		return ok("done"), nil
 	})})
+	// The pool has made its first, empty claim and armed its tickers.
+	require.Eventually(t, func() bool { return b.faults.Calls("TaskLeaseMany") >= 1 }, waitTimeout, time.Millisecond)
+	require.NoError(t, b.clock.WaitForTimers(t.Context(), 3))
 	task := submit(t, b.engine, &SubmitParams{Goal: "wake up"})
 	require.Equal(t, task.ID, recv(t, started))
 	ev := waitEvent(t, b.engine, task.ID, store.EventTaskCompleted)

@@ -23,13 +23,21 @@ type execution struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu       sync.Mutex
-	deadline time.Time // the lease is trusted until then
-	lost     bool
+	mu sync.Mutex
+	// deadline is when the lease may expire, by this process's clock: the
+	// time the claim or last renewal was sent, plus the TTL.
+	deadline  time.Time
+	lost      bool
+	finishing bool // the agent returned; its finish is queued
 }
 
-// launch starts a worker for a claimed task.
-func (p *Pool) launch(ctx context.Context, t *store.Task) {
+// leaseMargin is how long before its deadline a lease stops being trusted:
+// the task is stopped before another worker can take it over.
+func leaseMargin(ttl time.Duration) time.Duration { return ttl / 10 }
+
+// launch starts a worker for a task claimed at claimedAt (local time, taken
+// before the claim was sent).
+func (p *Pool) launch(ctx context.Context, t *store.Task, claimedAt time.Time) {
 	xctx, cancel := context.WithCancelCause(ctx)
 	x := &execution{
 		pool:     p,
@@ -38,20 +46,46 @@ func (p *Pool) launch(ctx context.Context, t *store.Task) {
 		info:     taskInfo(t),
 		ctx:      xctx,
 		cancel:   cancel,
-		deadline: t.LeaseExpiresAt,
+		deadline: claimedAt.Add(p.e.cfg.LeaseTTL),
 	}
 	p.mu.Lock()
 	p.active++
 	p.running[t.ID] = x
 	p.mu.Unlock()
-	if !t.CancelRequestedAt.IsZero() {
+	if !t.CancelRequestedAt.IsZero() || p.e.cancelNoted(x.lease) {
 		x.cancel(ErrCancelled)
 	}
-	p.execs.Add(1)
+	p.execs.Add(2)
 	go func() {
 		defer p.execs.Done()
 		p.execute(x)
 	}()
+	go func() {
+		defer p.execs.Done()
+		p.watchLease(x)
+	}()
+}
+
+// watchLease stops the task when its lease deadline nears without a
+// renewal: past it, another worker may run the task.
+func (p *Pool) watchLease(x *execution) {
+	margin := leaseMargin(p.e.cfg.LeaseTTL)
+	for {
+		x.mu.Lock()
+		left := x.deadline.Add(-margin).Sub(p.e.clock.Now())
+		x.mu.Unlock()
+		if left <= 0 {
+			x.loseLease()
+			return
+		}
+		timer := p.e.clock.NewTimer(left)
+		select {
+		case <-timer.C(): // check again: a renewal may have moved the deadline
+		case <-x.ctx.Done():
+			timer.Stop()
+			return
+		}
+	}
 }
 
 func taskInfo(t *store.Task) *taskrun.Info {
@@ -62,18 +96,17 @@ func taskInfo(t *store.Task) *taskrun.Info {
 	}
 }
 
-// cancelTask cancels the context of a task this pool runs under the given
-// lease token.
-func (p *Pool) cancelTask(taskID string, token int64) {
+// cancelTask cancels the context of a task this pool runs under lease.
+func (p *Pool) cancelTask(lease store.Lease) {
 	p.mu.Lock()
-	x := p.running[taskID]
+	x := p.running[lease.TaskID]
 	p.mu.Unlock()
-	if x != nil && x.lease.Token == token {
+	if x != nil && x.lease == lease {
 		x.cancel(ErrCancelled)
 	}
 }
 
-// loseLease stops a task whose lease is gone; its finish is never written.
+// loseLease stops a task whose lease is gone; its finish is not written.
 func (x *execution) loseLease() {
 	x.mu.Lock()
 	if !x.lost {
@@ -92,6 +125,9 @@ func (x *execution) leaseLost() bool {
 
 func (p *Pool) execute(x *execution) {
 	result, err := callHandler(x.ctx, p.cfg.Handlers[x.task.Agent], &run{x: x})
+	x.mu.Lock()
+	x.finishing = true
+	x.mu.Unlock()
 	finish := p.decide(x, result, err)
 	if finish == nil {
 		p.done(x)
@@ -154,7 +190,7 @@ func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.Tas
 		if delay <= 0 {
 			delay = backoff(x.task.Attempt, p.e.cfg.BackoffBase, p.e.cfg.BackoffCap, jitter)
 		}
-		fp.RunAt = fp.Now.Add(delay)
+		fp.RunAt = p.e.clock.Now().Add(delay)
 	}
 	return fp
 }
@@ -224,32 +260,35 @@ func (r *run) Renew(ctx context.Context) error {
 		return store.ErrLeaseLost
 	}
 	p := r.x.pool
-	now := p.e.now()
+	sent := p.e.clock.Now()
 	res, err := p.e.store.LeaseRenewMany(ctx, &store.LeaseRenewManyParams{
-		Leases: []store.Lease{r.x.lease}, TTL: p.e.cfg.LeaseTTL, Now: now,
+		Leases: []store.Lease{r.x.lease}, TTL: p.e.cfg.LeaseTTL, Now: p.e.now(),
 	})
 	if err != nil {
 		return err
 	}
-	p.applyRenewal(r.x, res[0])
+	p.applyRenewal(r.x, res[0], sent)
 	if res[0].Err != nil {
 		return res[0].Err
 	}
 	return nil
 }
 
-// applyRenewal records a renewal's outcome on its execution.
-func (p *Pool) applyRenewal(x *execution, res store.LeaseRenewResult) {
+// applyRenewal records the outcome of a renewal sent at sent.
+func (p *Pool) applyRenewal(x *execution, res store.LeaseRenewResult, sent time.Time) {
+	x.mu.Lock()
+	finishing := x.finishing
+	if res.Err == nil {
+		x.deadline = sent.Add(p.e.cfg.LeaseTTL)
+	}
+	x.mu.Unlock()
 	switch {
+	case errors.Is(res.Err, store.ErrLeaseLost) && finishing:
+		// The finish committed after the renewal's snapshot was taken.
 	case errors.Is(res.Err, store.ErrLeaseLost):
 		p.logger.Warn("lease lost", slog.String("task_id", x.task.ID))
 		x.loseLease()
-	case res.Err == nil:
-		x.mu.Lock()
-		x.deadline = res.ExpiresAt
-		x.mu.Unlock()
-		if res.CancelRequested {
-			x.cancel(ErrCancelled)
-		}
+	case res.Err == nil && res.CancelRequested:
+		x.cancel(ErrCancelled)
 	}
 }

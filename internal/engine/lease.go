@@ -8,8 +8,7 @@ import (
 )
 
 // renewer extends every lease this pool holds every lease_ttl/3, in one
-// transaction. A lease that could not be renewed by the time it expires is
-// given up: its task is stopped, since another worker may now hold it.
+// transaction. A lease not renewed in time is given up by watchLease.
 func (p *Pool) renewer(ctx context.Context) {
 	defer p.bg.Done()
 	tick := p.e.clock.NewTicker(p.e.cfg.LeaseTTL / 3)
@@ -37,24 +36,17 @@ func (p *Pool) renewAll(ctx context.Context) {
 		return
 	}
 
-	now := p.e.now()
+	sent := p.e.clock.Now()
 	results, err := p.e.store.LeaseRenewMany(ctx, &store.LeaseRenewManyParams{
-		Leases: leases, TTL: p.e.cfg.LeaseTTL, Now: now,
+		Leases: leases, TTL: p.e.cfg.LeaseTTL, Now: p.e.now(),
 	})
 	if err != nil {
+		// Each task's watchLease stops it if no renewal lands in time.
 		p.logger.ErrorContext(ctx, "renew leases", slog.Int("leases", len(leases)), slog.String("error", err.Error()))
-		for _, x := range execs {
-			x.mu.Lock()
-			expired := !now.Before(x.deadline)
-			x.mu.Unlock()
-			if expired {
-				x.loseLease()
-			}
-		}
 		return
 	}
 	for i, res := range results {
-		p.applyRenewal(execs[i], res)
+		p.applyRenewal(execs[i], res, sent)
 	}
 }
 

@@ -74,12 +74,15 @@ type Pool struct {
 
 	stopClaiming chan struct{}
 	bgCancel     context.CancelFunc
+	stopOnCancel func() bool
 	producerDone chan struct{}
 	execs        sync.WaitGroup
 	bg           sync.WaitGroup
 	completerWG  sync.WaitGroup
 	stopOnce     sync.Once
-	stopErr      error
+	hardOnce     sync.Once
+	hardStop     chan struct{}
+	stopped      chan struct{}
 
 	stats poolCounters
 }
@@ -139,11 +142,16 @@ func (e *Engine) NewPool(cfg *PoolConfig) (*Pool, error) {
 		running:      map[string]*execution{},
 		stopClaiming: make(chan struct{}),
 		producerDone: make(chan struct{}),
+		hardStop:     make(chan struct{}),
+		stopped:      make(chan struct{}),
 	}, nil
 }
 
 // Owner is the name this pool writes on its leases.
 func (p *Pool) Owner() string { return p.cfg.Owner }
+
+// ShutdownGrace is how long Stop lets running tasks finish.
+func (p *Pool) ShutdownGrace() time.Duration { return p.cfg.ShutdownGrace }
 
 // Start recovers leases left by processes that died, then starts claiming.
 // It returns once the pool runs. Cancelling ctx stops the pool at once,
@@ -174,43 +182,61 @@ func (p *Pool) Start(ctx context.Context) error {
 		return ErrPoolStopped
 	}
 	p.bgCancel = bgCancel
+	p.stopOnCancel = context.AfterFunc(ctx, func() { p.beginStop(true) })
 	p.mu.Unlock()
+
 	p.completerWG.Add(1)
 	go p.completer(bgCtx)
 	p.bg.Add(2)
 	go p.renewer(bgCtx)
 	go p.recoverer(bgCtx)
 	go p.producer(bgCtx)
-
-	context.AfterFunc(ctx, func() {
-		hard, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = p.stop(hard, 0)
-	})
 	return nil
 }
 
 // Stop stops claiming, lets running tasks finish for the shutdown grace
 // period, then cancels the rest and hands their leases back so the next
-// start resumes them at once. It returns ctx.Err() if ctx ends first. A
-// second Stop, or a Stop without Start, returns nil.
+// start resumes them at once. It returns ctx.Err() if ctx ends first; the
+// shutdown goes on in the background. A second Stop, or a Stop without
+// Start, is fine.
 func (p *Pool) Stop(ctx context.Context) error {
-	return p.stop(ctx, p.cfg.ShutdownGrace)
+	return p.stop(ctx, false)
 }
 
-func (p *Pool) stop(ctx context.Context, grace time.Duration) error {
+// stop begins the shutdown (hard: with no grace period) and waits for it.
+func (p *Pool) stop(ctx context.Context, hard bool) error {
+	if !p.beginStop(hard) {
+		return nil
+	}
+	select {
+	case <-p.stopped:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// beginStop starts the shutdown once; a hard call cuts the grace period
+// short, even of a shutdown already under way. It reports whether the pool
+// had started.
+func (p *Pool) beginStop(hard bool) bool {
 	p.mu.Lock()
 	if p.bgCancel == nil { // never started, or Start failed
 		p.state = poolStopped
 		p.mu.Unlock()
-		return nil
+		return false
 	}
 	p.mu.Unlock()
-	p.stopOnce.Do(func() { p.stopErr = p.shutdown(ctx, grace) })
-	return p.stopErr
+	if hard {
+		p.hardOnce.Do(func() { close(p.hardStop) })
+	}
+	p.stopOnce.Do(func() { go p.shutdown() })
+	return true
 }
 
-func (p *Pool) shutdown(ctx context.Context, grace time.Duration) error {
+func (p *Pool) shutdown() {
+	defer close(p.stopped)
+	p.stopOnCancel()
 	close(p.stopClaiming)
 	<-p.producerDone
 
@@ -219,36 +245,30 @@ func (p *Pool) shutdown(ctx context.Context, grace time.Duration) error {
 		p.execs.Wait()
 		close(allDone)
 	}()
-	if grace > 0 {
-		timer := p.e.clock.NewTimer(grace)
-		select {
-		case <-allDone:
-		case <-timer.C():
-		case <-ctx.Done():
-		}
-		timer.Stop()
+	timer := p.e.clock.NewTimer(p.cfg.ShutdownGrace)
+	select {
+	case <-allDone:
+	case <-timer.C():
+	case <-p.hardStop:
 	}
+	timer.Stop()
 	p.mu.Lock()
 	for _, x := range p.running {
 		x.cancel(ErrShutdown)
 	}
 	p.mu.Unlock()
 
-	var err error
-	select {
-	case <-allDone:
-		close(p.finishes)
-		p.completerWG.Wait()
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
+	// Agents that ignore their context keep the shutdown here; Stop's
+	// caller is not held, but the leases stay until they expire.
+	<-allDone
+	close(p.finishes)
+	p.completerWG.Wait()
 	p.bgCancel()
 	p.bg.Wait()
 	p.e.removePool(p)
 	p.mu.Lock()
 	p.state = poolStopped
 	p.mu.Unlock()
-	return err
 }
 
 // producer claims work whenever workers are free and there may be work:
@@ -266,6 +286,7 @@ func (p *Pool) producer(ctx context.Context) {
 
 		claimed, want := 0, min(free, p.cfg.ClaimBatch)
 		if free > 0 {
+			claimedAt := p.e.clock.Now()
 			tasks, err := p.e.store.TaskLeaseMany(ctx, &store.TaskLeaseManyParams{
 				Owner: p.cfg.Owner, Limit: want, TTL: p.e.cfg.LeaseTTL, Agents: p.agents, Now: p.e.now(),
 			})
@@ -276,7 +297,7 @@ func (p *Pool) producer(ctx context.Context) {
 				p.e.wrote()
 			}
 			for _, t := range tasks {
-				p.launch(ctx, t)
+				p.launch(ctx, t, claimedAt)
 			}
 			claimed = len(tasks)
 			p.stats.claimed.Add(int64(claimed))

@@ -12,33 +12,25 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand/internal/clock"
 	"github.com/errandhq/errand/internal/faultstore"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
 
-// A worker that stops renewing (paused, partitioned) loses its task to
-// another worker once the lease expires, and every write it makes after
-// that is rejected.
-func TestAbandonedWorkerIsFencedOff(t *testing.T) {
+// A worker that stops renewing because its process is paused (its clock
+// stands still while the others' moves on) loses its task to another worker
+// once the lease expires, and every write it makes after that is refused by
+// the store.
+func TestPausedWorkerIsFencedOff(t *testing.T) {
 	t.Parallel()
 	for _, checkpointFirst := range []bool{true, false} {
 		t.Run(fmt.Sprintf("checkpoint first %v", checkpointFirst), func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			faultsA, engineA := b.faults, b.engine
-			_, engineB := b.openEngine(t)
-
-			// A's renewals hang, as if its process were paused.
-			partition := make(chan struct{})
-			t.Cleanup(func() { close(partition) })
-			faultsA.Hook("LeaseRenewMany", func(ctx context.Context) error {
-				select {
-				case <-partition:
-				case <-ctx.Done():
-				}
-				return errors.New("partitioned")
-			})
+			pausedClock := clock.NewFake(testStart) // never advanced
+			_, engineA := b.openEngineWithClock(t, pausedClock)
+			engineB := b.engine
 
 			startedA, releaseA := make(chan struct{}), make(chan struct{})
 			checkpointErr := make(chan error, 1)
@@ -47,32 +39,28 @@ func TestAbandonedWorkerIsFencedOff(t *testing.T) {
 					close(startedA)
 					<-releaseA
 					if checkpointFirst {
-						checkpointErr <- r.Checkpoint(context.Background(), json.RawMessage(`{"by":"a"}`))
+						checkpointErr <- r.Checkpoint(ctx, json.RawMessage(`{"by":"a"}`))
 					}
 					return ok("from a"), nil
 				})})
 			task := submit(t, engineA, &SubmitParams{Goal: "contested"})
 			recv(t, startedA)
-			// Only B recovers the expired lease, so B's pool is the one woken.
-			faultsA.Inject("TaskRecover", faultstore.Before, errors.New("partitioned"), -1)
 
 			poolB := startPool(t, engineB, &PoolConfig{Owner: "worker-b", Workers: 1, Handlers: handlers(
 				func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
 					require.NoError(t, r.Checkpoint(ctx, json.RawMessage(`{"by":"b"}`)))
 					return ok("from b"), nil
 				})})
-			// Both pools have armed their tickers (producer, renewer, recoverer).
-			require.NoError(t, b.clock.WaitForTimers(t.Context(), 6))
-
-			b.clock.Advance(engineA.cfg.LeaseTTL + time.Second)
+			require.NoError(t, b.clock.WaitForTimers(t.Context(), 3)) // B's producer, renewer, recoverer
+			b.clock.Advance(engineB.cfg.LeaseTTL + time.Second)
 			waitForStatus(t, engineB, task.ID, store.StatusCompleted)
 
 			close(releaseA)
 			if checkpointFirst {
 				require.ErrorIs(t, recv(t, checkpointErr), store.ErrLeaseLost)
 			}
-			// A's completion is refused by the store (or never sent, when
-			// its checkpoint already learned the lease was gone).
+			// A's completion is refused by the store, or not sent once its
+			// checkpoint learned that the lease was gone.
 			require.Eventually(t, func() bool { return poolA.Stats().LeaseLost == 1 }, waitTimeout, time.Millisecond)
 
 			got, err := engineB.Get(context.Background(), task.ID)
@@ -89,6 +77,46 @@ func TestAbandonedWorkerIsFencedOff(t *testing.T) {
 			}, eventTypes(t, engineB, task.ID))
 		})
 	}
+}
+
+// A worker whose renewals stall (partitioned from the database) stops its
+// task itself before the lease can expire, so it never runs alongside the
+// worker that takes the task over.
+func TestPartitionedWorkerStopsBeforeItsLeaseExpires(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	faultsA, engineA := b.faults, b.engine
+	partition := make(chan struct{})
+	t.Cleanup(func() { close(partition) })
+	faultsA.Hook("LeaseRenewMany", func(ctx context.Context) error {
+		select {
+		case <-partition:
+		case <-ctx.Done():
+		}
+		return errors.New("partitioned")
+	})
+
+	started, cause := make(chan struct{}), make(chan error, 1)
+	poolA := startPool(t, engineA, &PoolConfig{Owner: "worker-a", Workers: 1, Handlers: handlers(
+		func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+			close(started)
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return taskrun.Result{}, ctx.Err()
+		})})
+	task := submit(t, engineA, &SubmitParams{Goal: "contested"})
+	recv(t, started)
+	require.NoError(t, b.clock.WaitForTimers(t.Context(), 4)) // producer, renewer, recoverer, the lease's deadline
+
+	ttl := engineA.cfg.LeaseTTL
+	b.clock.Advance(ttl - leaseMargin(ttl) - time.Millisecond)
+	requireStatus(t, engineA, task.ID, store.StatusRunning)
+	require.Zero(t, poolA.Stats().LeaseLost, "not given up while the lease holds")
+
+	b.clock.Advance(time.Millisecond) // the margin before expiry is reached
+	require.ErrorIs(t, recv(t, cause), store.ErrLeaseLost)
+	require.Eventually(t, func() bool { return poolA.Stats().LeaseLost == 1 }, waitTimeout, time.Millisecond)
+	requireStatus(t, engineA, task.ID, store.StatusRunning) // nothing written; recovery will take it
 }
 
 // 64 workers in two engines on one SQLite file run 10,000 tasks: each once.
@@ -186,7 +214,7 @@ func TestCancelFromAnotherProcess(t *testing.T) {
 	})})
 	task := submit(t, b.engine, &SubmitParams{Goal: "long"})
 	recv(t, started)
-	require.NoError(t, b.clock.WaitForTimers(t.Context(), 3))
+	require.NoError(t, b.clock.WaitForTimers(t.Context(), 4)) // with the lease deadline
 
 	_, err := other.Cancel(context.Background(), task.ID, "from elsewhere", "")
 	require.NoError(t, err)
@@ -202,14 +230,14 @@ func TestCancelPendingTask(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.StatusCancelled, got.Status)
 
-	ran := make(chan struct{}, 1)
+	var ran atomic.Int64
 	startPool(t, b.engine, &PoolConfig{Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
-		ran <- struct{}{}
+		ran.Add(1)
 		return ok(""), nil
 	})})
 	other := submit(t, b.engine, &SubmitParams{Goal: "runs"})
 	waitEvent(t, b.engine, other.ID, store.EventTaskCompleted)
-	require.Len(t, ran, 1, "only the live task ran")
+	require.Equal(t, int64(1), ran.Load(), "only the live task ran")
 
 	_, err = b.engine.Cancel(context.Background(), "tsk_01JH0000000000000000000000", "", "")
 	require.ErrorIs(t, err, store.ErrNotFound)
@@ -248,8 +276,9 @@ func TestGracefulShutdownHandsLeasesBack(t *testing.T) {
 	close(quick) // finishes inside the grace period
 	waitForStatus(t, b.engine, fast.ID, store.StatusCompleted)
 	<-pool.producerDone
-	// The renewer's and recoverer's tickers, and the grace timer.
-	require.NoError(t, b.clock.WaitForTimers(t.Context(), 3))
+	// The renewer's and recoverer's tickers, the slow task's lease
+	// deadline, and the grace timer.
+	require.NoError(t, b.clock.WaitForTimers(t.Context(), 4))
 	b.clock.Advance(5 * time.Second)
 	require.NoError(t, recv(t, stopped))
 
@@ -318,7 +347,7 @@ func TestClaimCommittedButErroredIsRecovered(t *testing.T) {
 	})})
 	waitForStatus(t, b.engine, task.ID, store.StatusRunning)
 	require.Empty(t, runs)
-
+	require.NoError(t, b.clock.WaitForTimers(t.Context(), 3))
 	b.clock.Advance(b.engine.cfg.LeaseTTL + time.Second)
 	require.Equal(t, task.ID, recv(t, runs))
 	waitForStatus(t, b.engine, task.ID, store.StatusCompleted)

@@ -89,9 +89,11 @@ func (e *Engine) Cancel(ctx context.Context, taskID, reason, actor string) (*sto
 	}
 	e.wrote()
 	if t.Status == store.StatusRunning {
+		lease := store.Lease{TaskID: taskID, Token: t.LeaseToken}
+		e.noteCancel(lease)
 		e.mu.Lock()
 		for p := range e.pools {
-			p.cancelTask(taskID, t.LeaseToken)
+			p.cancelTask(lease)
 		}
 		e.mu.Unlock()
 	}

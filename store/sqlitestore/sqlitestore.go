@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -80,6 +81,9 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// ErrClosed is returned by writes to a closed Store.
+var ErrClosed = errors.New("errand: sqlite store is closed")
+
 // Store is the SQLite driver of store.Store.
 type Store struct {
 	path   string
@@ -87,6 +91,9 @@ type Store struct {
 	reader *sql.DB
 	stmts  *statements
 	lock   *fileLock
+	closed atomic.Bool
+
+	checkpointer *checkpointer
 }
 
 var _ store.Store = (*Store)(nil)
@@ -138,6 +145,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
+	s.checkpointer = startCheckpointer(reader)
 	return s, nil
 }
 
@@ -150,6 +158,9 @@ func dsn(path string, cfg *Config, readOnly bool) string {
 	q.Add("_pragma", "synchronous("+string(cfg.Durability)+")")
 	q.Add("_pragma", "cache_size(-"+strconv.Itoa(DefaultCacheSizeKiB)+")")
 	q.Add("_pragma", "temp_store(memory)")
+	// Checkpoints run in the background (see checkpointer), not on the
+	// commit that happens to cross the threshold.
+	q.Add("_pragma", "wal_autocheckpoint(0)")
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
 	} else {
@@ -163,6 +174,9 @@ func dsn(path string, cfg *Config, readOnly bool) string {
 // Close closes both pools.
 func (s *Store) Close() error {
 	var errs []error
+	if s.checkpointer != nil {
+		s.checkpointer.stop()
+	}
 	if s.stmts != nil {
 		errs = append(errs, s.stmts.close())
 	}
@@ -170,9 +184,8 @@ func (s *Store) Close() error {
 		errs = append(errs, s.reader.Close())
 	}
 	errs = append(errs, s.writer.Close())
-	if s.lock != nil {
+	if s.lock != nil && !s.closed.Swap(true) {
 		releaseFileLock(s.lock)
-		s.lock = nil
 	}
 	return errors.Join(errs...)
 }
@@ -192,6 +205,9 @@ func (s *Store) writeTx(ctx context.Context, f func(tx *sql.Tx) error) error {
 }
 
 func (s *Store) writeTxOnce(ctx context.Context, f func(tx *sql.Tx) error) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
 	s.lock.Lock()
 	defer s.lock.Unlock()
 	tx, err := s.writer.BeginTx(ctx, nil)

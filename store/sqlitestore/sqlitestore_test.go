@@ -111,3 +111,13 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 	require.Contains(t, plan(`SELECT id FROM tasks WHERE status = 'running' AND lease_expires_at < 5`), "tasks_status (status=?)")
 	require.Contains(t, plan(`SELECT id FROM tasks WHERE status IN ('pending') AND id < 'x' ORDER BY id DESC LIMIT 5`), "tasks_status")
 }
+
+func TestWritesAfterCloseFail(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"), nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	_, err = s.TaskInsert(t.Context(), &store.TaskInsertParams{ID: "tsk_1", Goal: "g", Agent: "a", MaxAttempts: 1})
+	require.ErrorIs(t, err, ErrClosed)
+	require.NoError(t, s.Close(), "a second Close is fine")
+}
