@@ -13,6 +13,9 @@ import (
 type finishRequest struct {
 	params *store.TaskFinishParams
 	x      *execution
+	// deadline is the lease deadline when the agent returned; the finish is
+	// retried until then, and later renewals do not extend it.
+	deadline time.Time
 }
 
 // finishRetryDelay is the wait before each retry of a finish transaction
@@ -97,29 +100,32 @@ func (p *Pool) writeFinishes(ctx context.Context, batch []*finishRequest) {
 	}
 }
 
-// anyLeaseHolds reports whether any task of the batch may still hold its
-// lease, so retrying its finish is worth it.
+// anyLeaseHolds reports whether any task of the batch may still hold the
+// lease it finished under, so retrying its finish is worth it.
 func (p *Pool) anyLeaseHolds(batch []*finishRequest) bool {
 	now := p.e.clock.Now()
 	for _, req := range batch {
-		req.x.mu.Lock()
-		holds := !req.x.lost && now.Before(req.x.deadline)
-		req.x.mu.Unlock()
-		if holds {
+		if now.Before(req.deadline) {
 			return true
 		}
 	}
 	return false
 }
 
-// wait waits d on the engine's clock; false if ctx ended first.
+// wait waits d on the engine's clock; false if ctx ended or a hard stop
+// came first.
 func (p *Pool) wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
 	t := p.e.clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C():
 		return true
 	case <-ctx.Done():
+		return false
+	case <-p.hardStop:
 		return false
 	}
 }

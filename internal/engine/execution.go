@@ -67,13 +67,17 @@ func (p *Pool) launch(ctx context.Context, t *store.Task, claimedAt time.Time) {
 }
 
 // watchLease stops the task when its lease deadline nears without a
-// renewal: past it, another worker may run the task.
+// renewal: past it, another worker may run the task. Once the agent has
+// returned, the store's token check on the finish decides instead.
 func (p *Pool) watchLease(x *execution) {
-	margin := leaseMargin(p.e.cfg.LeaseTTL)
 	for {
 		x.mu.Lock()
-		left := x.deadline.Add(-margin).Sub(p.e.clock.Now())
+		left := x.deadline.Add(-leaseMargin(p.e.cfg.LeaseTTL)).Sub(p.e.clock.Now())
+		finishing := x.finishing
 		x.mu.Unlock()
+		if finishing || x.ctx.Err() != nil {
+			return
+		}
 		if left <= 0 {
 			x.loseLease()
 			return
@@ -86,6 +90,19 @@ func (p *Pool) watchLease(x *execution) {
 			return
 		}
 	}
+}
+
+// trusted reports whether the lease may still be relied on: not known lost
+// and not past its deadline less the margin. An untrusted lease is given up.
+func (x *execution) trusted() bool {
+	now := x.pool.e.clock.Now()
+	x.mu.Lock()
+	ok := !x.lost && now.Before(x.deadline.Add(-leaseMargin(x.pool.e.cfg.LeaseTTL)))
+	x.mu.Unlock()
+	if !ok {
+		x.loseLease()
+	}
+	return ok
 }
 
 func taskInfo(t *store.Task) *taskrun.Info {
@@ -133,7 +150,10 @@ func (p *Pool) execute(x *execution) {
 		p.done(x)
 		return
 	}
-	p.finishes <- &finishRequest{params: finish, x: x}
+	x.mu.Lock()
+	deadline := x.deadline
+	x.mu.Unlock()
+	p.finishes <- &finishRequest{params: finish, x: x, deadline: deadline}
 }
 
 // callHandler runs the agent, turning a panic into a retryable error.
@@ -226,7 +246,7 @@ func (r *run) guard(err error) error {
 }
 
 func (r *run) Checkpoint(ctx context.Context, state json.RawMessage) error {
-	if r.x.leaseLost() {
+	if !r.x.trusted() {
 		return store.ErrLeaseLost
 	}
 	if !json.Valid(state) {
@@ -239,7 +259,7 @@ func (r *run) Checkpoint(ctx context.Context, state json.RawMessage) error {
 }
 
 func (r *run) Progress(ctx context.Context, pr taskrun.Progress) error {
-	if r.x.leaseLost() {
+	if !r.x.trusted() {
 		return store.ErrLeaseLost
 	}
 	sp := store.Progress{CurrentStep: pr.Current, TotalSteps: pr.Total, Label: pr.Label}
@@ -256,7 +276,7 @@ func (r *run) Progress(ctx context.Context, pr taskrun.Progress) error {
 }
 
 func (r *run) Renew(ctx context.Context) error {
-	if r.x.leaseLost() {
+	if !r.x.trusted() {
 		return store.ErrLeaseLost
 	}
 	p := r.x.pool

@@ -76,3 +76,45 @@ func TestClaimFailedBeforeWriteIsRetried(t *testing.T) {
 	require.Equal(t, task.ID, recv(t, runs))
 	waitForStatus(t, b.engine, task.ID, store.StatusCompleted)
 }
+
+// A finish that keeps failing does not hold up a hard stop; the task stays
+// leased and recovery runs it again later.
+func TestHardStopDoesNotWaitForFailingFinishes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.faults.Inject("TaskFinishMany", faultstore.Before, errors.New("disk gone"), -1)
+	pool, err := b.engine.NewPool(&PoolConfig{Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+		return ok(""), nil
+	})})
+	require.NoError(t, err)
+	require.NoError(t, pool.Start(context.Background()))
+	task := submit(t, b.engine, &SubmitParams{Goal: "x"})
+	// Two tries, then the completer waits on the clock before the third.
+	require.Eventually(t, func() bool { return b.faults.Calls("TaskFinishMany") >= 2 }, waitTimeout, time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, pool.stop(ctx, true))
+	requireStatus(t, b.engine, task.ID, store.StatusRunning)
+	require.Zero(t, pool.Stats().Finished)
+}
+
+// A finish that lands after retries, late in its lease, counts as finished
+// and not as a lost lease.
+func TestSlowFinishIsNotCountedAsLeaseLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.faults.Inject("TaskFinishMany", faultstore.Before, errors.New("busy"), 2)
+	pool := startPool(t, b.engine, &PoolConfig{Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+		return ok("late"), nil
+	})})
+	task := submit(t, b.engine, &SubmitParams{Goal: "x"})
+	require.Eventually(t, func() bool { return b.faults.Calls("TaskFinishMany") >= 2 }, waitTimeout, time.Millisecond)
+
+	// Past the lease's trust margin, but before it expires: the retry lands.
+	ttl := b.engine.cfg.LeaseTTL
+	b.clock.Advance(ttl - leaseMargin(ttl)/2)
+	waitForStatus(t, b.engine, task.ID, store.StatusCompleted)
+	require.Eventually(t, func() bool { return pool.Stats().Finished == 1 }, waitTimeout, time.Millisecond)
+	require.Zero(t, pool.Stats().LeaseLost)
+}

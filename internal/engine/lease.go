@@ -3,15 +3,15 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/errandhq/errand/store"
 )
 
-// renewer extends every lease this pool holds every lease_ttl/3, in one
-// transaction. A lease not renewed in time is given up by watchLease.
-func (p *Pool) renewer(ctx context.Context) {
+// every runs f every d on the engine's clock until ctx ends.
+func (p *Pool) every(ctx context.Context, d time.Duration, f func(context.Context)) {
 	defer p.bg.Done()
-	tick := p.e.clock.NewTicker(p.e.cfg.LeaseTTL / 3)
+	tick := p.e.clock.NewTicker(d)
 	defer tick.Stop()
 	for {
 		select {
@@ -19,10 +19,13 @@ func (p *Pool) renewer(ctx context.Context) {
 			return
 		case <-tick.C():
 		}
-		p.renewAll(ctx)
+		f(ctx)
 	}
 }
 
+// renewAll extends every lease this pool holds, in one transaction; the
+// pool runs it every lease_ttl/3. A lease not renewed in time is given up
+// by watchLease.
 func (p *Pool) renewAll(ctx context.Context) {
 	p.mu.Lock()
 	execs := make([]*execution, 0, len(p.running))
@@ -50,20 +53,11 @@ func (p *Pool) renewAll(ctx context.Context) {
 	}
 }
 
-// recoverer takes back expired leases of any owner every lease_ttl/2.
-func (p *Pool) recoverer(ctx context.Context) {
-	defer p.bg.Done()
-	tick := p.e.clock.NewTicker(p.e.cfg.LeaseTTL / 2)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C():
-		}
-		if err := p.e.Recover(ctx, nil); err != nil {
-			p.logger.ErrorContext(ctx, "recover expired leases", slog.String("error", err.Error()))
-		}
+// recoverExpired takes back expired leases of any owner; the pool runs it
+// every lease_ttl/2.
+func (p *Pool) recoverExpired(ctx context.Context) {
+	if err := p.e.Recover(ctx, nil); err != nil {
+		p.logger.ErrorContext(ctx, "recover expired leases", slog.String("error", err.Error()))
 	}
 }
 

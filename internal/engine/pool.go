@@ -188,8 +188,8 @@ func (p *Pool) Start(ctx context.Context) error {
 	p.completerWG.Add(1)
 	go p.completer(bgCtx)
 	p.bg.Add(2)
-	go p.renewer(bgCtx)
-	go p.recoverer(bgCtx)
+	go p.every(bgCtx, p.e.cfg.LeaseTTL/3, p.renewAll)
+	go p.every(bgCtx, p.e.cfg.LeaseTTL/2, p.recoverExpired)
 	go p.producer(bgCtx)
 	return nil
 }
@@ -258,8 +258,8 @@ func (p *Pool) shutdown() {
 	}
 	p.mu.Unlock()
 
-	// Agents that ignore their context keep the shutdown here; Stop's
-	// caller is not held, but the leases stay until they expire.
+	// Agents that ignore their context keep the shutdown here, their
+	// leases still renewed as they still run; Stop's caller is not held.
 	<-allDone
 	close(p.finishes)
 	p.completerWG.Wait()
