@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -421,4 +423,38 @@ func TestBackoff(t *testing.T) {
 	require.Equal(t, 4*time.Second, backoff(1, base, limit, func() float64 { return 0 }))
 	require.Equal(t, 300*time.Second, backoff(7, base, limit, func() float64 { return 0.999 }), "jitter never passes the cap")
 	require.Equal(t, 240*time.Second, backoff(7, base, limit, func() float64 { return 0 }))
+}
+
+func TestListPages(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var ids []string
+	for i := range 7 {
+		ids = append(ids, submit(t, b.engine, &SubmitParams{Goal: fmt.Sprint(i), SessionID: "s1"}).ID)
+	}
+	submit(t, b.engine, &SubmitParams{Goal: "other session", SessionID: "s2"})
+
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 4)
+		page, err := b.engine.List(ctx, &ListParams{SessionID: "s1", Limit: 3, Cursor: cursor})
+		require.NoError(t, err)
+		for _, task := range page.Tasks {
+			got = append(got, task.ID)
+		}
+		if page.NextCursor == "" {
+			require.Len(t, page.Tasks, 1, "7 = 3 + 3 + 1")
+			break
+		}
+		cursor = page.NextCursor
+	}
+	slices.Reverse(ids)
+	require.Equal(t, ids, got, "newest first, each once")
+
+	for _, bad := range []*ListParams{{Limit: -1}, {Limit: MaxListLimit + 1}, {Cursor: "%%%"}, {Cursor: "dGFzaw"}, {Statuses: []store.Status{"done"}}} {
+		_, err := b.engine.List(ctx, bad)
+		require.ErrorIs(t, err, ErrInvalid, "%+v", bad)
+	}
 }
