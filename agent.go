@@ -3,7 +3,9 @@ package errand
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/errandhq/errand/internal/taskrun"
 )
@@ -73,6 +75,41 @@ func (r *TaskRun) Progress(ctx context.Context, current, total int, label string
 // Renew extends the lease now. The engine also renews it in the background;
 // call Renew before a long step to learn early that the lease is lost.
 func (r *TaskRun) Renew(ctx context.Context) error { return r.run.Renew(ctx) }
+
+// Step runs fn as durable step number n of this task (n counts from 1 and
+// must name the same step on every attempt). The step is recorded before fn
+// runs and its output after; if an earlier attempt completed step n, the
+// recorded output is returned and fn is not called again: work that was
+// paid for is not paid for twice. fn gets the step's idempotency key, the
+// same on every attempt, to deduplicate side effects on its own side. Its
+// result must marshal to JSON. An error from fn is recorded on the step and
+// returned.
+func (r *TaskRun) Step(ctx context.Context, n int, name string, fn func(ctx context.Context, key string) (any, error)) (json.RawMessage, error) {
+	rec, err := r.run.BeginStep(ctx, taskrun.StepSpec{Number: n, Type: taskrun.StepToolCall, Tool: name})
+	if err != nil {
+		return nil, err
+	}
+	if rec.Replayed {
+		return rec.Output, nil
+	}
+	began := time.Now()
+	out, err := fn(ctx, rec.Key)
+	res := taskrun.StepResult{Status: taskrun.StepDone, Duration: time.Since(began)}
+	if err == nil {
+		res.Output, err = json.Marshal(out)
+		if err != nil {
+			err = fmt.Errorf("step %d (%s): output does not marshal to JSON: %w", n, name, err)
+		}
+	}
+	if err != nil {
+		res = taskrun.StepResult{Status: taskrun.StepFailed, Duration: res.Duration, ErrorCode: "step_failed", ErrorMessage: err.Error()}
+		res.Output = nil
+	}
+	if endErr := r.run.EndStep(ctx, rec.Key, res); endErr != nil {
+		return nil, errors.Join(err, endErr)
+	}
+	return res.Output, err
+}
 
 // handler adapts an Agent to the engine's handler contract.
 type handler struct{ agent Agent }

@@ -171,6 +171,11 @@ func (c *Client) Retry(ctx context.Context, taskID string) (*Task, error) {
 	return c.engine.Retry(ctx, taskID, store.ActorUser)
 }
 
+// Steps returns a task's recorded steps in order.
+func (c *Client) Steps(ctx context.Context, taskID string) ([]*Step, error) {
+	return c.engine.Steps(ctx, taskID)
+}
+
 // Subscribe delivers the journal's events after afterID that match filter,
 // then new ones as they happen, with no gap and no duplicate. Use 0 to
 // start from the beginning.

@@ -18,6 +18,9 @@ type (
 	Budget = store.Budget
 	// Event is one entry of the durable journal.
 	Event = store.Event
+	// Step is one recorded step of a task: an LLM call, a tool call, a
+	// subtask or a question to a person.
+	Step = store.Step
 	// SubmitParams describes a task to submit.
 	SubmitParams = engine.SubmitParams
 	// ListParams filters List.

@@ -109,6 +109,24 @@ type Store interface {
 	// LeaseOwnerList returns the distinct owners of running tasks' leases.
 	LeaseOwnerList(ctx context.Context) ([]string, error)
 
+	// StepStart records, under the task's lease, that a step is about to
+	// run. If a step with the same idempotency key exists, its record is
+	// returned with Existed true and left as it is when done or denied; a
+	// running or failed one (an attempt died or failed in it) is set
+	// running again with the new input.
+	StepStart(ctx context.Context, params *StepStartParams) (*StepStartResult, error)
+
+	// StepFinish records, under the task's lease, how a started step ended;
+	// in the same transaction it stores the checkpoint if one is given, adds
+	// the step's tokens, cost and (for a tool call that ran) one tool call
+	// to the task's consumed budget, and appends a task.step event. A step
+	// that already ended is returned as it is (a retried write counts
+	// once). An unknown key is ErrNotFound.
+	StepFinish(ctx context.Context, params *StepFinishParams) (*Step, error)
+
+	// StepListByTask returns a task's steps by step number, then call index.
+	StepListByTask(ctx context.Context, params *StepListParams) ([]*Step, error)
+
 	// EventList returns journal events with id > AfterID in id order.
 	EventList(ctx context.Context, params *EventListParams) ([]*Event, error)
 

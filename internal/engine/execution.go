@@ -294,6 +294,45 @@ func (r *run) Renew(ctx context.Context) error {
 	return nil
 }
 
+func (r *run) BeginStep(ctx context.Context, spec taskrun.StepSpec) (*taskrun.StepRecord, error) {
+	if !r.x.trusted() {
+		return nil, store.ErrLeaseLost
+	}
+	if spec.Number < 1 || spec.CallIndex < 0 {
+		return nil, fmt.Errorf("begin step: position %d.%d: steps count from 1, calls from 0", spec.Number, spec.CallIndex)
+	}
+	key := taskrun.StepKey(r.x.task.ID, spec.Number, spec.CallIndex)
+	res, err := r.x.pool.e.store.StepStart(ctx, &store.StepStartParams{
+		Lease: r.x.lease, StepNo: spec.Number, CallIndex: spec.CallIndex, Type: spec.Type, Tool: spec.Tool,
+		IdempotencyKey: key, Input: spec.Input, Now: r.x.pool.e.now(),
+	})
+	if err != nil {
+		return nil, r.guard(err)
+	}
+	st := res.Step
+	return &taskrun.StepRecord{
+		Key:      key,
+		Replayed: res.Existed && (st.Status == store.StepDone || st.Status == store.StepDenied),
+		Status:   st.Status, Output: st.Output, TokensIn: st.TokensIn, TokensOut: st.TokensOut, CostUSD: st.CostUSD,
+	}, nil
+}
+
+func (r *run) EndStep(ctx context.Context, key string, res taskrun.StepResult) error {
+	if !r.x.trusted() {
+		return store.ErrLeaseLost
+	}
+	_, err := r.x.pool.e.store.StepFinish(ctx, &store.StepFinishParams{
+		Lease: r.x.lease, IdempotencyKey: key, Status: res.Status, Output: res.Output,
+		TokensIn: res.TokensIn, TokensOut: res.TokensOut, CostUSD: res.CostUSD,
+		DurationMS: res.Duration.Milliseconds(), ErrorCode: res.ErrorCode, ErrorMessage: res.ErrorMessage,
+		Checkpoint: res.Checkpoint, Actor: store.AgentActor(r.x.task.ID), Now: r.x.pool.e.now(),
+	})
+	if err == nil {
+		r.x.pool.e.wrote()
+	}
+	return r.guard(err)
+}
+
 // applyRenewal records the outcome of a renewal sent at sent.
 func (p *Pool) applyRenewal(x *execution, res store.LeaseRenewResult, sent time.Time) {
 	x.mu.Lock()

@@ -14,6 +14,18 @@ func (e *Engine) Get(ctx context.Context, taskID string) (*store.Task, error) {
 	return e.store.TaskGetByID(ctx, taskID)
 }
 
+// maxSteps bounds what Steps returns.
+const maxSteps = 10_000
+
+// Steps returns a task's recorded steps in order; an unknown task matches
+// store.ErrNotFound.
+func (e *Engine) Steps(ctx context.Context, taskID string) ([]*store.Step, error) {
+	if _, err := e.store.TaskGetByID(ctx, taskID); err != nil {
+		return nil, err
+	}
+	return e.store.StepListByTask(ctx, &store.StepListParams{TaskID: taskID, Limit: maxSteps})
+}
+
 // ListParams filters List. Empty fields do not filter.
 type ListParams struct {
 	Statuses  []store.Status

@@ -31,6 +31,9 @@ var Points = [...]string{
 	"TaskRetry",
 	"TaskRecover",
 	"LeaseOwnerList",
+	"StepStart",
+	"StepFinish",
+	"StepListByTask",
 	"EventList",
 }
 
@@ -261,6 +264,21 @@ func (s *Store) LeaseOwnerList(ctx context.Context) ([]string, error) {
 // EventList calls the inner store's EventList under the faults at point "EventList".
 func (s *Store) EventList(ctx context.Context, params *store.EventListParams) ([]*store.Event, error) {
 	return call(ctx, s, "EventList", func() ([]*store.Event, error) { return s.inner.EventList(ctx, params) })
+}
+
+// StepStart calls the inner store's StepStart under the faults at point "StepStart".
+func (s *Store) StepStart(ctx context.Context, params *store.StepStartParams) (*store.StepStartResult, error) {
+	return call(ctx, s, "StepStart", func() (*store.StepStartResult, error) { return s.inner.StepStart(ctx, params) })
+}
+
+// StepFinish calls the inner store's StepFinish under the faults at point "StepFinish".
+func (s *Store) StepFinish(ctx context.Context, params *store.StepFinishParams) (*store.Step, error) {
+	return call(ctx, s, "StepFinish", func() (*store.Step, error) { return s.inner.StepFinish(ctx, params) })
+}
+
+// StepListByTask calls the inner store's StepListByTask under the faults at point "StepListByTask".
+func (s *Store) StepListByTask(ctx context.Context, params *store.StepListParams) ([]*store.Step, error) {
+	return call(ctx, s, "StepListByTask", func() ([]*store.Step, error) { return s.inner.StepListByTask(ctx, params) })
 }
 
 // Close closes the inner store. It cannot be faulted.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -56,6 +57,74 @@ type Run interface {
 	// Renew extends the lease now; the engine also renews it in the
 	// background every lease_ttl/3.
 	Renew(ctx context.Context) error
+	// BeginStep records that a step is about to run. If an earlier attempt
+	// finished the step at this position, the record says Replayed and
+	// carries its output: the step must not run again.
+	BeginStep(ctx context.Context, spec StepSpec) (*StepRecord, error)
+	// EndStep records how the step ended, together with the task state that
+	// follows it (StepResult.Checkpoint), in one transaction.
+	EndStep(ctx context.Context, key string, res StepResult) error
+}
+
+// Step types.
+const (
+	StepLLMCall    = "llm_call"
+	StepToolCall   = "tool_call"
+	StepSubTask    = "sub_task"
+	StepHumanInput = "human_input"
+)
+
+// Step statuses.
+const (
+	StepRunning = "running"
+	StepDone    = "done"
+	StepFailed  = "failed"
+	StepDenied  = "denied"
+)
+
+// StepSpec names a step by its position in the task, which is the same on
+// every attempt.
+type StepSpec struct {
+	Number    int // 1-based step of the agent loop
+	CallIndex int // which call within the step (parallel tool calls), from 0
+	Type      string
+	Tool      string
+	Input     json.RawMessage
+}
+
+// StepKey is the idempotency key of the step at a position: derived from
+// the task and the position only, so every attempt derives the same key.
+// Tools receive it to deduplicate side effects on their side.
+func StepKey(taskID string, number, callIndex int) string {
+	return fmt.Sprintf("%s:%d:%d", taskID, number, callIndex)
+}
+
+// StepRecord is a started step.
+type StepRecord struct {
+	Key string
+	// Replayed is set when an earlier attempt finished this step: Status,
+	// Output and usage are what it recorded.
+	Replayed  bool
+	Status    string
+	Output    json.RawMessage
+	TokensIn  int64
+	TokensOut int64
+	CostUSD   float64
+}
+
+// StepResult is how a step ended.
+type StepResult struct {
+	Status       string // StepDone, StepFailed or StepDenied
+	Output       json.RawMessage
+	TokensIn     int64
+	TokensOut    int64
+	CostUSD      float64
+	Duration     time.Duration
+	ErrorCode    string
+	ErrorMessage string
+	// Checkpoint is the task state after the step; it becomes durable with
+	// the step record.
+	Checkpoint json.RawMessage
 }
 
 // Handler runs one task to its end. A nil error completes the task with the

@@ -57,6 +57,7 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"Recover", testRecover},
 		{"List", testList},
 		{"Events", testEvents},
+		{"Step", testStep},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {
