@@ -31,6 +31,8 @@ type TaskState struct {
 	Answers         []Answer                 `json:"answers,omitempty"`
 	SubtaskResults  map[string]SubtaskResult `json:"subtask_results,omitempty"`
 	SubtaskFailures map[string]SubtaskResult `json:"subtask_failures,omitempty"`
+	// Transcript is the conversation of an llm agent so far.
+	Transcript []Turn `json:"transcript,omitempty"`
 }
 
 // PlanStep is one titled step of the agent's plan.

@@ -1,0 +1,198 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand/internal/provider"
+	"github.com/errandhq/errand/internal/taskrun"
+)
+
+// Error codes of tool calls.
+const (
+	CodeToolDenied  = "tool_denied"
+	CodeToolUnknown = "tool_unknown"
+	CodeToolFailed  = "tool_failed"
+	CodeBadArgs     = "bad_arguments"
+)
+
+// act runs the tool calls of step n's reply, each as its own step record
+// (call index 1, 2, …), replaying those an earlier attempt completed. The
+// record of the last call carries the checkpoint of the state after the
+// step. finish_task ends the task; calls after it are not run.
+func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int, reply *modelReply) (taskrun.Result, bool, error) {
+	if len(reply.ToolCalls) == 0 {
+		if !reply.absorbed {
+			a.absorb(state, n, reply)
+			cp, err := state.Marshal()
+			if err != nil {
+				return taskrun.Result{}, false, err
+			}
+			if err := run.Checkpoint(ctx, cp); err != nil {
+				return taskrun.Result{}, false, err
+			}
+		}
+		return taskrun.Result{}, false, nil
+	}
+
+	// The state after the step, built as the calls complete.
+	next := *state
+	next.Transcript = append(append([]Turn{}, state.Transcript...),
+		Turn{Role: provider.RoleAssistant, Content: reply.Content, ToolCalls: reply.ToolCalls})
+	next.Step = n
+	if reply.Content != "" {
+		next.PartialResult, _ = json.Marshal(reply.Content)
+	}
+	var summary []string
+
+	calls := reply.ToolCalls
+	for i, call := range calls {
+		if call.Name == ToolFinishTask {
+			calls = calls[:i+1] // nothing after finish_task runs
+			break
+		}
+	}
+	for i, call := range calls {
+		last := i == len(calls)-1
+		spec := taskrun.StepSpec{Number: n, CallIndex: i + 1, Type: taskrun.StepToolCall, Tool: call.Name, Input: call.Arguments}
+		rec, err := run.BeginStep(ctx, spec)
+		if err != nil {
+			return taskrun.Result{}, false, err
+		}
+
+		var res taskrun.StepResult
+		if rec.Replayed {
+			res = taskrun.StepResult{Status: rec.Status, Output: rec.Output}
+		} else {
+			res = a.call(ctx, rec.Key, call, &next)
+		}
+
+		finished := call.Name == ToolFinishTask && res.Status == taskrun.StepDone
+		toolTurn := Turn{Role: provider.RoleTool, ToolCallID: call.ID, Content: string(res.Output)}
+		if res.Status != taskrun.StepDone {
+			toolTurn.IsError = true
+		}
+		next.Transcript = append(next.Transcript, toolTurn)
+		summary = append(summary, fmt.Sprintf("%s: %s", call.Name, res.Status))
+		if finished {
+			next.PartialResult = finishResult(call.Arguments)
+		}
+
+		if !rec.Replayed {
+			if last || finished {
+				next.StepsLog = append(next.StepsLog, StepLog{Step: n, Summary: summarize(fmt.Sprint(summary))})
+				if res.Checkpoint, err = next.Marshal(); err != nil {
+					return taskrun.Result{}, false, err
+				}
+			}
+			if err := run.EndStep(ctx, rec.Key, res); err != nil {
+				return taskrun.Result{}, false, err
+			}
+		} else if last || finished {
+			next.StepsLog = append(next.StepsLog, StepLog{Step: n, Summary: summarize(fmt.Sprint(summary))})
+			cp, err := next.Marshal()
+			if err != nil {
+				return taskrun.Result{}, false, err
+			}
+			if err := run.Checkpoint(ctx, cp); err != nil {
+				return taskrun.Result{}, false, err
+			}
+		}
+		if finished {
+			*state = next
+			return taskrun.Result{Output: next.PartialResult}, true, nil
+		}
+		if res.Status == taskrun.StepFailed && res.ErrorCode == "step_timeout" {
+			// The step's state is durable; the attempt ends and is retried.
+			*state = next
+			return taskrun.Result{}, false, &taskrun.Error{Code: "step_timeout", Err: errors.New(res.ErrorMessage), Retryable: true}
+		}
+	}
+	*state = next
+	return taskrun.Result{}, false, nil
+}
+
+// finishResult is the result argument of a finish_task call.
+func finishResult(args json.RawMessage) json.RawMessage {
+	var a struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(args, &a) != nil || len(a.Result) == 0 {
+		return json.RawMessage(`null`)
+	}
+	return a.Result
+}
+
+// call runs one tool call and says how it ended. Errors go back to the
+// model as the tool's answer; they do not end the task.
+func (a *LLM) call(ctx context.Context, key string, call TurnCall, next *TaskState) taskrun.StepResult {
+	began := time.Now()
+	fail := func(status, code string, err error) taskrun.StepResult {
+		out, _ := json.Marshal(map[string]string{"error": err.Error()})
+		return taskrun.StepResult{Status: status, Output: out, Duration: time.Since(began), ErrorCode: code, ErrorMessage: err.Error()}
+	}
+	if !a.cfg.Policy.Allows(call.Name) {
+		return fail(taskrun.StepDenied, CodeToolDenied, fmt.Errorf("tool %s is not allowed for this task", call.Name))
+	}
+	var out json.RawMessage
+	switch call.Name {
+	case ToolFinishTask:
+		out = json.RawMessage(`{"ok":true}`)
+	case ToolUpdatePlan:
+		plan, err := parsePlan(call.Arguments)
+		if err != nil {
+			return fail(taskrun.StepFailed, CodeBadArgs, err)
+		}
+		next.Plan = plan
+		out = json.RawMessage(`{"ok":true}`)
+	default:
+		tool, ok := a.tools[call.Name]
+		if !ok {
+			return fail(taskrun.StepFailed, CodeToolUnknown, fmt.Errorf("there is no tool named %s", call.Name))
+		}
+		callCtx, cancel := context.WithTimeout(ctx, a.cfg.StepTimeout)
+		res, err := tool.Call(callCtx, key, call.Arguments)
+		cancel()
+		switch {
+		case err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			return fail(taskrun.StepFailed, "step_timeout", fmt.Errorf("tool %s: %w", call.Name, err))
+		case err != nil:
+			return fail(taskrun.StepFailed, CodeToolFailed, err)
+		case !json.Valid(res):
+			res, _ = json.Marshal(string(res))
+		}
+		out = res
+	}
+	return taskrun.StepResult{Status: taskrun.StepDone, Output: out, Duration: time.Since(began)}
+}
+
+func parsePlan(args json.RawMessage) ([]PlanStep, error) {
+	var a struct {
+		Steps []struct {
+			Title  string `json:"title"`
+			Status string `json:"status"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal(args, &a); err != nil {
+		return nil, fmt.Errorf("update_plan: %w", err)
+	}
+	if len(a.Steps) == 0 {
+		return nil, errors.New("update_plan: steps must not be empty")
+	}
+	plan := make([]PlanStep, len(a.Steps))
+	for i, s := range a.Steps {
+		status := s.Status
+		switch status {
+		case "":
+			status = PlanPending
+		case PlanPending, PlanInProgress, PlanCompleted:
+		default:
+			return nil, fmt.Errorf("update_plan: step %d: status %q: want pending, in_progress or completed", i+1, s.Status)
+		}
+		plan[i] = PlanStep{ID: planID(i, s.Title), Title: s.Title, Status: status}
+	}
+	return plan, nil
+}

@@ -1,0 +1,268 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand/internal/provider"
+	"github.com/errandhq/errand/internal/taskrun"
+)
+
+// Defaults of LLMConfig.
+const (
+	DefaultMaxSteps        = 20
+	DefaultStepTimeout     = 120 * time.Second
+	DefaultMaxOutputTokens = 4096
+)
+
+// WarningMaxSteps is the result warning of a task stopped by max_steps.
+const WarningMaxSteps = "max_steps_reached"
+
+// LLMConfig configures an llm agent.
+type LLMConfig struct {
+	Provider     provider.Provider
+	Model        string
+	SystemPrompt string
+	// MaxSteps bounds the loop (default 20); at the limit the task completes
+	// with its last partial result and the max_steps_reached warning.
+	MaxSteps int
+	// StepTimeout bounds one model or tool call (default 120s); a timeout is
+	// a retryable error.
+	StepTimeout     time.Duration
+	MaxOutputTokens int
+	Pricing         provider.Pricing
+	Tools           []Tool
+	Policy          Policy
+}
+
+// LLM is the llm agent: a ReAct loop that asks the model for the next
+// action, runs the tools it calls, and repeats until it calls finish_task.
+// Every model call and tool call is a step record; a resumed task replays
+// the records of the steps it already paid for.
+type LLM struct {
+	cfg   LLMConfig
+	tools map[string]Tool
+}
+
+var _ taskrun.Handler = (*LLM)(nil)
+
+// NewLLM returns an llm agent.
+func NewLLM(cfg LLMConfig) (*LLM, error) {
+	if cfg.Provider == nil || cfg.Model == "" {
+		return nil, errors.New("llm agent: a provider and a model are required")
+	}
+	cfg.MaxSteps = cmp.Or(cfg.MaxSteps, DefaultMaxSteps)
+	cfg.StepTimeout = cmp.Or(cfg.StepTimeout, DefaultStepTimeout)
+	cfg.MaxOutputTokens = cmp.Or(cfg.MaxOutputTokens, DefaultMaxOutputTokens)
+	tools := map[string]Tool{}
+	for _, t := range cfg.Tools {
+		name := t.Spec().Name
+		if name == ToolFinishTask || name == ToolUpdatePlan {
+			return nil, fmt.Errorf("llm agent: tool %q is built in", name)
+		}
+		if _, dup := tools[name]; dup {
+			return nil, fmt.Errorf("llm agent: tool %q given twice", name)
+		}
+		tools[name] = t
+	}
+	return &LLM{cfg: cfg, tools: tools}, nil
+}
+
+// Turn is one message of the conversation kept in the task state.
+type Turn struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content,omitempty"`
+	ToolCalls  []TurnCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	IsError    bool       `json:"is_error,omitempty"`
+}
+
+// TurnCall is a tool call of an assistant turn.
+type TurnCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// modelReply is a model call's step output: what is replayed on resume.
+type modelReply struct {
+	Content    string     `json:"content,omitempty"`
+	ToolCalls  []TurnCall `json:"tool_calls,omitempty"`
+	StopReason string     `json:"stop_reason,omitempty"`
+	Model      string     `json:"model,omitempty"`
+
+	absorbed bool // the state already holds this reply
+}
+
+// Handle runs the loop for one attempt.
+func (a *LLM) Handle(ctx context.Context, run taskrun.Run) (taskrun.Result, error) {
+	info := run.Task()
+	state, err := LoadState(info.Checkpoint, info.Goal)
+	if err != nil {
+		return taskrun.Result{}, &taskrun.Error{Code: "bad_checkpoint", Err: err}
+	}
+	if len(state.Transcript) == 0 {
+		state.Transcript = []Turn{{Role: provider.RoleUser, Content: firstMessage(info)}}
+	}
+
+	for {
+		n := state.Step + 1
+		if n > a.cfg.MaxSteps {
+			warning := WarningMaxSteps
+			return taskrun.Result{Output: state.PartialResult, Warning: &warning}, nil
+		}
+		if err := run.Renew(ctx); err != nil {
+			return taskrun.Result{}, err
+		}
+		reply, err := a.think(ctx, run, state, n)
+		if err != nil {
+			return taskrun.Result{}, err
+		}
+		result, finished, err := a.act(ctx, run, state, n, reply)
+		if err != nil || finished {
+			return result, err
+		}
+		current, total, label := state.Progress(a.cfg.MaxSteps)
+		if err := run.Progress(ctx, taskrun.Progress{Current: current, Total: total, Label: label}); err != nil {
+			return taskrun.Result{}, err
+		}
+	}
+}
+
+func firstMessage(info *taskrun.Info) string {
+	var b strings.Builder
+	b.WriteString(info.Goal)
+	if len(info.Input) > 0 && string(info.Input) != "{}" {
+		b.WriteString("\n\nInput:\n")
+		b.Write(info.Input)
+	}
+	b.WriteString("\n\nWork toward the goal with the tools you have. When it is reached, call finish_task with the result.")
+	return b.String()
+}
+
+// think asks the model for step n's action, or replays the answer an
+// earlier attempt recorded.
+func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n int) (*modelReply, error) {
+	req := a.request(state)
+	input, err := json.Marshal(map[string]any{"model": a.cfg.Model, "messages": len(req.Messages), "tools": len(req.Tools)})
+	if err != nil {
+		return nil, err
+	}
+	rec, err := run.BeginStep(ctx, taskrun.StepSpec{Number: n, Type: taskrun.StepLLMCall, Tool: a.cfg.Model, Input: input})
+	if err != nil {
+		return nil, err
+	}
+	var reply modelReply
+	if rec.Replayed {
+		if err := json.Unmarshal(rec.Output, &reply); err != nil {
+			return nil, &taskrun.Error{Code: "bad_step_record", Err: fmt.Errorf("step %d: %w", n, err)}
+		}
+		return &reply, nil
+	}
+
+	began := time.Now()
+	callCtx, cancel := context.WithTimeout(ctx, a.cfg.StepTimeout)
+	resp, err := a.cfg.Provider.Complete(callCtx, req)
+	cancel()
+	if err != nil {
+		code, retryable := "model_error", provider.IsRetryable(err)
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			code, retryable = "step_timeout", true
+		}
+		_ = run.EndStep(ctx, rec.Key, taskrun.StepResult{
+			Status: taskrun.StepFailed, Duration: time.Since(began), ErrorCode: code, ErrorMessage: err.Error(),
+		})
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &taskrun.Error{Code: code, Err: err, Retryable: retryable}
+	}
+	provider.FillUsage(req, resp)
+	reply = modelReply{Content: resp.Content, StopReason: resp.StopReason, Model: resp.Model}
+	for _, c := range resp.ToolCalls {
+		reply.ToolCalls = append(reply.ToolCalls, TurnCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	out, err := json.Marshal(reply)
+	if err != nil {
+		return nil, err
+	}
+	res := taskrun.StepResult{
+		Status: taskrun.StepDone, Output: out, Duration: time.Since(began),
+		TokensIn: resp.Usage.InputTokens, TokensOut: resp.Usage.OutputTokens,
+		CostUSD: a.cfg.Pricing.Cost(a.cfg.Model, resp.Usage),
+	}
+	if len(reply.ToolCalls) == 0 {
+		// Nothing else happens in this step: its record carries the state.
+		a.absorb(state, n, &reply)
+		if res.Checkpoint, err = state.Marshal(); err != nil {
+			return nil, err
+		}
+		if err := run.EndStep(ctx, rec.Key, res); err != nil {
+			return nil, err
+		}
+		reply.absorbed = true
+		return &reply, nil
+	}
+	if err := run.EndStep(ctx, rec.Key, res); err != nil {
+		return nil, err
+	}
+	return &reply, nil
+}
+
+// absorb updates the state with a reply that called no tool.
+func (a *LLM) absorb(state *TaskState, n int, reply *modelReply) {
+	state.Transcript = append(state.Transcript,
+		Turn{Role: provider.RoleAssistant, Content: reply.Content},
+		Turn{Role: provider.RoleUser, Content: "If the goal is reached, call finish_task with the result; otherwise continue with the tools."})
+	if reply.Content != "" {
+		state.PartialResult, _ = json.Marshal(reply.Content)
+	}
+	state.Step = n
+	state.StepsLog = append(state.StepsLog, StepLog{Step: n, Summary: summarize(reply.Content)})
+}
+
+func summarize(s string) string {
+	s = strings.TrimSpace(s)
+	if r := []rune(s); len(r) > 200 {
+		return string(r[:199]) + "…"
+	}
+	return s
+}
+
+func (a *LLM) request(state *TaskState) *provider.Request {
+	req := &provider.Request{
+		Model:     a.cfg.Model,
+		System:    a.cfg.SystemPrompt,
+		MaxTokens: a.cfg.MaxOutputTokens,
+		Tools:     []provider.Tool{finishTaskSpec},
+	}
+	if a.cfg.Policy.Allows(ToolUpdatePlan) {
+		req.Tools = append(req.Tools, updatePlanSpec)
+	}
+	for _, t := range a.cfg.Tools {
+		if spec := t.Spec(); a.cfg.Policy.Allows(spec.Name) {
+			req.Tools = append(req.Tools, spec)
+		}
+	}
+	if len(state.Plan) > 0 {
+		var plan strings.Builder
+		plan.WriteString("Current plan:\n")
+		for i, p := range state.Plan {
+			fmt.Fprintf(&plan, "%d. [%s] %s\n", i+1, p.Status, p.Title)
+		}
+		req.System = strings.TrimSpace(req.System + "\n\n" + plan.String())
+	}
+	for _, t := range state.Transcript {
+		m := provider.Message{Role: t.Role, Content: t.Content, ToolCallID: t.ToolCallID, IsError: t.IsError}
+		for _, c := range t.ToolCalls {
+			m.ToolCalls = append(m.ToolCalls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		}
+		req.Messages = append(req.Messages, m)
+	}
+	return req
+}
