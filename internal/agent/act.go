@@ -67,7 +67,7 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 		if rec.Replayed {
 			res = taskrun.StepResult{Status: rec.Status, Output: rec.Output}
 		} else {
-			res = a.call(ctx, rec.Key, call, &next)
+			res = a.call(ctx, run, rec.Key, call, &next)
 		}
 
 		finished := call.Name == ToolFinishTask && res.Status == taskrun.StepDone
@@ -128,7 +128,7 @@ func finishResult(args json.RawMessage) json.RawMessage {
 
 // call runs one tool call and says how it ended. Errors go back to the
 // model as the tool's answer; they do not end the task.
-func (a *LLM) call(ctx context.Context, key string, call TurnCall, next *TaskState) taskrun.StepResult {
+func (a *LLM) call(ctx context.Context, run taskrun.Run, key string, call TurnCall, next *TaskState) taskrun.StepResult {
 	began := time.Now()
 	fail := func(status, code string, err error) taskrun.StepResult {
 		out, _ := json.Marshal(map[string]string{"error": err.Error()})
@@ -148,6 +148,12 @@ func (a *LLM) call(ctx context.Context, key string, call TurnCall, next *TaskSta
 		}
 		next.Plan = plan
 		out = json.RawMessage(`{"ok":true}`)
+	case ToolSubmitTask, ToolGetTaskStatus, ToolListActiveTasks, ToolCancelTask:
+		res, _, err := callEngineTool(ctx, run, key, call.Name, call.Arguments)
+		if err != nil {
+			return fail(taskrun.StepFailed, CodeToolFailed, err)
+		}
+		out = res
 	default:
 		tool, ok := a.tools[call.Name]
 		if !ok {

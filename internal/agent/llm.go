@@ -62,7 +62,7 @@ func NewLLM(cfg LLMConfig) (*LLM, error) {
 	tools := map[string]Tool{}
 	for _, t := range cfg.Tools {
 		name := t.Spec().Name
-		if name == ToolFinishTask || name == ToolUpdatePlan {
+		if isBuiltin(name) {
 			return nil, fmt.Errorf("llm agent: tool %q is built in", name)
 		}
 		if _, dup := tools[name]; dup {
@@ -243,6 +243,11 @@ func (a *LLM) request(state *TaskState) *provider.Request {
 	}
 	if a.cfg.Policy.Allows(ToolUpdatePlan) {
 		req.Tools = append(req.Tools, updatePlanSpec)
+	}
+	for _, spec := range engineTools {
+		if a.cfg.Policy.Allows(spec.Name) {
+			req.Tools = append(req.Tools, spec)
+		}
 	}
 	for _, t := range a.cfg.Tools {
 		if spec := t.Spec(); a.cfg.Policy.Allows(spec.Name) {

@@ -64,6 +64,48 @@ type Run interface {
 	// EndStep records how the step ended, together with the task state that
 	// follows it (StepResult.Checkpoint), in one transaction.
 	EndStep(ctx context.Context, key string, res StepResult) error
+
+	// SubmitSubtask creates a child of this task. The spec's
+	// IdempotencyKey (set it from the step's key) makes a repeated call
+	// return the child already made.
+	SubmitSubtask(ctx context.Context, spec SubtaskSpec) (*TaskView, error)
+	// TaskStatus describes any task by id.
+	TaskStatus(ctx context.Context, taskID string) (*TaskView, error)
+	// ActiveTasks lists the tasks of this task's run that have not ended.
+	ActiveTasks(ctx context.Context) ([]*TaskView, error)
+	// CancelTask cancels a task on this task's behalf.
+	CancelTask(ctx context.Context, taskID, reason string) (*TaskView, error)
+}
+
+// SubtaskSpec describes a child task.
+type SubtaskSpec struct {
+	Goal           string
+	Title          string
+	Agent          string
+	Priority       *int
+	DependsOn      []string
+	Input          json.RawMessage
+	IdempotencyKey string
+}
+
+// TaskView is what an agent may see of a task.
+type TaskView struct {
+	ID       string          `json:"id"`
+	ParentID string          `json:"parent_id,omitempty"`
+	Title    string          `json:"title"`
+	Agent    string          `json:"agent"`
+	Status   string          `json:"status"`
+	Progress *ProgressView   `json:"progress,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	Error    string          `json:"error,omitempty"`
+}
+
+// ProgressView is a task's progress as an agent sees it.
+type ProgressView struct {
+	Current    int    `json:"current_step"`
+	Total      int    `json:"total_steps"`
+	Label      string `json:"label,omitempty"`
+	Percentage int    `json:"percentage"`
 }
 
 // Step types.

@@ -1,0 +1,106 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/errandhq/errand/internal/provider"
+	"github.com/errandhq/errand/internal/taskrun"
+)
+
+// Built-in tools that reach the engine through taskrun.Run.
+const (
+	ToolSubmitTask      = "submit_task"
+	ToolGetTaskStatus   = "get_task_status"
+	ToolListActiveTasks = "list_active_tasks"
+	ToolCancelTask      = "cancel_task"
+)
+
+// engineTools are the built-in tools beyond finish_task and update_plan.
+var engineTools = []provider.Tool{
+	{
+		Name:        ToolSubmitTask,
+		Description: "Start a subtask of this task: another agent works on its goal in the background. Returns the new task.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{` +
+			`"goal":{"type":"string"},"agent":{"type":"string"},` +
+			`"priority":{"type":"integer","minimum":0,"maximum":9},` +
+			`"depends_on":{"type":"array","items":{"type":"string"}}},"required":["goal"]}`),
+	},
+	{
+		Name:        ToolGetTaskStatus,
+		Description: "Get the status, progress and result of a task by id.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"task_id":{"type":"string"}},"required":["task_id"]}`),
+	},
+	{
+		Name:        ToolListActiveTasks,
+		Description: "List the tasks of this run that have not ended yet.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{}}`),
+	},
+	{
+		Name:        ToolCancelTask,
+		Description: "Cancel a task that is no longer needed.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"task_id":{"type":"string"},"reason":{"type":"string"}},` +
+			`"required":["task_id"]}`),
+	},
+}
+
+// isBuiltin reports whether name is a tool every agent has.
+func isBuiltin(name string) bool {
+	switch name {
+	case ToolFinishTask, ToolUpdatePlan, ToolSubmitTask, ToolGetTaskStatus, ToolListActiveTasks, ToolCancelTask:
+		return true
+	}
+	return false
+}
+
+// callEngineTool runs a built-in tool that reaches the engine. ok is false
+// when name is not one of them.
+func callEngineTool(ctx context.Context, run taskrun.Run, key, name string, args json.RawMessage) (out json.RawMessage, ok bool, err error) {
+	var res any
+	switch name {
+	case ToolSubmitTask:
+		var a struct {
+			Goal      string   `json:"goal"`
+			Agent     string   `json:"agent"`
+			Priority  *int     `json:"priority"`
+			DependsOn []string `json:"depends_on"`
+		}
+		if err := json.Unmarshal(args, &a); err != nil {
+			return nil, true, fmt.Errorf("%s: %w", name, err)
+		}
+		// The step's key makes a replayed or repeated call return the
+		// child it already made.
+		res, err = run.SubmitSubtask(ctx, taskrun.SubtaskSpec{
+			Goal: a.Goal, Agent: a.Agent, Priority: a.Priority, DependsOn: a.DependsOn, IdempotencyKey: key,
+		})
+	case ToolGetTaskStatus, ToolCancelTask:
+		var a struct {
+			TaskID string `json:"task_id"`
+			Reason string `json:"reason"`
+		}
+		if err := json.Unmarshal(args, &a); err != nil {
+			return nil, true, fmt.Errorf("%s: %w", name, err)
+		}
+		if a.TaskID == "" {
+			return nil, true, errors.New(name + ": task_id is required")
+		}
+		if name == ToolGetTaskStatus {
+			res, err = run.TaskStatus(ctx, a.TaskID)
+		} else {
+			res, err = run.CancelTask(ctx, a.TaskID, a.Reason)
+		}
+	case ToolListActiveTasks:
+		var tasks []*taskrun.TaskView
+		tasks, err = run.ActiveTasks(ctx)
+		res = map[string]any{"tasks": tasks}
+	default:
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	out, err = json.Marshal(res)
+	return out, true, err
+}

@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/provider"
+	"github.com/errandhq/errand/store"
+)
+
+// The engine tools: the model starts a subtask, checks it, lists what is
+// active, and cancels it.
+func TestLLMEngineTools(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var child string
+	model := &scriptedModel{script: []provider.Response{
+		{ToolCalls: []provider.ToolCall{toolCall("a", "submit_task", `{"goal":"Research the market","priority":7,"agent":"researcher"}`)}},
+		// The next replies name the child the first call made.
+	}}
+	model.block = func(ctx context.Context, i int) error {
+		if i != 1 {
+			return nil
+		}
+		// Read the child's id from the tool result the model was given.
+		model.mu.Lock()
+		defer model.mu.Unlock()
+		msgs := model.requests[1].Messages
+		var made struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(msgs[len(msgs)-1].Content), &made); err != nil {
+			return err // fails the task, and the test with it
+		}
+		child = made.ID
+		model.script = append(model.script,
+			provider.Response{ToolCalls: []provider.ToolCall{
+				toolCall("b", "get_task_status", `{"task_id":"`+child+`"}`),
+				toolCall("c", "list_active_tasks", `{}`),
+				toolCall("d", "cancel_task", `{"task_id":"`+child+`","reason":"not needed"}`),
+				toolCall("e", "get_task_status", `{}`),
+			}},
+			provider.Response{ToolCalls: []provider.ToolCall{toolCall("f", "finish_task", `{"result":"ok"}`)}},
+		)
+		return nil
+	}
+	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m"})
+	require.NoError(t, err)
+	b.start(t, agent)
+	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "Plan a launch", SessionID: "s1"})
+	require.NoError(t, err)
+	done := b.waitEnd(t, task.ID)
+	require.Equal(t, store.StatusCompleted, done.Status, "%+v", done.Error)
+
+	sub, err := b.engine.Get(context.Background(), child)
+	require.NoError(t, err)
+	require.Equal(t, task.ID, sub.ParentID)
+	require.Equal(t, task.RunID, sub.RunID)
+	require.Equal(t, "s1", sub.SessionID)
+	require.Equal(t, "researcher", sub.Agent)
+	require.Equal(t, 7, sub.Priority)
+	require.Equal(t, store.StatusCancelled, sub.Status)
+	require.Equal(t, "not needed", sub.Error.Message)
+	require.Equal(t, task.ID+":1:1", sub.IdempotencyKey, "a replayed submit_task returns this child")
+
+	model.mu.Lock()
+	msgs := model.requests[2].Messages
+	model.mu.Unlock()
+	results := msgs[len(msgs)-4:]
+	require.Contains(t, results[0].Content, `"status":"pending"`)
+	require.Contains(t, results[1].Content, child)
+	require.NotContains(t, results[1].Content, `"id":"`+task.ID+`"`, "a task does not list itself")
+	require.Contains(t, results[2].Content, `"status":"cancelled"`)
+	require.True(t, results[3].IsError, "a bad call is answered with an error")
+	require.Contains(t, results[3].Content, "task_id is required")
+
+	events, err := b.engine.Store().EventList(context.Background(), &store.EventListParams{TaskID: child, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, store.AgentActor(task.ID), events[0].Actor)
+	require.Equal(t, store.AgentActor(task.ID), events[len(events)-1].Actor)
+}
