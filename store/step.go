@@ -83,6 +83,9 @@ type StepFinishParams struct {
 	// transaction, so the step and the state that follows it are durable
 	// together.
 	Checkpoint json.RawMessage
+	// Release is the reservation made for this step, handed back now that
+	// the step's real usage is known.
+	Release Amount
 	Actor      string
 	Now        *time.Time
 }

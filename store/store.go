@@ -119,10 +119,21 @@ type Store interface {
 	// StepFinish records, under the task's lease, how a started step ended;
 	// in the same transaction it stores the checkpoint if one is given, adds
 	// the step's tokens, cost and (for a tool call that ran) one tool call
-	// to the task's consumed budget, and appends a task.step event. A step
+	// to the task's consumed budget (releasing Release from its reserved
+	// amount), and appends a task.step event, plus one task.budget_warning
+	// the first time consumption crosses 80% of a limit. A step
 	// that already ended is returned as it is (a retried write counts
 	// once). An unknown key is ErrNotFound.
 	StepFinish(ctx context.Context, params *StepFinishParams) (*Step, error)
+
+	// TaskBudgetReserve reserves, under the lease, an amount of the task's
+	// budget before a step spends it: it fails with *BudgetExceededError,
+	// reserving nothing and appending a task.budget_exceeded event, when
+	// consumed + reserved + the amount would cross a limit of the task's
+	// budget or the task's wall clock (since started_at) is used up.
+	// Because reservations are atomic, calls made at once cannot all pass
+	// the check and overspend together. StepFinish releases it.
+	TaskBudgetReserve(ctx context.Context, params *TaskBudgetReserveParams) error
 
 	// StepListByTask returns a task's steps by step number, then call index.
 	StepListByTask(ctx context.Context, params *StepListParams) ([]*Step, error)
@@ -152,6 +163,7 @@ type TaskInsertParams struct {
 	DependsOn      []string
 	IdempotencyKey string
 	Budget         *Budget
+	Options        *Options
 	Actor          string
 	Now            *time.Time
 }

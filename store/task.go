@@ -46,6 +46,8 @@ type Task struct {
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
 	Budget         *Budget   `json:"budget,omitempty"`
 	Consumed       *Consumed `json:"consumed,omitempty"`
+	Reserved       *Amount   `json:"reserved,omitempty"`
+	Options        *Options  `json:"options,omitempty"`
 
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`

@@ -31,6 +31,7 @@ var Points = [...]string{
 	"TaskRetry",
 	"TaskRecover",
 	"LeaseOwnerList",
+	"TaskBudgetReserve",
 	"StepStart",
 	"StepFinish",
 	"StepListByTask",
@@ -264,6 +265,11 @@ func (s *Store) LeaseOwnerList(ctx context.Context) ([]string, error) {
 // EventList calls the inner store's EventList under the faults at point "EventList".
 func (s *Store) EventList(ctx context.Context, params *store.EventListParams) ([]*store.Event, error) {
 	return call(ctx, s, "EventList", func() ([]*store.Event, error) { return s.inner.EventList(ctx, params) })
+}
+
+// TaskBudgetReserve calls the inner store's TaskBudgetReserve under the faults at point "TaskBudgetReserve".
+func (s *Store) TaskBudgetReserve(ctx context.Context, params *store.TaskBudgetReserveParams) error {
+	return call0(ctx, s, "TaskBudgetReserve", func() error { return s.inner.TaskBudgetReserve(ctx, params) })
 }
 
 // StepStart calls the inner store's StepStart under the faults at point "StepStart".

@@ -118,27 +118,7 @@ func (s *Store) StepFinish(ctx context.Context, p *store.StepFinishParams) (*sto
 			return err
 		}
 
-		var consumedJSON sql.NullString
-		if err := tx.QueryRowContext(ctx, `SELECT consumed FROM tasks WHERE id = ?`, p.Lease.TaskID).Scan(&consumedJSON); err != nil {
-			return err
-		}
-		var consumed store.Consumed
-		if consumedJSON.Valid {
-			if err := json.Unmarshal([]byte(consumedJSON.String), &consumed); err != nil {
-				return fmt.Errorf("consumed: %w", err)
-			}
-		}
-		consumed.Tokens += p.TokensIn + p.TokensOut
-		consumed.CostUSD += p.CostUSD
-		if step.Type == store.StepToolCall && p.Status != store.StepDenied {
-			consumed.ToolCalls++
-		}
-		b, err := json.Marshal(consumed)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET consumed = ?1, checkpoint = coalesce(?2, checkpoint), updated_at = ?3
-			WHERE id = ?4`, string(b), nullJSON(p.Checkpoint), micros(at), p.Lease.TaskID); err != nil {
+		if err := s.spend(ctx, tx, p, step, at); err != nil {
 			return err
 		}
 		return s.appendEvent(ctx, tx, p.Lease.TaskID, store.EventTaskStep, p.Actor, stepEventData(step), at)

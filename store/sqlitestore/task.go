@@ -14,7 +14,7 @@ import (
 const taskColumns = `id, parent_id, run_id, session_id, agent, title, goal, input, metadata, tags,
 	priority, status, progress, result, error_code, error_message, checkpoint, attempt, max_attempts,
 	run_at, lease_owner, lease_expires_at, lease_token, cancel_requested_at, depends_on,
-	idempotency_key, budget, consumed, created_at, updated_at, started_at, finished_at`
+	idempotency_key, budget, consumed, created_at, updated_at, started_at, finished_at, reserved, options`
 
 type rowScanner interface {
 	Scan(dest ...any) error
@@ -26,6 +26,7 @@ func scanTask(r rowScanner) (*store.Task, error) {
 		parentID, leaseOwner, idemKey         sql.NullString
 		progress, result, errCode, errMessage sql.NullString
 		checkpoint, budget, consumed          sql.NullString
+		reserved, options                     sql.NullString
 		input, metadata, tags, dependsOn      string
 		runAt, createdAt, updatedAt           int64
 		leaseExpires, cancelReq               sql.NullInt64
@@ -34,7 +35,7 @@ func scanTask(r rowScanner) (*store.Task, error) {
 	err := r.Scan(&t.ID, &parentID, &t.RunID, &t.SessionID, &t.Agent, &t.Title, &t.Goal, &input, &metadata, &tags,
 		&t.Priority, &t.Status, &progress, &result, &errCode, &errMessage, &checkpoint, &t.Attempt, &t.MaxAttempts,
 		&runAt, &leaseOwner, &leaseExpires, &t.LeaseToken, &cancelReq, &dependsOn,
-		&idemKey, &budget, &consumed, &createdAt, &updatedAt, &startedAt, &finishedAt)
+		&idemKey, &budget, &consumed, &createdAt, &updatedAt, &startedAt, &finishedAt, &reserved, &options)
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +75,18 @@ func scanTask(r rowScanner) (*store.Task, error) {
 		t.Consumed = new(store.Consumed)
 		if err := json.Unmarshal([]byte(consumed.String), t.Consumed); err != nil {
 			return nil, fmt.Errorf("task %s consumed: %w", t.ID, err)
+		}
+	}
+	if reserved.Valid {
+		t.Reserved = new(store.Amount)
+		if err := json.Unmarshal([]byte(reserved.String), t.Reserved); err != nil {
+			return nil, fmt.Errorf("task %s reserved: %w", t.ID, err)
+		}
+	}
+	if options.Valid {
+		t.Options = new(store.Options)
+		if err := json.Unmarshal([]byte(options.String), t.Options); err != nil {
+			return nil, fmt.Errorf("task %s options: %w", t.ID, err)
 		}
 	}
 	t.RunAt = fromMicros(runAt)
@@ -148,18 +161,25 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 		Tags:     append([]string{}, p.Tags...), Priority: p.Priority, Status: store.StatusPending,
 		MaxAttempts: p.MaxAttempts, RunAt: at,
 		DependsOn: append([]string{}, p.DependsOn...), IdempotencyKey: p.IdempotencyKey,
-		Budget: p.Budget, CreatedAt: at, UpdatedAt: at,
+		Budget: p.Budget, Options: p.Options, CreatedAt: at, UpdatedAt: at,
 	}
 	if p.RunAt != nil {
 		t.RunAt = now(p.RunAt)
 	}
-	var budget sql.NullString
+	var budget, options sql.NullString
 	if p.Budget != nil {
 		b, err := json.Marshal(p.Budget)
 		if err != nil {
 			return nil, fmt.Errorf("insert task: budget: %w", err)
 		}
 		budget = nullJSON(b)
+	}
+	if p.Options != nil {
+		b, err := json.Marshal(p.Options)
+		if err != nil {
+			return nil, fmt.Errorf("insert task: options: %w", err)
+		}
+		options = nullJSON(b)
 	}
 
 	var existing *store.Task
@@ -199,7 +219,7 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 			t.ID, nullString(t.ParentID), t.RunID, t.SessionID, t.Agent, t.Title, t.Goal,
 			string(t.Input), string(t.Metadata), marshalList(t.Tags), t.Priority, t.Status,
 			t.MaxAttempts, micros(t.RunAt), marshalList(t.DependsOn), nullString(t.IdempotencyKey),
-			budget, micros(at), micros(at))
+			budget, micros(at), micros(at), options)
 		if err != nil {
 			return err
 		}

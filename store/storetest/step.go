@@ -653,12 +653,18 @@ func consumedOf(task *store.Task) store.Consumed {
 	return *task.Consumed
 }
 
-// requireConsumed requires the task's consumed budget to be want, the cost within 1e-9.
+// requireConsumed requires the task's consumed budget to be want, the cost
+// within 1e-9. The wall clock (checked exactly by the Budget area) must lie
+// between 0 and the task's age since it started.
 func requireConsumed(t *testing.T, want store.Consumed, task *store.Task) {
 	t.Helper()
 	got := consumedOf(task)
 	require.InDelta(t, want.CostUSD, got.CostUSD, 1e-9, "consumed cost_usd of %s", task.ID)
-	want.CostUSD, got.CostUSD = 0, 0
+	require.GreaterOrEqual(t, got.WallClockMS, int64(0))
+	if !task.StartedAt.IsZero() {
+		require.LessOrEqual(t, got.WallClockMS, task.UpdatedAt.Sub(task.StartedAt).Milliseconds())
+	}
+	want.CostUSD, got.CostUSD, want.WallClockMS, got.WallClockMS = 0, 0, 0, 0
 	require.Equal(t, want, got, "consumed of %s", task.ID)
 }
 

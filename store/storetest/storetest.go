@@ -58,6 +58,7 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"List", testList},
 		{"Events", testEvents},
 		{"Step", testStep},
+		{"Budget", testBudget},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

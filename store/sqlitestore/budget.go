@@ -1,0 +1,172 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand/store"
+)
+
+// budgetState is a task's budget bookkeeping, read inside a transaction.
+type budgetState struct {
+	budget    *store.Budget
+	consumed  store.Consumed
+	reserved  store.Amount
+	startedAt time.Time
+	warned    bool
+}
+
+func (s *Store) budgetState(ctx context.Context, tx *sql.Tx, taskID string) (*budgetState, error) {
+	var (
+		budget, consumed, reserved sql.NullString
+		started, warned            sql.NullInt64
+	)
+	err := tx.QueryRowContext(ctx, `SELECT budget, consumed, reserved, started_at, budget_warned_at FROM tasks WHERE id = ?`, taskID).
+		Scan(&budget, &consumed, &reserved, &started, &warned)
+	if err != nil {
+		return nil, err
+	}
+	bs := &budgetState{startedAt: nullMicros(started), warned: warned.Valid}
+	for _, f := range []struct {
+		raw sql.NullString
+		dst any
+	}{{consumed, &bs.consumed}, {reserved, &bs.reserved}} {
+		if f.raw.Valid {
+			if err := json.Unmarshal([]byte(f.raw.String), f.dst); err != nil {
+				return nil, fmt.Errorf("task %s budget bookkeeping: %w", taskID, err)
+			}
+		}
+	}
+	if budget.Valid {
+		bs.budget = new(store.Budget)
+		if err := json.Unmarshal([]byte(budget.String), bs.budget); err != nil {
+			return nil, fmt.Errorf("task %s budget: %w", taskID, err)
+		}
+	}
+	return bs, nil
+}
+
+// wallClockMS is how long the task has run by at.
+func (bs *budgetState) wallClockMS(at time.Time) int64 {
+	if bs.startedAt.IsZero() {
+		return 0
+	}
+	return at.Sub(bs.startedAt).Milliseconds()
+}
+
+// exceeded names the first limit that consumed + reserved + extra crosses
+// (reaching a limit exactly is allowed), or "".
+func (bs *budgetState) exceeded(extra store.Amount, at time.Time) string {
+	b := bs.budget
+	if b == nil {
+		return ""
+	}
+	switch {
+	case b.MaxTokens > 0 && bs.consumed.Tokens+bs.reserved.Tokens+extra.Tokens > b.MaxTokens:
+		return "max_tokens"
+	case b.MaxCostUSD > 0 && bs.consumed.CostUSD+bs.reserved.CostUSD+extra.CostUSD > b.MaxCostUSD+1e-12:
+		return "max_cost_usd"
+	case b.MaxToolCalls > 0 && bs.consumed.ToolCalls+bs.reserved.ToolCalls+extra.ToolCalls > b.MaxToolCalls:
+		return "max_tool_calls"
+	case b.MaxWallClock > 0 && bs.wallClockMS(at) >= time.Duration(b.MaxWallClock).Milliseconds():
+		return "max_wall_clock"
+	}
+	return ""
+}
+
+// nearLimit reports whether consumption has reached BudgetWarnAt of a limit.
+func (bs *budgetState) nearLimit(at time.Time) bool {
+	b := bs.budget
+	if b == nil {
+		return false
+	}
+	over := func(used, limit float64) bool { return limit > 0 && used >= store.BudgetWarnAt*limit }
+	return over(float64(bs.consumed.Tokens), float64(b.MaxTokens)) ||
+		over(bs.consumed.CostUSD, b.MaxCostUSD) ||
+		over(float64(bs.consumed.ToolCalls), float64(b.MaxToolCalls)) ||
+		over(float64(bs.wallClockMS(at)), float64(time.Duration(b.MaxWallClock).Milliseconds()))
+}
+
+// TaskBudgetReserve implements store.Store.
+func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserveParams) error {
+	at := now(p.Now)
+	var refused *store.BudgetExceededError
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		if err := s.checkLease(ctx, tx, p.Lease); err != nil {
+			return err
+		}
+		bs, err := s.budgetState(ctx, tx, p.Lease.TaskID)
+		if err != nil {
+			return err
+		}
+		if limit := bs.exceeded(p.Amount, at); limit != "" {
+			consumed := bs.consumed
+			consumed.WallClockMS = bs.wallClockMS(at)
+			refused = &store.BudgetExceededError{
+				TaskID: p.Lease.TaskID, Limit: limit, Budget: *bs.budget,
+				Consumed: consumed, Reserved: bs.reserved, Request: p.Amount,
+			}
+			return s.appendEvent(ctx, tx, p.Lease.TaskID, store.EventTaskBudgetExceeded, p.Actor, map[string]any{
+				"limit": limit, "budget": bs.budget, "consumed": consumed, "reserved": bs.reserved, "request": p.Amount,
+			}, at)
+		}
+		bs.reserved.Tokens += p.Amount.Tokens
+		bs.reserved.CostUSD += p.Amount.CostUSD
+		bs.reserved.ToolCalls += p.Amount.ToolCalls
+		b, err := json.Marshal(bs.reserved)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE tasks SET reserved = ? WHERE id = ?`, string(b), p.Lease.TaskID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reserve budget of %s: %w", p.Lease.TaskID, err)
+	}
+	if refused != nil {
+		return refused
+	}
+	return nil
+}
+
+// spend adds a finished step's usage to the task's consumed amount,
+// releases its reservation, and warns once when a limit is near.
+func (s *Store) spend(ctx context.Context, tx *sql.Tx, p *store.StepFinishParams, step *store.Step, at time.Time) error {
+	bs, err := s.budgetState(ctx, tx, p.Lease.TaskID)
+	if err != nil {
+		return err
+	}
+	bs.consumed.Tokens += p.TokensIn + p.TokensOut
+	bs.consumed.CostUSD += p.CostUSD
+	if step.Type == store.StepToolCall && p.Status != store.StepDenied {
+		bs.consumed.ToolCalls++
+	}
+	bs.consumed.WallClockMS = bs.wallClockMS(at)
+	bs.reserved.Tokens = max(0, bs.reserved.Tokens-p.Release.Tokens)
+	bs.reserved.CostUSD = max(0, bs.reserved.CostUSD-p.Release.CostUSD)
+	bs.reserved.ToolCalls = max(0, bs.reserved.ToolCalls-p.Release.ToolCalls)
+	consumed, err := json.Marshal(bs.consumed)
+	if err != nil {
+		return err
+	}
+	reserved, err := json.Marshal(bs.reserved)
+	if err != nil {
+		return err
+	}
+	warn := !bs.warned && bs.nearLimit(at)
+	var warnedAt sql.NullInt64
+	if warn {
+		warnedAt = toNullMicros(at)
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE tasks SET consumed = ?1, reserved = ?2, checkpoint = coalesce(?3, checkpoint),
+		budget_warned_at = coalesce(budget_warned_at, ?4), updated_at = ?5 WHERE id = ?6`,
+		string(consumed), string(reserved), nullJSON(p.Checkpoint), warnedAt, micros(at), p.Lease.TaskID)
+	if err != nil || !warn {
+		return err
+	}
+	return s.appendEvent(ctx, tx, p.Lease.TaskID, store.EventTaskBudgetWarning, p.Actor,
+		map[string]any{"budget": bs.budget, "consumed": bs.consumed, "threshold": store.BudgetWarnAt}, at)
+}

@@ -1,0 +1,3 @@
+ALTER TABLE tasks DROP COLUMN options;
+ALTER TABLE tasks DROP COLUMN budget_warned_at;
+ALTER TABLE tasks DROP COLUMN reserved;
