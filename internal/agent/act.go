@@ -64,9 +64,20 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 		}
 
 		var res taskrun.StepResult
-		if rec.Replayed {
+		switch {
+		case rec.Replayed:
 			res = taskrun.StepResult{Status: rec.Status, Output: rec.Output}
-		} else {
+		case call.Name != ToolFinishTask && a.budget.MaxToolCalls > 0 && a.cfg.Policy.Allows(call.Name):
+			// Tool calls count one per invocation, reserved first.
+			if err := run.Reserve(ctx, taskrun.Amount{ToolCalls: 1}); err != nil {
+				_ = run.EndStep(ctx, rec.Key, taskrun.StepResult{
+					Status: taskrun.StepDenied, ErrorCode: taskrun.CodeBudgetExceeded, ErrorMessage: err.Error(),
+				})
+				return taskrun.Result{}, false, err
+			}
+			res = a.call(ctx, run, rec.Key, call, &next)
+			res.Release = taskrun.Amount{ToolCalls: 1}
+		default:
 			res = a.call(ctx, run, rec.Key, call, &next)
 		}
 
@@ -81,8 +92,16 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 			next.PartialResult = finishResult(call.Arguments)
 		}
 
+		// The step's last record carries the state after it, except when it
+		// finished the task: then the state stays before the step, so an
+		// attempt that follows a lost completion replays the step (and its
+		// finish_task) instead of asking the model for one more.
+		advance := last && !finished
+		if finished {
+			next.StepsLog = append(next.StepsLog, StepLog{Step: n, Summary: summarize(fmt.Sprint(summary))})
+		}
 		if !rec.Replayed {
-			if last || finished {
+			if advance {
 				next.StepsLog = append(next.StepsLog, StepLog{Step: n, Summary: summarize(fmt.Sprint(summary))})
 				if res.Checkpoint, err = next.Marshal(); err != nil {
 					return taskrun.Result{}, false, err
@@ -91,7 +110,7 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 			if err := run.EndStep(ctx, rec.Key, res); err != nil {
 				return taskrun.Result{}, false, err
 			}
-		} else if last || finished {
+		} else if advance {
 			next.StepsLog = append(next.StepsLog, StepLog{Step: n, Summary: summarize(fmt.Sprint(summary))})
 			cp, err := next.Marshal()
 			if err != nil {

@@ -47,6 +47,11 @@ type LLMConfig struct {
 type LLM struct {
 	cfg   LLMConfig
 	tools map[string]Tool
+	// spent is what the task has consumed, as this attempt knows it: what
+	// it had when the attempt began plus what the attempt's steps used. It
+	// sizes reservations; the store's check is the authority.
+	spent  taskrun.Amount
+	budget taskrun.Budget
 }
 
 var _ taskrun.Handler = (*LLM)(nil)
@@ -101,6 +106,34 @@ type modelReply struct {
 
 // Handle runs the loop for one attempt.
 func (a *LLM) Handle(ctx context.Context, run taskrun.Run) (taskrun.Result, error) {
+	return a.forTask(run.Task()).loop(ctx, run)
+}
+
+// forTask is the agent with the task's own options applied: its max_steps
+// and system prompt replace the agent's, its tools allow-list narrows the
+// agent's, and its tools_deny adds to the agent's.
+func (a *LLM) forTask(info *taskrun.Info) *LLM {
+	t := &LLM{cfg: a.cfg, tools: a.tools, spent: info.Spent, budget: info.Budget}
+	o := info.Options
+	t.cfg.MaxSteps = cmp.Or(o.MaxSteps, a.cfg.MaxSteps)
+	t.cfg.SystemPrompt = cmp.Or(o.SystemPrompt, a.cfg.SystemPrompt)
+	if len(o.Tools) > 0 {
+		var allow []string
+		for _, name := range o.Tools {
+			if a.cfg.Policy.Allows(name) {
+				allow = append(allow, name)
+			}
+		}
+		if allow == nil {
+			allow = []string{ToolFinishTask} // nothing the task allows is allowed here
+		}
+		t.cfg.Policy.Allow = allow
+	}
+	t.cfg.Policy.Deny = append(append([]string{}, a.cfg.Policy.Deny...), o.ToolsDeny...)
+	return t
+}
+
+func (a *LLM) loop(ctx context.Context, run taskrun.Run) (taskrun.Result, error) {
 	info := run.Task()
 	state, err := LoadState(info.Checkpoint, info.Goal)
 	if err != nil {
@@ -165,6 +198,15 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		return &reply, nil
 	}
 
+	reservation, err := a.reserveModelCall(ctx, run, req)
+	if err != nil {
+		_ = run.EndStep(ctx, rec.Key, taskrun.StepResult{
+			// Failed, not denied: a retry with more budget asks again.
+			Status: taskrun.StepFailed, ErrorCode: taskrun.CodeBudgetExceeded, ErrorMessage: err.Error(),
+		})
+		return nil, err
+	}
+
 	began := time.Now()
 	callCtx, cancel := context.WithTimeout(ctx, a.cfg.StepTimeout)
 	resp, err := a.cfg.Provider.Complete(callCtx, req)
@@ -176,6 +218,7 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		}
 		_ = run.EndStep(ctx, rec.Key, taskrun.StepResult{
 			Status: taskrun.StepFailed, Duration: time.Since(began), ErrorCode: code, ErrorMessage: err.Error(),
+			Release: reservation,
 		})
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -195,7 +238,10 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		Status: taskrun.StepDone, Output: out, Duration: time.Since(began),
 		TokensIn: resp.Usage.InputTokens, TokensOut: resp.Usage.OutputTokens,
 		CostUSD: a.cfg.Pricing.Cost(a.cfg.Model, resp.Usage),
+		Release: reservation,
 	}
+	a.spent.Tokens += res.TokensIn + res.TokensOut
+	a.spent.CostUSD += res.CostUSD
 	if len(reply.ToolCalls) == 0 {
 		// Nothing else happens in this step: its record carries the state.
 		a.absorb(state, n, &reply)
@@ -224,6 +270,37 @@ func (a *LLM) absorb(state *TaskState, n int, reply *modelReply) {
 	}
 	state.Step = n
 	state.StepsLog = append(state.StepsLog, StepLog{Step: n, Summary: summarize(reply.Content)})
+}
+
+// minOutputTokens is the smallest reply worth asking for; a budget that
+// leaves less stops the task.
+const minOutputTokens = 16
+
+// reserveModelCall sizes the reply to what the budget leaves, then reserves
+// the call's worst case: the prompt estimate plus the whole reply, priced.
+func (a *LLM) reserveModelCall(ctx context.Context, run taskrun.Run, req *provider.Request) (taskrun.Amount, error) {
+	prompt := provider.EstimateRequestTokens(req)
+	maxOut := int64(a.cfg.MaxOutputTokens)
+	if b := a.budget.MaxTokens; b > 0 {
+		maxOut = min(maxOut, b-a.spent.Tokens-prompt)
+	}
+	if b := a.budget.MaxCostUSD; b > 0 {
+		price := a.cfg.Pricing[a.cfg.Model]
+		left := b - a.spent.CostUSD - a.cfg.Pricing.Cost(a.cfg.Model, provider.Usage{InputTokens: prompt})
+		if price.OutputPerMTok > 0 {
+			maxOut = min(maxOut, int64(left/price.OutputPerMTok*1e6))
+		}
+	}
+	maxOut = max(maxOut, minOutputTokens) // a smaller reply is refused below
+	req.MaxTokens = int(maxOut)
+	amount := taskrun.Amount{
+		Tokens:  prompt + maxOut,
+		CostUSD: a.cfg.Pricing.Cost(a.cfg.Model, provider.Usage{InputTokens: prompt, OutputTokens: maxOut}),
+	}
+	if err := run.Reserve(ctx, amount); err != nil {
+		return taskrun.Amount{}, err
+	}
+	return amount, nil
 }
 
 func summarize(s string) string {

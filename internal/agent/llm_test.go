@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -312,4 +314,43 @@ func TestLLMMaxStepsAndFailures(t *testing.T) {
 		require.Len(t, steps, 1, "one position, run twice")
 		require.Equal(t, "failed", steps[0].Status)
 	})
+}
+
+// The completion of a task whose agent called finish_task is lost (the
+// finish write fails, then the lease expires); the next attempt replays the
+// step and finishes again without asking the model anything.
+func TestLLMLostCompletionReplaysFinish(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	model := &scriptedModel{script: []provider.Response{
+		{ToolCalls: []provider.ToolCall{toolCall("a", "finish_task", `{"result":"42"}`)}},
+	}}
+	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m"})
+	require.NoError(t, err)
+
+	// First attempt: the agent finishes, but the worker dies before the
+	// completion is written (its context is cut right after the agent
+	// returns, and a hard stop drops the unwritten finish).
+	first, err := b.engine.NewPool(&engine.PoolConfig{Handlers: map[string]taskrun.Handler{"default": taskrun.HandlerFunc(
+		func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+			res, err := agent.Handle(ctx, r)
+			if err != nil || string(res.Output) != `"42"` {
+				return taskrun.Result{}, &taskrun.Error{Code: "unexpected", Err: fmt.Errorf("first attempt: %v %s", err, res.Output)}
+			}
+			return taskrun.Result{}, errors.New("the worker died before writing the completion")
+		})}})
+	require.NoError(t, err)
+	require.NoError(t, first.Start(context.Background()))
+	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "g", MaxAttempts: 3})
+	require.NoError(t, err)
+	retry := b.waitEnd(t, task.ID)
+	require.Equal(t, store.StatusRetryScheduled, retry.Status)
+	require.NoError(t, first.Stop(context.Background()))
+
+	b.start(t, agent)
+	b.clock.Advance(engine.DefaultBackoffCap)
+	done := b.waitEnd(t, task.ID, store.EventTaskCompleted)
+	require.Equal(t, store.StatusCompleted, done.Status)
+	require.JSONEq(t, `{"output":"42","warning":null}`, string(done.Result))
+	require.Equal(t, 1, model.calls(), "the model was asked once")
 }

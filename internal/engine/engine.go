@@ -48,6 +48,8 @@ type Config struct {
 	MaxAttempts int
 	// MaxInputBytes limits a task's input JSON (256 KiB).
 	MaxInputBytes int
+	// DefaultBudget applies to tasks submitted without a budget; nil: none.
+	DefaultBudget *store.Budget
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 	// Logger defaults to discarding everything.

@@ -106,11 +106,23 @@ func (x *execution) trusted() bool {
 }
 
 func taskInfo(t *store.Task) *taskrun.Info {
-	return &taskrun.Info{
+	info := &taskrun.Info{
 		ID: t.ID, ParentID: t.ParentID, RunID: t.RunID, SessionID: t.SessionID, Agent: t.Agent,
 		Title: t.Title, Goal: t.Goal, Input: t.Input, Metadata: t.Metadata, Tags: t.Tags,
 		Priority: t.Priority, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, Checkpoint: t.Checkpoint,
 	}
+	if o := t.Options; o != nil {
+		info.Options = taskrun.Options{MaxSteps: o.MaxSteps, Tools: o.Tools, ToolsDeny: o.ToolsDeny, SystemPrompt: o.SystemPrompt}
+	}
+	if b := t.Budget; b != nil {
+		info.Budget = taskrun.Budget{
+			MaxTokens: b.MaxTokens, MaxCostUSD: b.MaxCostUSD, MaxWallClock: time.Duration(b.MaxWallClock), MaxToolCalls: b.MaxToolCalls,
+		}
+	}
+	if c := t.Consumed; c != nil {
+		info.Spent = taskrun.Amount{Tokens: c.Tokens, CostUSD: c.CostUSD, ToolCalls: c.ToolCalls}
+	}
+	return info
 }
 
 // cancelTask cancels the context of a task this pool runs under lease.
@@ -326,9 +338,27 @@ func (r *run) EndStep(ctx context.Context, key string, res taskrun.StepResult) e
 		TokensIn: res.TokensIn, TokensOut: res.TokensOut, CostUSD: res.CostUSD,
 		DurationMS: res.Duration.Milliseconds(), ErrorCode: res.ErrorCode, ErrorMessage: res.ErrorMessage,
 		Checkpoint: res.Checkpoint, Actor: store.AgentActor(r.x.task.ID), Now: r.x.pool.e.now(),
+		Release: store.Amount{Tokens: res.Release.Tokens, CostUSD: res.Release.CostUSD, ToolCalls: res.Release.ToolCalls},
 	})
 	if err == nil {
 		r.x.pool.e.wrote()
+	}
+	return r.guard(err)
+}
+
+func (r *run) Reserve(ctx context.Context, amount taskrun.Amount) error {
+	if !r.x.trusted() {
+		return store.ErrLeaseLost
+	}
+	err := r.x.pool.e.store.TaskBudgetReserve(ctx, &store.TaskBudgetReserveParams{
+		Lease:  r.x.lease,
+		Amount: store.Amount{Tokens: amount.Tokens, CostUSD: amount.CostUSD, ToolCalls: amount.ToolCalls},
+		Actor:  store.AgentActor(r.x.task.ID), Now: r.x.pool.e.now(),
+	})
+	var exceeded *store.BudgetExceededError
+	if errors.As(err, &exceeded) {
+		r.x.pool.e.wrote()
+		return &taskrun.Error{Code: taskrun.CodeBudgetExceeded, Err: exceeded}
 	}
 	return r.guard(err)
 }

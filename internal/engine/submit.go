@@ -52,7 +52,15 @@ type SubmitParams struct {
 	MaxAttempts int
 	// IdempotencyKey makes submits with the same key return the same task.
 	IdempotencyKey string
-	Budget         *store.Budget
+	// Budget limits what the task may consume; nil takes the engine's
+	// default budget.
+	Budget *store.Budget
+	// MaxSteps, Tools, ToolsDeny and SystemPrompt override the agent's
+	// settings for this task.
+	MaxSteps     int
+	Tools        []string
+	ToolsDeny    []string
+	SystemPrompt string
 	// Actor is recorded on the task.created event; default "user".
 	Actor string
 }
@@ -121,6 +129,27 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 	if b := p.Budget; b != nil && (b.MaxTokens < 0 || b.MaxCostUSD < 0 || b.MaxWallClock < 0 || b.MaxToolCalls < 0) {
 		return nil, invalid("budget", "limits must not be negative")
 	}
+	if p.MaxSteps < 0 || p.MaxSteps > 10_000 {
+		return nil, invalid("max_steps", "%d is out of range 1–10000", p.MaxSteps)
+	}
+	if len(p.SystemPrompt) > DefaultMaxGoalBytes {
+		return nil, invalid("system_prompt", "is %d bytes; the limit is %d", len(p.SystemPrompt), DefaultMaxGoalBytes)
+	}
+	for field, names := range map[string][]string{"tools": p.Tools, "tools_deny": p.ToolsDeny} {
+		for _, n := range names {
+			if strings.TrimSpace(n) == "" || len(n) > 100 {
+				return nil, invalid(field, "each tool name must be 1–100 bytes and not blank")
+			}
+		}
+	}
+	budget := p.Budget
+	if budget == nil {
+		budget = e.cfg.DefaultBudget
+	}
+	var options *store.Options
+	if p.MaxSteps != 0 || len(p.Tools) > 0 || len(p.ToolsDeny) > 0 || p.SystemPrompt != "" {
+		options = &store.Options{MaxSteps: p.MaxSteps, Tools: p.Tools, ToolsDeny: p.ToolsDeny, SystemPrompt: p.SystemPrompt}
+	}
 
 	title := p.Title
 	if title == "" {
@@ -150,7 +179,8 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 		RunAt:          p.RunAt,
 		DependsOn:      p.DependsOn,
 		IdempotencyKey: p.IdempotencyKey,
-		Budget:         p.Budget,
+		Budget:         budget,
+		Options:        options,
 		Actor:          actor,
 		Now:            e.now(),
 	}, nil

@@ -29,6 +29,35 @@ type Info struct {
 	MaxAttempts int
 	// Checkpoint is the last state the agent stored, or nil on a first run.
 	Checkpoint json.RawMessage
+	// Options are the task's own settings for its agent (zero: the agent's).
+	Options Options
+	// Budget limits the task; zero fields are no limit.
+	Budget Budget
+	// Spent is what the task had consumed when this attempt began.
+	Spent Amount
+}
+
+// Options are a task's settings for its agent.
+type Options struct {
+	MaxSteps     int
+	Tools        []string
+	ToolsDeny    []string
+	SystemPrompt string
+}
+
+// Budget is a task's limits.
+type Budget struct {
+	MaxTokens    int64
+	MaxCostUSD   float64
+	MaxWallClock time.Duration
+	MaxToolCalls int
+}
+
+// Amount is a quantity of budget.
+type Amount struct {
+	Tokens    int64
+	CostUSD   float64
+	ToolCalls int
 }
 
 // Progress is how far the agent has come: step Current of Total.
@@ -64,6 +93,12 @@ type Run interface {
 	// EndStep records how the step ended, together with the task state that
 	// follows it (StepResult.Checkpoint), in one transaction.
 	EndStep(ctx context.Context, key string, res StepResult) error
+
+	// Reserve sets aside amount of the task's budget before a step spends
+	// it; EndStep's StepResult.Release hands it back once the real usage is
+	// recorded. A reservation that would cross a limit fails with an *Error
+	// of code budget_exceeded that is not retryable: the step must not run.
+	Reserve(ctx context.Context, amount Amount) error
 
 	// SubmitSubtask creates a child of this task. The spec's
 	// IdempotencyKey (set it from the step's key) makes a repeated call
@@ -167,7 +202,12 @@ type StepResult struct {
 	// Checkpoint is the task state after the step; it becomes durable with
 	// the step record.
 	Checkpoint json.RawMessage
+	// Release is the reservation made for the step.
+	Release Amount
 }
+
+// CodeBudgetExceeded is the error code of a task stopped by its budget.
+const CodeBudgetExceeded = "budget_exceeded"
 
 // Handler runs one task to its end. A nil error completes the task with the
 // Result; an error fails the attempt (see Error for how it is classified).

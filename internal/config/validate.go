@@ -1,0 +1,382 @@
+package config
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FieldError is one problem with a configuration value.
+type FieldError struct {
+	// Path is the key path, like "agents.shell.command" or
+	// "webhooks[0].url", or for an environment override the variable's
+	// name; empty for the file as a whole.
+	Path string
+	// Line is the 1-based line in the file, or 0 when not known (values
+	// checked after decoding, environment variables).
+	Line int
+	// Message says what is wrong, e.g. "must be at least 1".
+	Message string
+}
+
+// Error returns "path: message", with " (line N)" when the line is known.
+func (e *FieldError) Error() string {
+	s := e.Message
+	if e.Path != "" {
+		s = e.Path + ": " + s
+	}
+	if e.Line > 0 {
+		s += fmt.Sprintf(" (line %d)", e.Line)
+	}
+	return s
+}
+
+// FieldErrors returns every *FieldError in err's tree, in order; nil if
+// there is none.
+func FieldErrors(err error) []*FieldError {
+	var out []*FieldError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *FieldError:
+			out = append(out, e)
+		case interface{ Unwrap() []error }:
+			for _, err := range e.Unwrap() {
+				walk(err)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// problems collects FieldErrors.
+type problems []error
+
+func (p *problems) add(path, format string, args ...any) {
+	*p = append(*p, &FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// check adds msg at path unless it is empty.
+func (p *problems) check(path, msg string) {
+	if msg != "" {
+		*p = append(*p, &FieldError{Path: path, Message: msg})
+	}
+}
+
+// Validate checks every value and returns all problems joined, each a
+// *FieldError naming its key path, or nil.
+func (c *Config) Validate() error {
+	var p problems
+	p.check("listen", checkListen(c.Listen))
+	p.check("store", checkStore(c.Store))
+	p.check("durability", checkDurability(c.Durability))
+	p.check("workers", checkWorkers(c.Workers))
+	p.check("lease_ttl", checkLeaseTTL(c.LeaseTTL))
+	p.check("max_subtask_depth", checkMaxSubtaskDepth(c.MaxSubtaskDepth))
+	p.check("heartbeat_interval", atLeast(c.HeartbeatInterval, time.Second))
+	for _, name := range sortedKeys(c.Agents) {
+		c.Agents[name].validate(&p, "agents."+name, name)
+	}
+	for _, model := range sortedKeys(c.Pricing) {
+		path := "pricing." + model
+		if strings.TrimSpace(model) == "" {
+			p.add("pricing", "model names must not be empty")
+			continue
+		}
+		price := c.Pricing[model]
+		p.check(path+".input_per_mtok", amount(price.InputPerMTok))
+		p.check(path+".output_per_mtok", amount(price.OutputPerMTok))
+	}
+	c.Budget.validate(&p)
+	for i, w := range c.Webhooks {
+		w.validate(&p, fmt.Sprintf("webhooks[%d]", i))
+	}
+	for _, name := range sortedKeys(c.MCPServers) {
+		path := "mcp_servers." + name
+		if !mcpNameRE.MatchString(name) {
+			p.add("mcp_servers", "%q is not a valid server name: use letters, digits, '-' and '_'", name)
+			continue
+		}
+		s := c.MCPServers[name]
+		checkCommand(&p, path+".command", s.Command, "")
+		checkEnv(&p, path+".env", s.Env)
+	}
+	p.check("retention", atLeast(c.Retention, 0))
+	return errors.Join(p...)
+}
+
+var (
+	agentNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	mcpNameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+	envNameRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	eventRE     = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
+)
+
+func (a Agent) validate(p *problems, path, name string) {
+	if !agentNameRE.MatchString(name) {
+		p.add("agents", "%q is not a valid agent name: use letters, digits, '-', '_' and '.'", name)
+		return
+	}
+	switch a.Kind {
+	case "":
+		p.add(path+".kind", "required: llm or exec")
+	case KindLLM:
+		if a.Model == "" {
+			p.add(path+".model", "required for kind llm")
+		}
+		if a.Provider != ProviderOpenAI && a.Provider != ProviderAnthropic {
+			p.add(path+".provider", "%q is not openai or anthropic", a.Provider)
+		}
+		if a.BaseURL != "" {
+			p.check(path+".base_url", checkHTTPURL(a.BaseURL))
+		}
+		if a.APIKeyEnv != "" {
+			p.check(path+".api_key_env", checkEnvName(a.APIKeyEnv))
+		}
+		if a.Mode != ModeReact && a.Mode != ModePlanExecute {
+			p.add(path+".mode", "%q is not react or plan_execute", a.Mode)
+		}
+		for i, tool := range a.Tools {
+			if strings.TrimSpace(tool) == "" {
+				p.add(fmt.Sprintf("%s.tools[%d]", path, i), "must not be empty")
+			}
+		}
+		for i, tool := range a.ToolsDeny {
+			if strings.TrimSpace(tool) == "" {
+				p.add(fmt.Sprintf("%s.tools_deny[%d]", path, i), "must not be empty")
+			}
+		}
+		if a.MaxOutputTokens < 0 {
+			p.add(path+".max_output_tokens", "must not be negative")
+		}
+		for _, f := range []struct {
+			key string
+			set bool
+		}{
+			{"command", len(a.Command) > 0},
+			{"env", len(a.Env) > 0},
+			{"work_dir", a.WorkDir != ""},
+		} {
+			if f.set {
+				p.add(path+"."+f.key, "only for kind exec")
+			}
+		}
+	case KindExec:
+		checkCommand(p, path+".command", a.Command, "for kind exec")
+		checkEnv(p, path+".env", a.Env)
+		for _, f := range []struct {
+			key string
+			set bool
+		}{
+			{"provider", a.Provider != ""},
+			{"base_url", a.BaseURL != ""},
+			{"model", a.Model != ""},
+			{"api_key_env", a.APIKeyEnv != ""},
+			{"system_prompt", a.SystemPrompt != ""},
+			{"mode", a.Mode != ""},
+			{"tools", len(a.Tools) > 0},
+			{"tools_deny", len(a.ToolsDeny) > 0},
+			{"max_output_tokens", a.MaxOutputTokens != 0},
+		} {
+			if f.set {
+				p.add(path+"."+f.key, "only for kind llm")
+			}
+		}
+	default:
+		p.add(path+".kind", "%q is not llm or exec", a.Kind)
+	}
+	if a.MaxSteps < 1 {
+		p.add(path+".max_steps", "must be at least 1")
+	}
+	if a.StepTimeout <= 0 {
+		p.add(path+".step_timeout", "must be positive")
+	}
+}
+
+func (b Budget) validate(p *problems) {
+	if b.Task.MaxTokens < 0 {
+		p.add("budget.task.max_tokens", "must not be negative")
+	}
+	p.check("budget.task.max_cost_usd", amount(b.Task.MaxCostUSD))
+	p.check("budget.task.max_wall_clock", atLeast(b.Task.MaxWallClock, 0))
+	if b.Task.MaxToolCalls < 0 {
+		p.add("budget.task.max_tool_calls", "must not be negative")
+	}
+	p.check("budget.daily_usd", amount(b.DailyUSD))
+	p.check("budget.monthly_usd", amount(b.MonthlyUSD))
+	for i, t := range b.AlertThresholds {
+		if math.IsNaN(t) || t <= 0 || t > 1 {
+			p.add(fmt.Sprintf("budget.alert_thresholds[%d]", i), "must be greater than 0 and at most 1")
+		}
+	}
+	switch b.OnLimit {
+	case OnLimitPauseAll, OnLimitPauseNonCritical, OnLimitAlertOnly:
+	default:
+		p.add("budget.on_limit", "%q is not pause-all, pause-non-critical or alert-only", b.OnLimit)
+	}
+}
+
+func (w Webhook) validate(p *problems, path string) {
+	p.check(path+".url", checkHTTPURL(w.URL))
+	switch {
+	case w.Secret != "" && w.SecretEnv != "":
+		p.add(path, "set secret or secret_env, not both")
+	case strings.HasPrefix(w.Secret, "whsec_"):
+		if _, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(w.Secret, "whsec_")); err != nil {
+			p.add(path+".secret", "the part after whsec_ is not valid base64")
+		}
+	case w.SecretEnv != "":
+		p.check(path+".secret_env", checkEnvName(w.SecretEnv))
+	}
+	for i, e := range w.Events {
+		if e != "*" && !eventRE.MatchString(e) {
+			p.add(fmt.Sprintf("%s.events[%d]", path, i), "%q is not an event type like task.completed", e)
+		}
+	}
+}
+
+// The checks below return "" for a good value, else the message. ApplyEnv
+// shares them, naming the variable instead of the key.
+
+func checkListen(s string) string {
+	if s == "" {
+		return "required: host:port"
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Sprintf("%q is not host:port", s)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || strconv.FormatUint(n, 10) != port {
+		return fmt.Sprintf("%q is not host:port: the port must be a number from 0 to 65535", s)
+	}
+	return ""
+}
+
+func checkStore(s string) string {
+	switch {
+	case s == "":
+		return `required: "sqlite", a SQLite path or sqlite:// URL, or a postgres:// URL`
+	case s == StoreSQLite:
+		return ""
+	case s == "postgres" || s == "postgresql":
+		return fmt.Sprintf("%q needs a URL like postgres://user@host:5432/db", s)
+	case strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://"):
+		// The URL may hold a password: never echo it.
+		if _, err := url.Parse(s); err != nil {
+			var uerr *url.Error
+			if errors.As(err, &uerr) {
+				err = uerr.Err
+			}
+			return fmt.Sprintf("not a valid postgres URL: %v", err)
+		}
+		return ""
+	case strings.HasPrefix(s, "sqlite://"), strings.HasPrefix(s, "sqlite:"):
+		rest := strings.TrimPrefix(strings.TrimPrefix(s, "sqlite:"), "//")
+		if rest == "" {
+			return fmt.Sprintf("%q names no file", s)
+		}
+		return ""
+	case strings.Contains(s, "://"):
+		scheme, _, _ := strings.Cut(s, "://")
+		return fmt.Sprintf("%q is not a store: use sqlite, a SQLite path or sqlite:// URL, or a postgres:// URL", scheme+"://…")
+	}
+	return ""
+}
+
+func checkDurability(s string) string {
+	if s != DurabilityNormal && s != DurabilityFull {
+		return fmt.Sprintf("%q is not normal or full", s)
+	}
+	return ""
+}
+
+func checkWorkers(n int) string {
+	if n < 1 {
+		return "must be at least 1"
+	}
+	return ""
+}
+
+func checkLeaseTTL(d Duration) string { return atLeast(d, time.Second) }
+
+func checkMaxSubtaskDepth(n int) string {
+	if n < 0 {
+		return "must not be negative"
+	}
+	return ""
+}
+
+func atLeast(d Duration, low time.Duration) string {
+	switch {
+	case low <= 0 && d < 0:
+		return "must not be negative"
+	case time.Duration(d) < low:
+		return "must be at least " + low.String()
+	}
+	return ""
+}
+
+// amount checks a USD amount or price: finite, not negative.
+func amount(f float64) string {
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		return "must be a finite number"
+	case f < 0:
+		return "must not be negative"
+	}
+	return ""
+}
+
+func checkHTTPURL(s string) string {
+	u, err := url.Parse(s)
+	if s == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "must be an http or https URL"
+	}
+	return ""
+}
+
+func checkEnvName(s string) string {
+	if !envNameRE.MatchString(s) {
+		return fmt.Sprintf("%q is not a valid environment variable name", s)
+	}
+	return ""
+}
+
+func checkCommand(p *problems, path string, cmd []string, kind string) {
+	if len(cmd) == 0 {
+		p.add(path, "%s", strings.TrimSpace("required "+kind))
+		return
+	}
+	if strings.TrimSpace(cmd[0]) == "" {
+		p.add(path+"[0]", "must name a program")
+	}
+}
+
+func checkEnv(p *problems, path string, env map[string]string) {
+	for _, k := range sortedKeys(env) {
+		if msg := checkEnvName(k); msg != "" {
+			p.add(path, "%s", msg)
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
