@@ -157,12 +157,18 @@ func (a *LLM) loop(ctx context.Context, run taskrun.Run) (taskrun.Result, error)
 			return taskrun.Result{}, err
 		}
 		result, finished, err := a.act(ctx, run, state, n, reply)
-		if err != nil || finished {
+		if err != nil {
 			return result, err
 		}
 		current, total, label := state.Progress(a.cfg.MaxSteps)
+		if finished {
+			current, label = total, "" // a finished task is all the way
+		}
 		if err := run.Progress(ctx, taskrun.Progress{Current: current, Total: total, Label: label}); err != nil {
 			return taskrun.Result{}, err
+		}
+		if finished {
+			return result, nil
 		}
 	}
 }

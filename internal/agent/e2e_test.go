@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/provider"
+	"github.com/errandhq/errand/internal/providertest"
+	"github.com/errandhq/errand/store"
+)
+
+// End to end over HTTP: a scripted OpenAI-compatible server plans three
+// steps, calls a tool, starts a subtask (for another agent, so this pool
+// leaves it alone) and finishes. The task completes
+// with the result, progress 3/3, and every call is a step record with its
+// tokens and cost.
+func TestLLMOverHTTPEndToEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	usage := func(in, out int64) *provider.Usage { return &provider.Usage{InputTokens: in, OutputTokens: out} }
+	server := providertest.NewOpenAIServer(t,
+		providertest.Reply{ToolCalls: []provider.ToolCall{toolCall("p1", "update_plan",
+			`{"steps":[{"title":"Gather figures","status":"in_progress"},{"title":"Delegate the chart"},{"title":"Write the summary"}]}`)},
+			Usage: usage(120, 40)},
+		providertest.Reply{Text: "Fetching the figures.", ToolCalls: []provider.ToolCall{toolCall("t1", "fetch_figures", `{"quarter":"Q3"}`)},
+			Usage: usage(200, 25)},
+		providertest.Reply{ToolCalls: []provider.ToolCall{
+			toolCall("s1", "submit_task", `{"goal":"Draw a chart of Q3 revenue","priority":6,"agent":"charter"}`),
+			toolCall("p2", "update_plan", `{"steps":[{"title":"Gather figures","status":"completed"},{"title":"Delegate the chart","status":"completed"},{"title":"Write the summary","status":"in_progress"}]}`),
+		}, Usage: usage(260, 60)},
+		providertest.Reply{ToolCalls: []provider.ToolCall{
+			toolCall("p3", "update_plan", `{"steps":[{"title":"Gather figures","status":"completed"},{"title":"Delegate the chart","status":"completed"},{"title":"Write the summary","status":"completed"}]}`),
+			toolCall("f1", "finish_task", `{"result":{"summary":"Q3 revenue grew 12%."}}`),
+		}, Usage: usage(300, 50)},
+	)
+	var fetches atomic.Int32
+	fetch := ToolFunc(provider.Tool{Name: "fetch_figures", Description: "Quarterly figures.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"quarter":{"type":"string"}}}`)},
+		func(ctx context.Context, key string, args json.RawMessage) (json.RawMessage, error) {
+			fetches.Add(1)
+			return json.RawMessage(`{"revenue_growth":0.12}`), nil
+		})
+	model := provider.NewOpenAI(provider.OpenAIConfig{BaseURL: server.URL(), APIKey: "test-key", HTTPClient: server.Client()})
+	agent, err := NewLLM(LLMConfig{
+		Provider: model, Model: "gpt-4o-mini", SystemPrompt: "You are a careful analyst.", Tools: []Tool{fetch},
+		Pricing: provider.Pricing{"gpt-4o-mini": {InputPerMTok: 0.15, OutputPerMTok: 0.60}},
+	})
+	require.NoError(t, err)
+	b.start(t, agent)
+	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "Summarize Q3 revenue"})
+	require.NoError(t, err)
+
+	done := b.waitEnd(t, task.ID)
+	require.Equal(t, store.StatusCompleted, done.Status, "%+v", done.Error)
+	require.JSONEq(t, `{"output":{"summary":"Q3 revenue grew 12%."},"warning":null}`, string(done.Result))
+	require.Equal(t, &store.Progress{CurrentStep: 3, TotalSteps: 3, Percentage: 100}, done.Progress)
+	require.Equal(t, int32(1), fetches.Load())
+	require.Equal(t, 4, server.Requests())
+
+	steps, err := b.engine.Steps(context.Background(), task.ID)
+	require.NoError(t, err)
+	var kinds []string
+	var tokens int64
+	var cost float64
+	for _, st := range steps {
+		kinds = append(kinds, st.Type+":"+st.Tool)
+		require.Equal(t, "done", st.Status, st.IdempotencyKey)
+		tokens += st.TokensIn + st.TokensOut
+		cost += st.CostUSD
+		if st.Type == store.StepLLMCall {
+			require.Positive(t, st.TokensIn)
+			require.Positive(t, st.CostUSD)
+		}
+	}
+	require.Equal(t, []string{
+		"llm_call:gpt-4o-mini", "tool_call:update_plan",
+		"llm_call:gpt-4o-mini", "tool_call:fetch_figures",
+		"llm_call:gpt-4o-mini", "tool_call:submit_task", "tool_call:update_plan",
+		"llm_call:gpt-4o-mini", "tool_call:update_plan", "tool_call:finish_task",
+	}, kinds)
+	require.Equal(t, int64(120+40+200+25+260+60+300+50), tokens)
+	require.InDelta(t, (880*0.15+175*0.60)/1e6, cost, 1e-12)
+	require.Equal(t, tokens, done.Consumed.Tokens)
+	require.InDelta(t, cost, done.Consumed.CostUSD, 1e-12)
+
+	// The subtask exists as a child of the task.
+	children, err := b.engine.List(context.Background(), &engine.ListParams{ParentID: task.ID})
+	require.NoError(t, err)
+	require.Len(t, children.Tasks, 1)
+	require.Equal(t, "Draw a chart of Q3 revenue", children.Tasks[0].Goal)
+	require.Equal(t, 6, children.Tasks[0].Priority)
+	require.Equal(t, "charter", children.Tasks[0].Agent, "an agent this pool lacks: it waits for its own workers")
+
+	// What went over the wire: the system prompt, the tools, and the
+	// conversation with tool results answering their calls.
+	last := server.Request(3)
+	require.Equal(t, "gpt-4o-mini", last.Model)
+	require.Equal(t, "Bearer test-key", last.Auth)
+	require.Equal(t, "system", last.Messages[0].Role)
+	require.Contains(t, last.Messages[0].Content, "You are a careful analyst.")
+	require.Contains(t, last.Tools, "fetch_figures")
+	require.Contains(t, last.Tools, "submit_task")
+	var sawFetchResult bool
+	for _, m := range last.Messages {
+		if m.Role == "tool" && m.ToolCallID == "t1" {
+			sawFetchResult = true
+			require.JSONEq(t, `{"revenue_growth":0.12}`, m.Content)
+		}
+	}
+	require.True(t, sawFetchResult)
+}
