@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/errandhq/errand/internal/agent"
+	"github.com/errandhq/errand/internal/config"
 	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 	"github.com/errandhq/errand/store/sqlitestore"
 )
@@ -36,6 +41,10 @@ type Config struct {
 	MaxInputBytes int
 	// Agents registers agents by name; see also Client.RegisterAgent.
 	Agents map[string]Agent
+	// ConfigFile is an errand.yaml whose agents (kind llm or exec) and
+	// pricing table are registered too. API keys are read from the
+	// environment variables its agents name.
+	ConfigFile string
 	// Logger receives warnings and errors; default: discarded.
 	Logger *slog.Logger
 }
@@ -47,7 +56,7 @@ type Client struct {
 	store  store.Store
 
 	mu     sync.Mutex
-	agents map[string]Agent
+	agents map[string]taskrun.Handler
 }
 
 // Open connects to the store named by dsn and applies pending migrations.
@@ -106,10 +115,25 @@ func newClient(st store.Store, cfg *Config, tune func(*engine.Config)) (*Client,
 	if err != nil {
 		return nil, fmt.Errorf("errand: %w", err)
 	}
-	c := &Client{engine: e, store: st, agents: map[string]Agent{}}
+	c := &Client{engine: e, store: st, agents: map[string]taskrun.Handler{}}
 	for name, a := range cfg.Agents {
 		if err := c.RegisterAgent(name, a); err != nil {
 			return nil, err
+		}
+	}
+	if cfg.ConfigFile != "" {
+		file, err := config.LoadFile(cfg.ConfigFile, true)
+		if err != nil {
+			return nil, fmt.Errorf("errand: %w", err)
+		}
+		handlers, err := agent.FromConfig(file, os.LookupEnv, nil)
+		if err != nil {
+			return nil, fmt.Errorf("errand: %s: %w", cfg.ConfigFile, err)
+		}
+		for name, h := range handlers {
+			if err := c.register(name, h); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return c, nil
@@ -119,20 +143,29 @@ func newClient(st store.Store, cfg *Config, tune func(*engine.Config)) (*Client,
 func (c *Client) Close() error { return c.store.Close() }
 
 // RegisterAgent makes an agent available to engines created afterwards.
-func (c *Client) RegisterAgent(name string, agent Agent) error {
-	if strings.TrimSpace(name) == "" || agent == nil {
-		return errors.New("errand: register agent: a name and an agent are required")
+// Once any agent is registered, Submit refuses tasks for agents that are
+// not.
+func (c *Client) RegisterAgent(name string, a Agent) error {
+	if a == nil {
+		return errors.New("errand: register agent: an agent is required")
+	}
+	return c.register(name, handler{agent: a})
+}
+
+func (c *Client) register(name string, h taskrun.Handler) error {
+	if strings.TrimSpace(name) == "" {
+		return errors.New("errand: register agent: a name is required")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, dup := c.agents[name]; dup {
 		return fmt.Errorf("errand: register agent %q: already registered", name)
 	}
-	c.agents[name] = agent
+	c.agents[name] = h
 	return nil
 }
 
-func (c *Client) registeredAgents() map[string]Agent {
+func (c *Client) registeredAgents() map[string]taskrun.Handler {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return maps.Clone(c.agents)
@@ -145,7 +178,27 @@ func (c *Client) Submit(ctx context.Context, p *SubmitParams) (*Task, error) {
 	if p == nil {
 		return nil, &ValidationError{Field: "goal", Message: "must not be empty"}
 	}
+	if err := c.checkAgent(p.Agent); err != nil {
+		return nil, err
+	}
 	return c.engine.Submit(ctx, p)
+}
+
+// checkAgent refuses an agent nobody registered, once agents are known.
+func (c *Client) checkAgent(name string) error {
+	if name == "" {
+		name = engine.DefaultAgent
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.agents) == 0 {
+		return nil // a client that only submits, for engines elsewhere
+	}
+	if _, ok := c.agents[name]; ok {
+		return nil
+	}
+	known := slices.Sorted(maps.Keys(c.agents))
+	return &ValidationError{Field: "agent", Message: fmt.Sprintf("%q is not a registered agent (have: %s)", name, strings.Join(known, ", "))}
 }
 
 // Get returns a task by id; an unknown id matches ErrNotFound.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/errandhq/errand/internal/engine"
-	"github.com/errandhq/errand/internal/taskrun"
 )
 
 // EngineConfig tunes an Engine. Zero values take the defaults.
@@ -35,15 +34,11 @@ func NewEngine(c *Client, cfg *EngineConfig) (*Engine, error) {
 	if len(agents) == 0 {
 		return nil, errors.New("errand: new engine: register at least one agent first")
 	}
-	handlers := make(map[string]taskrun.Handler, len(agents))
-	for name, a := range agents {
-		handlers[name] = handler{agent: a}
-	}
 	pool, err := c.engine.NewPool(&engine.PoolConfig{
 		Workers:       cfg.Workers,
 		ShutdownGrace: cfg.ShutdownGrace,
 		Owner:         cfg.Owner,
-		Handlers:      handlers,
+		Handlers:      agents,
 	})
 	if err != nil {
 		return nil, errors.New("errand: new engine: " + err.Error())

@@ -86,8 +86,8 @@ type StepFinishParams struct {
 	// Release is the reservation made for this step, handed back now that
 	// the step's real usage is known.
 	Release Amount
-	Actor      string
-	Now        *time.Time
+	Actor   string
+	Now     *time.Time
 }
 
 // StepListParams selects a task's steps in order of position.

@@ -3,14 +3,17 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/internal/providertest"
+	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
 
@@ -113,4 +116,50 @@ func TestLLMOverHTTPEndToEnd(t *testing.T) {
 		}
 	}
 	require.True(t, sawFetchResult)
+}
+
+// Over HTTP: the worker dies while the model server is answering step 3
+// of 4; a fresh pool resumes the task. The server gets no request for
+// steps 1 and 2 again, and the counting tool ran exactly once per step.
+func TestLLMOverHTTPResumesAfterCrash(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	lookup := func(id, n string) provider.ToolCall { return toolCall(id, "count", `{"n":`+n+`}`) }
+	server := providertest.NewOpenAIServer(t,
+		providertest.Reply{ToolCalls: []provider.ToolCall{lookup("a", "1")}},
+		providertest.Reply{ToolCalls: []provider.ToolCall{lookup("b", "2")}},
+		providertest.Reply{Delay: time.Hour}, // the worker dies while this one is pending
+		providertest.Reply{ToolCalls: []provider.ToolCall{lookup("c", "3")}},
+		providertest.Reply{ToolCalls: []provider.ToolCall{toolCall("d", "finish_task", `{"result":"counted"}`)}},
+	)
+	var mu sync.Mutex
+	perKey := map[string]int{}
+	count := ToolFunc(provider.Tool{Name: "count"}, func(ctx context.Context, key string, args json.RawMessage) (json.RawMessage, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		perKey[key]++
+		return args, nil
+	})
+	model := provider.NewOpenAI(provider.OpenAIConfig{BaseURL: server.URL(), HTTPClient: server.Client()})
+	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m", Tools: []Tool{count}})
+	require.NoError(t, err)
+
+	first, err := b.engine.NewPool(&engine.PoolConfig{Handlers: map[string]taskrun.Handler{"default": agent}})
+	require.NoError(t, err)
+	runCtx, kill := context.WithCancel(context.Background())
+	require.NoError(t, first.Start(runCtx))
+	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "count to three"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return server.Requests() == 3 }, waitTimeout, time.Millisecond)
+	kill()
+	require.NoError(t, first.Stop(context.Background()))
+
+	b.start(t, agent)
+	done := b.waitEnd(t, task.ID)
+	require.Equal(t, store.StatusCompleted, done.Status, "%+v", done.Error)
+	require.Equal(t, 5, server.Requests(), "steps 1 and 2 were not asked again")
+	require.Equal(t, len(server.Request(2).Messages), len(server.Request(3).Messages), "step 3 was asked again from the same state")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]int{task.ID + ":1:1": 1, task.ID + ":2:1": 1, task.ID + ":3:1": 1}, perKey)
 }
