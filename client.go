@@ -42,9 +42,13 @@ type Config struct {
 	// Agents registers agents by name; see also Client.RegisterAgent.
 	Agents map[string]Agent
 	// ConfigFile is an errand.yaml whose agents (kind llm or exec) and
-	// pricing table are registered too. API keys are read from the
-	// environment variables its agents name.
+	// pricing table are registered too, and whose budget.task is the
+	// default budget. API keys are read from the environment variables its
+	// agents name.
 	ConfigFile string
+	// Budget is the budget of tasks submitted without one; nil: no limit
+	// (or the config file's budget.task).
+	Budget *Budget
 	// Logger receives warnings and errors; default: discarded.
 	Logger *slog.Logger
 }
@@ -70,7 +74,7 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := newClient(st, cfg, nil)
+	c, err := newClient(st, cfg)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -96,22 +100,29 @@ func openStore(ctx context.Context, dsn string, cfg *Config) (store.Store, error
 	return st, nil
 }
 
-// newClient wires a Client over an open store; opts lets tests inject a
-// clock.
-func newClient(st store.Store, cfg *Config, tune func(*engine.Config)) (*Client, error) {
-	ecfg := &engine.Config{
+// newClient wires a Client over an open store.
+func newClient(st store.Store, cfg *Config) (*Client, error) {
+	var file *config.Config
+	if cfg.ConfigFile != "" {
+		var err error
+		if file, err = config.LoadFile(cfg.ConfigFile, true); err != nil {
+			return nil, fmt.Errorf("errand: %w", err)
+		}
+	}
+	budget := cfg.Budget
+	if tb := fileBudget(file); budget == nil && tb != nil {
+		budget = tb
+	}
+	e, err := engine.New(st, &engine.Config{
 		LeaseTTL:      cfg.LeaseTTL,
 		PollInterval:  cfg.PollInterval,
 		BackoffBase:   cfg.BackoffBase,
 		BackoffCap:    cfg.BackoffCap,
 		MaxAttempts:   cfg.MaxAttempts,
 		MaxInputBytes: cfg.MaxInputBytes,
+		DefaultBudget: budget,
 		Logger:        cfg.Logger,
-	}
-	if tune != nil {
-		tune(ecfg)
-	}
-	e, err := engine.New(st, ecfg)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("errand: %w", err)
 	}
@@ -121,11 +132,7 @@ func newClient(st store.Store, cfg *Config, tune func(*engine.Config)) (*Client,
 			return nil, err
 		}
 	}
-	if cfg.ConfigFile != "" {
-		file, err := config.LoadFile(cfg.ConfigFile, true)
-		if err != nil {
-			return nil, fmt.Errorf("errand: %w", err)
-		}
+	if file != nil {
 		handlers, err := agent.FromConfig(file, os.LookupEnv, nil)
 		if err != nil {
 			return nil, fmt.Errorf("errand: %s: %w", cfg.ConfigFile, err)
@@ -137,6 +144,18 @@ func newClient(st store.Store, cfg *Config, tune func(*engine.Config)) (*Client,
 		}
 	}
 	return c, nil
+}
+
+// fileBudget is the per-task budget of a configuration file, or nil.
+func fileBudget(file *config.Config) *Budget {
+	if file == nil {
+		return nil
+	}
+	tb := file.Budget.Task
+	if tb == (config.TaskBudget{}) {
+		return nil
+	}
+	return &Budget{MaxTokens: tb.MaxTokens, MaxCostUSD: tb.MaxCostUSD, MaxWallClock: store.Duration(tb.MaxWallClock), MaxToolCalls: tb.MaxToolCalls}
 }
 
 // Close closes the store. Stop engines first.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -60,4 +61,18 @@ func TestBadConfigFileIsRefused(t *testing.T) {
 
 	_, err = Open(t.Context(), filepath.Join(t.TempDir(), "g.db"), &Config{ConfigFile: filepath.Join(t.TempDir(), "missing.yaml")})
 	require.Error(t, err)
+}
+
+func TestConfigFileBudgetIsTheDefault(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "errand.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("budget:\n  task: {max_tokens: 50000, max_cost_usd: 0.5, max_wall_clock: 5m, max_tool_calls: 50}\n"), 0o600))
+	c := openTest(t, &Config{ConfigFile: file})
+	task, err := c.Submit(t.Context(), &SubmitParams{Goal: "g"})
+	require.NoError(t, err)
+	require.Equal(t, &Budget{MaxTokens: 50000, MaxCostUSD: 0.5, MaxWallClock: Duration(5 * time.Minute), MaxToolCalls: 50}, task.Budget)
+
+	own, err := c.Submit(t.Context(), &SubmitParams{Goal: "g", Budget: &Budget{MaxTokens: 10}})
+	require.NoError(t, err)
+	require.Equal(t, &Budget{MaxTokens: 10}, own.Budget)
 }

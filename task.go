@@ -16,6 +16,8 @@ type (
 	Progress = store.Progress
 	// Budget limits what a task may consume.
 	Budget = store.Budget
+	// Duration is a time.Duration written in JSON as "5m".
+	Duration = store.Duration
 	// Event is one entry of the durable journal.
 	Event = store.Event
 	// Step is one recorded step of a task: an LLM call, a tool call, a
