@@ -97,6 +97,14 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 		// attempt that follows a lost completion replays the step (and its
 		// finish_task) instead of asking the model for one more.
 		advance := last && !finished
+		if advance {
+			// A new plan_execute phase (or plan step) starts a new conversation.
+			before, beforeStep := a.phase(state)
+			after, afterStep := a.phase(&next)
+			if before != after || beforeStep != afterStep {
+				next.Transcript = nil
+			}
+		}
 		if finished {
 			next.StepsLog = append(next.StepsLog, StepLog{Step: n, Summary: summarize(fmt.Sprint(summary))})
 		}
@@ -161,11 +169,24 @@ func (a *LLM) call(ctx context.Context, run taskrun.Run, key string, call TurnCa
 	case ToolFinishTask:
 		out = json.RawMessage(`{"ok":true}`)
 	case ToolUpdatePlan:
+		if phase, _ := a.phase(next); phase != "" && phase != phasePlan {
+			return fail(taskrun.StepFailed, CodeBadArgs, errors.New("the plan is set; finish the current step with complete_step"))
+		}
 		plan, err := parsePlan(call.Arguments)
 		if err != nil {
 			return fail(taskrun.StepFailed, CodeBadArgs, err)
 		}
 		next.Plan = plan
+		out = json.RawMessage(`{"ok":true}`)
+	case ToolCompleteStep:
+		phase, current := a.phase(next)
+		if phase != phaseExecute {
+			return fail(taskrun.StepFailed, CodeToolUnknown, errors.New("complete_step is only for the steps of a plan"))
+		}
+		next.Plan = append([]PlanStep{}, next.Plan...)
+		next.Plan[current].Status = PlanCompleted
+		next.Plan[current].Result = finishResult(call.Arguments)
+		next.PartialResult = next.Plan[current].Result
 		out = json.RawMessage(`{"ok":true}`)
 	case ToolSubmitTask, ToolGetTaskStatus, ToolListActiveTasks, ToolCancelTask:
 		res, _, err := callEngineTool(ctx, run, key, call.Name, call.Arguments)

@@ -38,6 +38,8 @@ type LLMConfig struct {
 	Pricing         provider.Pricing
 	Tools           []Tool
 	Policy          Policy
+	// Mode is ModeReact (default) or ModePlanExecute.
+	Mode string
 }
 
 // LLM is the llm agent: a ReAct loop that asks the model for the next
@@ -64,6 +66,10 @@ func NewLLM(cfg LLMConfig) (*LLM, error) {
 	cfg.MaxSteps = cmp.Or(cfg.MaxSteps, DefaultMaxSteps)
 	cfg.StepTimeout = cmp.Or(cfg.StepTimeout, DefaultStepTimeout)
 	cfg.MaxOutputTokens = cmp.Or(cfg.MaxOutputTokens, DefaultMaxOutputTokens)
+	cfg.Mode = cmp.Or(cfg.Mode, ModeReact)
+	if cfg.Mode != ModeReact && cfg.Mode != ModePlanExecute {
+		return nil, fmt.Errorf("llm agent: mode %q is not %s or %s", cfg.Mode, ModeReact, ModePlanExecute)
+	}
 	tools := map[string]Tool{}
 	for _, t := range cfg.Tools {
 		name := t.Spec().Name
@@ -139,11 +145,14 @@ func (a *LLM) loop(ctx context.Context, run taskrun.Run) (taskrun.Result, error)
 	if err != nil {
 		return taskrun.Result{}, &taskrun.Error{Code: "bad_checkpoint", Err: err}
 	}
-	if len(state.Transcript) == 0 {
-		state.Transcript = []Turn{{Role: provider.RoleUser, Content: firstMessage(info)}}
-	}
-
 	for {
+		if len(state.Transcript) == 0 {
+			if phase, current := a.phase(state); phase == phaseExecute && state.Plan[current].Status == PlanPending {
+				state.Plan = append([]PlanStep{}, state.Plan...)
+				state.Plan[current].Status = PlanInProgress
+			}
+			state.Transcript = []Turn{{Role: provider.RoleUser, Content: a.opening(info, state)}}
+		}
 		n := state.Step + 1
 		if n > a.cfg.MaxSteps {
 			warning := WarningMaxSteps
@@ -337,7 +346,8 @@ func (a *LLM) request(state *TaskState) *provider.Request {
 			req.Tools = append(req.Tools, spec)
 		}
 	}
-	if len(state.Plan) > 0 {
+	req.Tools = a.phaseTools(state, req.Tools)
+	if phase, _ := a.phase(state); len(state.Plan) > 0 && phase == "" {
 		var plan strings.Builder
 		plan.WriteString("Current plan:\n")
 		for i, p := range state.Plan {

@@ -44,9 +44,6 @@ func build(a config.Agent, pricing provider.Pricing, getenv func(string) (string
 			MaxSteps: a.MaxSteps, StepTimeout: time.Duration(a.StepTimeout),
 		})
 	case config.KindLLM:
-		if a.Mode != "" && a.Mode != config.ModeReact {
-			return nil, fmt.Errorf("mode %q is not available yet; use %q", a.Mode, config.ModeReact)
-		}
 		var key string
 		if a.APIKeyEnv != "" {
 			v, ok := getenv(a.APIKeyEnv)
@@ -65,7 +62,7 @@ func build(a config.Agent, pricing provider.Pricing, getenv func(string) (string
 		return NewLLM(LLMConfig{
 			Provider: p, Model: a.Model, SystemPrompt: a.SystemPrompt, MaxSteps: a.MaxSteps,
 			StepTimeout: time.Duration(a.StepTimeout), MaxOutputTokens: a.MaxOutputTokens, Pricing: pricing,
-			Policy: Policy{Allow: a.Tools, Deny: a.ToolsDeny},
+			Policy: Policy{Allow: a.Tools, Deny: a.ToolsDeny}, Mode: a.Mode,
 		})
 	}
 	return nil, fmt.Errorf("kind %q is not llm or exec", a.Kind)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -37,9 +38,10 @@ type TaskState struct {
 
 // PlanStep is one titled step of the agent's plan.
 type PlanStep struct {
-	ID     string `json:"id"`
-	Title  string `json:"title"`
-	Status string `json:"status"`
+	ID     string          `json:"id"`
+	Title  string          `json:"title"`
+	Status string          `json:"status"`
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // StepLog summarizes one completed step.
@@ -181,11 +183,13 @@ func (s *TaskState) Marshal() (json.RawMessage, error) {
 }
 
 // Progress is how far the task has come: completed plan steps of all plan
-// steps, or, without a plan, the step count of maxSteps.
+// steps, labelled with the step in progress (or the next one), or, without
+// a plan, the step count of maxSteps.
 func (s *TaskState) Progress(maxSteps int) (current, total int, label string) {
 	if len(s.Plan) == 0 {
 		return s.Step, maxSteps, ""
 	}
+	var next string // the first step not started, if none is in progress
 	for _, p := range s.Plan {
 		switch p.Status {
 		case PlanCompleted:
@@ -194,7 +198,11 @@ func (s *TaskState) Progress(maxSteps int) (current, total int, label string) {
 			if label == "" {
 				label = p.Title
 			}
+		default:
+			if next == "" {
+				next = p.Title
+			}
 		}
 	}
-	return current, len(s.Plan), label
+	return current, len(s.Plan), cmp.Or(label, next)
 }
