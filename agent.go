@@ -111,6 +111,13 @@ func (r *TaskRun) Step(ctx context.Context, n int, name string, fn func(ctx cont
 	return res.Output, err
 }
 
+// Answer is a person's answer to a question the task asked.
+type Answer = taskrun.Answer
+
+// Answers returns the answers people gave to this task's questions
+// (asked with AskUser), oldest first.
+func (r *TaskRun) Answers(ctx context.Context) ([]Answer, error) { return r.run.Answers(ctx) }
+
 // handler adapts an Agent to the engine's handler contract.
 type handler struct{ agent Agent }
 

@@ -243,6 +243,19 @@ func (c *Client) Retry(ctx context.Context, taskID string) (*Task, error) {
 	return c.engine.Retry(ctx, taskID, store.ActorUser)
 }
 
+// Answer answers the open question of a task in input_required, named by
+// the request's id (inp_…) or the task's id, and puts the task back in the
+// queue; its agent sees the answer when it resumes. Answering twice, or a
+// request that expired, matches ErrInputClosed.
+func (c *Client) Answer(ctx context.Context, requestOrTaskID, answer string) (*InputRequest, error) {
+	return c.engine.Answer(ctx, requestOrTaskID, answer, store.ActorUser)
+}
+
+// PendingInputs lists the questions agents are waiting on, oldest first.
+func (c *Client) PendingInputs(ctx context.Context) ([]*InputRequest, error) {
+	return c.engine.PendingInputs(ctx)
+}
+
 // Steps returns a task's recorded steps in order.
 func (c *Client) Steps(ctx context.Context, taskID string) ([]*Step, error) {
 	return c.engine.Steps(ctx, taskID)

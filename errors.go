@@ -17,6 +17,9 @@ var (
 	ErrIllegalTransition = store.ErrIllegalTransition
 	// ErrInvalid is matched by every *ValidationError.
 	ErrInvalid = engine.ErrInvalid
+	// ErrInputClosed is returned for an answer to a question that is not
+	// open any more.
+	ErrInputClosed = store.ErrInputClosed
 	// ErrCancelled is the context cause an agent sees when its task is
 	// cancelled.
 	ErrCancelled = engine.ErrCancelled
@@ -34,6 +37,14 @@ type (
 	// ReferenceError names an id that matches no task.
 	ReferenceError = store.ReferenceError
 )
+
+// AskUser, returned by an agent, ends the attempt to wait for a person:
+// the task becomes input_required with question open (see
+// Client.PendingInputs), and runs again once it is answered
+// (Client.Answer); TaskRun.Answers then has the answer.
+func AskUser(question string) error {
+	return &taskrun.InputNeeded{Question: question}
+}
 
 // NonRetryable marks an agent's error as final: the task fails at once with
 // code, whatever attempts remain.

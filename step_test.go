@@ -99,3 +99,45 @@ func TestFailedStepIsRecorded(t *testing.T) {
 	require.Equal(t, "failed", steps[0].Status)
 	require.Equal(t, "card declined", steps[0].ErrorMessage)
 }
+
+// A library agent asks a person with AskUser and reads the answer when the
+// task resumes.
+func TestAskUserFromTheLibrary(t *testing.T) {
+	t.Parallel()
+	c := openTest(t, nil)
+	require.NoError(t, c.RegisterAgent("default", AgentFunc(func(ctx context.Context, run *TaskRun) (Result, error) {
+		answers, err := run.Answers(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		if len(answers) == 0 {
+			return Result{}, AskUser("Which city?")
+		}
+		return Result{Output: "weather for " + answers[0].Answer}, nil
+	})))
+	e, err := NewEngine(c, nil)
+	require.NoError(t, err)
+	require.NoError(t, e.Start(t.Context()))
+	t.Cleanup(func() { require.NoError(t, e.Stop(context.Background())) })
+
+	task, err := c.Submit(t.Context(), &SubmitParams{Goal: "weather"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	sub, err := c.Subscribe(ctx, EventFilter{TaskID: task.ID, Types: []string{"task.input_required"}}, 0)
+	require.NoError(t, err)
+	_, ok := <-sub.Events()
+	sub.Close()
+	require.True(t, ok)
+
+	pending, err := c.PendingInputs(t.Context())
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	_, err = c.Answer(t.Context(), pending[0].ID, "Lyon")
+	require.NoError(t, err)
+	done := waitEnd(t, c, task.ID)
+	require.Equal(t, StatusCompleted, done.Status)
+	require.JSONEq(t, `{"output":"weather for Lyon","warning":null}`, string(done.Result))
+	_, err = c.Answer(t.Context(), task.ID, "Paris")
+	require.ErrorIs(t, err, ErrInputClosed)
+}

@@ -20,6 +20,8 @@ type (
 	Duration = store.Duration
 	// Event is one entry of the durable journal.
 	Event = store.Event
+	// InputRequest is a question an agent asked a person.
+	InputRequest = store.InputRequest
 	// Step is one recorded step of a task: an LLM call, a tool call, a
 	// subtask or a question to a person.
 	Step = store.Step

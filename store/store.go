@@ -135,6 +135,15 @@ type Store interface {
 	// the check and overspend together. StepFinish releases it.
 	TaskBudgetReserve(ctx context.Context, params *TaskBudgetReserveParams) error
 
+	// InputAnswer records the answer to a pending input request and makes
+	// its task (input_required) pending again, in one transaction, with a
+	// task.input_answered event. A request that is not pending is
+	// ErrInputClosed; an unknown one ErrNotFound.
+	InputAnswer(ctx context.Context, params *InputAnswerParams) (*InputRequest, error)
+
+	// InputList returns input requests, oldest first.
+	InputList(ctx context.Context, params *InputListParams) ([]*InputRequest, error)
+
 	// StepListByTask returns a task's steps by step number, then call index.
 	StepListByTask(ctx context.Context, params *StepListParams) ([]*Step, error)
 
@@ -238,7 +247,9 @@ type TaskProgressParams struct {
 //   - retry_scheduled: Error is stored and the task runs again at RunAt;
 //   - cancelled: Error holds the reason;
 //   - pending: the lease is handed back unfinished (shutdown); the attempt
-//     does not count and the task is claimable at once.
+//     does not count and the task is claimable at once;
+//   - input_required: Ask opens an input request in the same transaction,
+//     with a task.input_required event; the task waits for InputAnswer.
 //
 // If a cancel was requested, any Status but completed ends cancelled.
 type TaskFinishParams struct {
@@ -248,6 +259,7 @@ type TaskFinishParams struct {
 	Error      *TaskError
 	RunAt      time.Time
 	Checkpoint json.RawMessage // optional; stored with the finish
+	Ask        *InputAsk       // for input_required
 	Actor      string
 	Now        *time.Time
 }
@@ -291,6 +303,9 @@ type TransitionData struct {
 	Error   *TaskError      `json:"error,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Reason  string          `json:"reason,omitempty"`
+	// RequestID and Question name the question of an input_required task.
+	RequestID string `json:"request_id,omitempty"`
+	Question  string `json:"question,omitempty"`
 }
 
 // TransitionEventType names the event for a move from one status to another.

@@ -50,8 +50,8 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 
 	calls := reply.ToolCalls
 	for i, call := range calls {
-		if call.Name == ToolFinishTask {
-			calls = calls[:i+1] // nothing after finish_task runs
+		if call.Name == ToolFinishTask || call.Name == ToolAskUser {
+			calls = calls[:i+1] // nothing after finish_task or ask_user runs
 			break
 		}
 	}
@@ -88,6 +88,9 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 		}
 		next.Transcript = append(next.Transcript, toolTurn)
 		summary = append(summary, fmt.Sprintf("%s: %s", call.Name, res.Status))
+		if call.Name == ToolAskUser && res.Status == taskrun.StepDone {
+			next.PendingQuestion, _ = askArgs(call.Arguments) // also when replayed
+		}
 		if finished {
 			next.PartialResult = finishResult(call.Arguments)
 		}
@@ -131,6 +134,13 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 		if finished {
 			*state = next
 			return taskrun.Result{Output: next.PartialResult}, true, nil
+		}
+		if call.Name == ToolAskUser && res.Status == taskrun.StepDone {
+			// The checkpoint (with the pending question) was written with
+			// this record; the attempt ends until a person answers.
+			*state = next
+			question, qctx := askArgs(call.Arguments)
+			return taskrun.Result{}, false, &taskrun.InputNeeded{Question: question, Context: qctx}
 		}
 		if res.Status == taskrun.StepFailed && res.ErrorCode == "step_timeout" {
 			// The step's state is durable; the attempt ends and is retried.
@@ -178,6 +188,13 @@ func (a *LLM) call(ctx context.Context, run taskrun.Run, key string, call TurnCa
 		}
 		next.Plan = plan
 		out = json.RawMessage(`{"ok":true}`)
+	case ToolAskUser:
+		question, _ := askArgs(call.Arguments)
+		if question == "" {
+			return fail(taskrun.StepFailed, CodeBadArgs, errors.New("ask_user: question is required"))
+		}
+		next.PendingQuestion = question
+		out, _ = json.Marshal(map[string]string{"asked": question, "note": "The task waits for the user's answer."})
 	case ToolCompleteStep:
 		phase, current := a.phase(next)
 		if phase != phaseExecute {

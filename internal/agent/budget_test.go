@@ -12,7 +12,7 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-// usageModel calls the "work" tool forever; each reply reports 300 input
+// usageModel calls the "work" tool forever; each reply reports 450 input
 // tokens and 500 output tokens, or fewer when max_tokens says so.
 type usageModel struct{ scriptedModel }
 
@@ -22,11 +22,11 @@ func (m *usageModel) Complete(ctx context.Context, req *provider.Request) (*prov
 	m.mu.Unlock()
 	return &provider.Response{
 		ToolCalls: []provider.ToolCall{toolCall("w", "work", `{}`)},
-		Usage:     provider.Usage{InputTokens: 300, OutputTokens: min(500, int64(req.MaxTokens))},
+		Usage:     provider.Usage{InputTokens: 450, OutputTokens: min(500, int64(req.MaxTokens))},
 	}, nil
 }
 
-// Five steps of 800 tokens would use 4,000; a 1,000-token budget stops the
+// Five steps of 950 tokens would use 4,750; a 1,000-token budget stops the
 // task within one step of its limit, failed with budget_exceeded, after one
 // warning at 80%.
 func TestLLMBudgetStopsTheTask(t *testing.T) {

@@ -49,7 +49,7 @@ var engineTools = []provider.Tool{
 // isBuiltin reports whether name is a tool every agent has.
 func isBuiltin(name string) bool {
 	switch name {
-	case ToolFinishTask, ToolUpdatePlan, ToolSubmitTask, ToolGetTaskStatus, ToolListActiveTasks, ToolCancelTask:
+	case ToolFinishTask, ToolUpdatePlan, ToolSubmitTask, ToolGetTaskStatus, ToolListActiveTasks, ToolCancelTask, ToolAskUser, ToolCompleteStep:
 		return true
 	}
 	return false

@@ -36,10 +36,9 @@ const (
 // Error codes of exec agents. The timeout code is the one every agent uses
 // for a step that ran past its step timeout.
 const (
-	CodeExecError        = "exec_error"
-	CodeExecTimeout      = "step_timeout"
-	CodeInputUnsupported = "input_unsupported"
-	CodeSubtaskError     = "subtask_error"
+	CodeExecError    = "exec_error"
+	CodeExecTimeout  = "step_timeout"
+	CodeSubtaskError = "subtask_error"
 	// CodeExecInterrupted marks the record of a step whose command was
 	// killed because the task was cancelled, its lease lost, or the engine
 	// stopped; the task's outcome is then the engine's to decide.
@@ -177,6 +176,9 @@ func (a *Exec) Handle(ctx context.Context, run taskrun.Run) (taskrun.Result, err
 	if err != nil {
 		return taskrun.Result{}, &taskrun.Error{Code: "bad_checkpoint", Err: err}
 	}
+	if _, err := awaitAnswer(ctx, run, state); err != nil {
+		return taskrun.Result{}, err
+	}
 	for {
 		n := state.Step + 1
 		if n > a.cfg.MaxSteps {
@@ -253,16 +255,28 @@ func (a *Exec) step(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		}
 
 	case ExecAskUser:
-		// The state does not advance: until the engine can ask a person,
-		// a rerun of the task replays the question and stops here again.
-		if err := end(taskrun.StepResult{Status: taskrun.StepDone}); err != nil {
+		// The state advances with the question pending: the task waits for
+		// the answer, and the next step sees it in state.answers. Should the
+		// wait itself be lost, the resumed task asks again (awaitAnswer).
+		next := *state
+		next.Step = n
+		next.PendingQuestion = reply.Question
+		next.StepsLog = append(slices.DeleteFunc(slices.Clone(state.StepsLog), func(l StepLog) bool { return l.Step >= n }),
+			StepLog{Step: n, Summary: execSummary(reply)})
+		cp, err := next.Marshal()
+		if err != nil {
 			return taskrun.Result{}, false, err
 		}
-		return taskrun.Result{}, false, &taskrun.Error{
-			Code: CodeInputUnsupported,
-			Err: fmt.Errorf("step %d asks for human input (%q), which this engine cannot request yet: "+
-				"human input arrives with the task-graph issue", n, reply.Question),
+		if rec.Replayed {
+			if err := run.Checkpoint(ctx, cp); err != nil {
+				return taskrun.Result{}, false, err
+			}
 		}
+		if err := end(taskrun.StepResult{Status: taskrun.StepDone, Checkpoint: cp}); err != nil {
+			return taskrun.Result{}, false, err
+		}
+		*state = next
+		return taskrun.Result{}, false, &taskrun.InputNeeded{Question: reply.Question}
 	}
 
 	// continue or finish.

@@ -445,18 +445,35 @@ func TestExecMaxStepsAndAskUser(t *testing.T) {
 	t.Run("ask_user", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		cmd, _ := writeScript(t, `echo '{"status":"ask_user","question":"Which city?"}'`+"\n")
+		cmd, _ := writeScript(t, stepOf+`if [ "$step" = 1 ]; then
+  echo '{"status":"ask_user","question":"Which city?"}'
+else
+  case "$input" in
+    *'"answer":"Paris"'*) echo '{"status":"finish","output":"sunny in Paris"}' ;;
+    *) echo '{"status":"error","error":"the answer is missing"}' ;;
+  esac
+fi
+`)
 		b.start(t, newExecAgent(t, ExecConfig{Command: cmd}))
 		task := submit(t, b, &engine.SubmitParams{Goal: "weather"})
-		done := b.waitEnd(t, task.ID)
-		require.Equal(t, store.StatusFailed, done.Status)
-		require.Equal(t, CodeInputUnsupported, done.Error.Code)
-		require.Contains(t, done.Error.Message, "Which city?")
-		require.Contains(t, done.Error.Message, "task-graph")
+		waiting := b.waitEnd(t, task.ID, store.EventTaskInputRequired)
+		require.Equal(t, store.StatusInputRequired, waiting.Status)
+		pending, err := b.engine.PendingInputs(context.Background())
+		require.NoError(t, err)
+		require.Len(t, pending, 1)
+		require.Equal(t, "Which city?", pending[0].Question)
+
+		_, err = b.engine.Answer(context.Background(), task.ID, "Paris", "")
+		require.NoError(t, err)
+		done := b.waitEnd(t, task.ID, store.EventTaskCompleted, store.EventTaskFailed)
+		require.Equal(t, store.StatusCompleted, done.Status, "%+v", done.Error)
+		require.JSONEq(t, `{"output":"sunny in Paris","warning":null}`, string(done.Result))
 		got := steps(t, b, task.ID)
-		require.Len(t, got, 1)
-		require.Equal(t, taskrun.StepDone, got[0].Status)
+		require.Len(t, got, 2)
 		require.JSONEq(t, `{"status":"ask_user","question":"Which city?"}`, string(got[0].Output))
+
+		_, err = b.engine.Answer(context.Background(), pending[0].ID, "again", "")
+		require.ErrorIs(t, err, store.ErrInputClosed)
 	})
 }
 

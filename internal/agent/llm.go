@@ -145,6 +145,15 @@ func (a *LLM) loop(ctx context.Context, run taskrun.Run) (taskrun.Result, error)
 	if err != nil {
 		return taskrun.Result{}, &taskrun.Error{Code: "bad_checkpoint", Err: err}
 	}
+	answered, err := awaitAnswer(ctx, run, state)
+	if err != nil {
+		return taskrun.Result{}, err
+	}
+	if answered {
+		a := state.Answers[len(state.Answers)-1]
+		state.Transcript = append(state.Transcript, Turn{Role: provider.RoleUser,
+			Content: "The user answered your question \"" + a.Question + "\": " + a.Answer})
+	}
 	for {
 		if len(state.Transcript) == 0 {
 			if phase, current := a.phase(state); phase == phaseExecute && state.Plan[current].Status == PlanPending {
@@ -336,7 +345,7 @@ func (a *LLM) request(state *TaskState) *provider.Request {
 	if a.cfg.Policy.Allows(ToolUpdatePlan) {
 		req.Tools = append(req.Tools, updatePlanSpec)
 	}
-	for _, spec := range engineTools {
+	for _, spec := range append(engineTools, askUserSpec) {
 		if a.cfg.Policy.Allows(spec.Name) {
 			req.Tools = append(req.Tools, spec)
 		}

@@ -63,17 +63,26 @@ func toolCall(id, name, args string) provider.ToolCall {
 type bundle struct {
 	engine *engine.Engine
 	clock  *clock.Fake
+	path   string
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "errand.db"), nil)
+	path := filepath.Join(t.TempDir(), "errand.db")
+	fake := clock.NewFake(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC))
+	return &bundle{engine: openEngine(t, path, fake), clock: fake, path: path}
+}
+
+// openEngine opens a store handle and an engine on the database at path:
+// what a process does when it starts.
+func openEngine(t *testing.T, path string, clk *clock.Fake) *engine.Engine {
+	t.Helper()
+	st, err := sqlitestore.Open(context.Background(), path, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	fake := clock.NewFake(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC))
-	e, err := engine.New(st, &engine.Config{Clock: fake})
+	e, err := engine.New(st, &engine.Config{Clock: clk})
 	require.NoError(t, err)
-	return &bundle{engine: e, clock: fake}
+	return e
 }
 
 func (b *bundle) start(t *testing.T, h taskrun.Handler) *engine.Pool {

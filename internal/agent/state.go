@@ -34,6 +34,8 @@ type TaskState struct {
 	SubtaskFailures map[string]SubtaskResult `json:"subtask_failures,omitempty"`
 	// Transcript is the conversation of an llm agent so far.
 	Transcript []Turn `json:"transcript,omitempty"`
+	// PendingQuestion is a question asked of a person and not answered yet.
+	PendingQuestion string `json:"pending_question,omitempty"`
 }
 
 // PlanStep is one titled step of the agent's plan.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
@@ -194,7 +195,11 @@ func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.Tas
 		Now:   p.e.now(),
 	}
 	cause := context.Cause(x.ctx)
+	var ask *taskrun.InputNeeded
 	switch {
+	case errors.As(err, &ask) && ask.Question != "":
+		fp.Status = store.StatusInputRequired
+		fp.Ask = &store.InputAsk{ID: id.New(id.Input), Question: ask.Question, Context: ask.Context}
 	case err == nil:
 		fp.Status = store.StatusCompleted
 		out, merr := json.Marshal(result)

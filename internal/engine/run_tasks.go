@@ -39,6 +39,18 @@ func (r *run) SubmitSubtask(ctx context.Context, spec taskrun.SubtaskSpec) (*tas
 	return view(child), nil
 }
 
+func (r *run) Answers(ctx context.Context) ([]taskrun.Answer, error) {
+	reqs, err := r.x.pool.e.store.InputList(ctx, &store.InputListParams{TaskID: r.x.task.ID, Status: store.InputAnswered, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	answers := make([]taskrun.Answer, len(reqs))
+	for i, in := range reqs {
+		answers[i] = taskrun.Answer{RequestID: in.ID, Question: in.Question, Answer: in.Answer, AnsweredAt: in.AnsweredAt}
+	}
+	return answers, nil
+}
+
 func (r *run) TaskStatus(ctx context.Context, taskID string) (*taskrun.TaskView, error) {
 	t, err := r.x.pool.e.Get(ctx, taskID)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"strings"
 
 	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/store"
@@ -110,6 +111,41 @@ func (e *Engine) Cancel(ctx context.Context, taskID, reason, actor string) (*sto
 		e.mu.Unlock()
 	}
 	return t, nil
+}
+
+// Answer answers a pending input request, named by its id (inp_…) or by
+// its task's id, and makes the task pending again. Answering a request
+// twice, or one that expired, matches store.ErrInputClosed.
+func (e *Engine) Answer(ctx context.Context, requestOrTaskID, answer, actor string) (*store.InputRequest, error) {
+	if strings.TrimSpace(answer) == "" {
+		return nil, invalid("answer", "must not be empty")
+	}
+	if len(answer) > DefaultMaxGoalBytes {
+		return nil, invalid("answer", "is %d bytes; the limit is %d", len(answer), DefaultMaxGoalBytes)
+	}
+	if actor == "" {
+		actor = store.ActorUser
+	}
+	p := &store.InputAnswerParams{Answer: answer, Actor: actor, Now: e.now()}
+	switch {
+	case id.Valid(id.Input, requestOrTaskID):
+		p.RequestID = requestOrTaskID
+	case id.Valid(id.Task, requestOrTaskID):
+		p.TaskID = requestOrTaskID
+	default:
+		return nil, invalid("request_id", "%q is neither an input request id nor a task id", requestOrTaskID)
+	}
+	in, err := e.store.InputAnswer(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	e.madeReady()
+	return in, nil
+}
+
+// PendingInputs lists the questions waiting for an answer, oldest first.
+func (e *Engine) PendingInputs(ctx context.Context) ([]*store.InputRequest, error) {
+	return e.store.InputList(ctx, &store.InputListParams{Status: store.InputPending, Limit: MaxListLimit})
 }
 
 // Retry puts a failed task back in the queue for a new attempt.

@@ -32,6 +32,8 @@ var Points = [...]string{
 	"TaskRecover",
 	"LeaseOwnerList",
 	"TaskBudgetReserve",
+	"InputAnswer",
+	"InputList",
 	"StepStart",
 	"StepFinish",
 	"StepListByTask",
@@ -270,6 +272,16 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) ([
 // TaskBudgetReserve calls the inner store's TaskBudgetReserve under the faults at point "TaskBudgetReserve".
 func (s *Store) TaskBudgetReserve(ctx context.Context, params *store.TaskBudgetReserveParams) error {
 	return call0(ctx, s, "TaskBudgetReserve", func() error { return s.inner.TaskBudgetReserve(ctx, params) })
+}
+
+// InputAnswer calls the inner store's InputAnswer under the faults at point "InputAnswer".
+func (s *Store) InputAnswer(ctx context.Context, params *store.InputAnswerParams) (*store.InputRequest, error) {
+	return call(ctx, s, "InputAnswer", func() (*store.InputRequest, error) { return s.inner.InputAnswer(ctx, params) })
+}
+
+// InputList calls the inner store's InputList under the faults at point "InputList".
+func (s *Store) InputList(ctx context.Context, params *store.InputListParams) ([]*store.InputRequest, error) {
+	return call(ctx, s, "InputList", func() ([]*store.InputRequest, error) { return s.inner.InputList(ctx, params) })
 }
 
 // StepStart calls the inner store's StepStart under the faults at point "StepStart".

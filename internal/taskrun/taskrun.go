@@ -100,6 +100,11 @@ type Run interface {
 	// of code budget_exceeded that is not retryable: the step must not run.
 	Reserve(ctx context.Context, amount Amount) error
 
+	// Answers returns the answers people gave to this task's questions,
+	// oldest first. An agent that returned *InputNeeded reads its answer
+	// here when the task resumes.
+	Answers(ctx context.Context) ([]Answer, error)
+
 	// SubmitSubtask creates a child of this task. The spec's
 	// IdempotencyKey (set it from the step's key) makes a repeated call
 	// return the child already made.
@@ -205,6 +210,24 @@ type StepResult struct {
 	// Release is the reservation made for the step.
 	Release Amount
 }
+
+// Answer is a person's answer to a question the task asked.
+type Answer struct {
+	RequestID  string
+	Question   string
+	Answer     string
+	AnsweredAt time.Time
+}
+
+// InputNeeded, returned by a handler, ends the attempt to wait for a
+// person: the task becomes input_required with an open request for
+// Question, and resumes (pending again) once it is answered.
+type InputNeeded struct {
+	Question string
+	Context  json.RawMessage
+}
+
+func (e *InputNeeded) Error() string { return "waiting for an answer to: " + e.Question }
 
 // CodeBudgetExceeded is the error code of a task stopped by its budget.
 const CodeBudgetExceeded = "budget_exceeded"

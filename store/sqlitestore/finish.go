@@ -111,6 +111,16 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 	case to == store.StatusPending:
 		runAt, released = toNullMicros(at), 1
 	}
+	if to == store.StatusInputRequired {
+		if p.Ask == nil || p.Ask.ID == "" || p.Ask.Question == "" {
+			return errors.New("input_required needs a question with an id")
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, created_at)
+			VALUES (?, ?, ?, ?, 'pending', ?)`, p.Ask.ID, p.Lease.TaskID, p.Ask.Question, nullJSON(p.Ask.Context), micros(at))
+		if err != nil {
+			return err
+		}
+	}
 	_, err = tx.StmtContext(ctx, s.stmts.finish).ExecContext(ctx,
 		to, nullJSON(result), errCode, errMessage, runAt, nullJSON(p.Checkpoint),
 		released, finished, micros(at), p.Lease.TaskID, p.Lease.Token)
@@ -118,6 +128,9 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 		return err
 	}
 	data := &store.TransitionData{From: store.StatusRunning, To: to, Attempt: ls.attempt - released, Error: taskErr, Result: result}
+	if to == store.StatusInputRequired {
+		data.RequestID, data.Question = p.Ask.ID, p.Ask.Question
+	}
 	if runAt.Valid && to == store.StatusRetryScheduled {
 		t := nullMicros(runAt)
 		data.RunAt = &t

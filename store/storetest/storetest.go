@@ -59,6 +59,7 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"Events", testEvents},
 		{"Step", testStep},
 		{"Budget", testBudget},
+		{"Input", testInput},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

@@ -1,0 +1,75 @@
+package agent
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/provider"
+	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/store"
+)
+
+// Human input round trip: the agent asks, the task waits in
+// input_required, the process restarts (a new engine on the same
+// database), a person answers, and the agent's next step sees the answer.
+func TestLLMAskUserAcrossRestart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	model := &scriptedModel{script: []provider.Response{
+		{Content: "I need to know the format.", ToolCalls: []provider.ToolCall{
+			toolCall("q", "ask_user", `{"question":"PDF or HTML?"}`), toolCall("x", "update_plan", `{"steps":[{"title":"never runs"}]}`)}},
+		{ToolCalls: []provider.ToolCall{toolCall("f", "finish_task", `{"result":"report.html"}`)}},
+	}}
+	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m"})
+	require.NoError(t, err)
+
+	first, err := b.engine.NewPool(&engine.PoolConfig{Handlers: map[string]taskrun.Handler{"default": agent}})
+	require.NoError(t, err)
+	require.NoError(t, first.Start(context.Background()))
+	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "Write the report"})
+	require.NoError(t, err)
+	waiting := b.waitEnd(t, task.ID, store.EventTaskInputRequired)
+	require.Equal(t, store.StatusInputRequired, waiting.Status)
+	require.NoError(t, first.Stop(context.Background()))
+
+	// The process restarts.
+	b.engine = openEngine(t, b.path, b.clock)
+	b.start(t, agent)
+	pending, err := b.engine.PendingInputs(context.Background())
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	require.Equal(t, "PDF or HTML?", pending[0].Question)
+	require.Equal(t, task.ID, pending[0].TaskID)
+
+	in, err := b.engine.Answer(context.Background(), pending[0].ID, "HTML please", "")
+	require.NoError(t, err)
+	require.Equal(t, store.InputAnswered, in.Status)
+	done := b.waitEnd(t, task.ID, store.EventTaskCompleted, store.EventTaskFailed)
+	require.Equal(t, store.StatusCompleted, done.Status, "%+v", done.Error)
+	require.JSONEq(t, `{"output":"report.html","warning":null}`, string(done.Result))
+
+	require.Equal(t, 2, model.calls(), "the question's step was not asked again")
+	model.mu.Lock()
+	msgs := model.requests[1].Messages
+	model.mu.Unlock()
+	last := msgs[len(msgs)-1]
+	require.Equal(t, provider.RoleUser, last.Role)
+	require.Contains(t, last.Content, `"PDF or HTML?": HTML please`)
+	steps, err := b.engine.Steps(context.Background(), task.ID)
+	require.NoError(t, err)
+	for _, st := range steps {
+		require.NotEqual(t, "update_plan", st.Tool, "nothing after ask_user ran")
+	}
+
+	_, err = b.engine.Answer(context.Background(), task.ID, "PDF", "")
+	require.ErrorIs(t, err, store.ErrInputClosed, "answering twice")
+	_, err = b.engine.Answer(context.Background(), "inp_01JH0000000000000000000000", "x", "")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = b.engine.Answer(context.Background(), "nonsense", "x", "")
+	require.ErrorIs(t, err, engine.ErrInvalid)
+	_, err = b.engine.Answer(context.Background(), task.ID, " ", "")
+	require.ErrorIs(t, err, engine.ErrInvalid)
+}

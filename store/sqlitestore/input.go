@@ -1,0 +1,114 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/errandhq/errand/store"
+)
+
+const inputColumns = `id, task_id, question, context, status, answer, created_at, answered_at`
+
+func scanInput(r rowScanner) (*store.InputRequest, error) {
+	var (
+		in              store.InputRequest
+		context, answer sql.NullString
+		createdAt       int64
+		answeredAt      sql.NullInt64
+	)
+	if err := r.Scan(&in.ID, &in.TaskID, &in.Question, &context, &in.Status, &answer, &createdAt, &answeredAt); err != nil {
+		return nil, err
+	}
+	if context.Valid {
+		in.Context = json.RawMessage(context.String)
+	}
+	in.Answer = answer.String
+	in.CreatedAt, in.AnsweredAt = fromMicros(createdAt), nullMicros(answeredAt)
+	return &in, nil
+}
+
+// InputAnswer implements store.Store.
+func (s *Store) InputAnswer(ctx context.Context, p *store.InputAnswerParams) (*store.InputRequest, error) {
+	at := now(p.Now)
+	var answered *store.InputRequest
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		query, arg := `SELECT `+inputColumns+` FROM input_requests WHERE id = ?`, p.RequestID
+		if p.RequestID == "" {
+			// The task's open question, else its latest one (to report it closed).
+			query = `SELECT ` + inputColumns + ` FROM input_requests WHERE task_id = ?
+				ORDER BY status = 'pending' DESC, created_at DESC LIMIT 1`
+			arg = p.TaskID
+		}
+		in, err := scanInput(tx.QueryRowContext(ctx, query, arg))
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if p.TaskID != "" && in.TaskID != p.TaskID {
+			return store.ErrNotFound
+		}
+		if in.Status != store.InputPending {
+			return fmt.Errorf("request %s is %s: %w", in.ID, in.Status, store.ErrInputClosed)
+		}
+		ls, err := s.leaseState(ctx, tx, in.TaskID)
+		if err != nil {
+			return err
+		}
+		if ls.status != store.StatusInputRequired {
+			return &store.TransitionError{TaskID: in.TaskID, From: ls.status, To: store.StatusPending}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE input_requests SET status = 'answered', answer = ?1, answered_at = ?2 WHERE id = ?3`,
+			p.Answer, micros(at), in.ID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', run_at = ?1, updated_at = ?1 WHERE id = ?2`,
+			micros(at), in.TaskID); err != nil {
+			return err
+		}
+		in.Status, in.Answer, in.AnsweredAt = store.InputAnswered, p.Answer, at
+		answered = in
+		return s.appendEvent(ctx, tx, in.TaskID, store.EventTaskInputAnswered, p.Actor, &store.TransitionData{
+			From: store.StatusInputRequired, To: store.StatusPending, Attempt: ls.attempt, RequestID: in.ID, Question: in.Question,
+		}, at)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("answer input: %w", err)
+	}
+	return answered, nil
+}
+
+// InputList implements store.Store.
+func (s *Store) InputList(ctx context.Context, p *store.InputListParams) ([]*store.InputRequest, error) {
+	var where []string
+	var args []any
+	if p.Status != "" {
+		where, args = append(where, `status = ?`), append(args, p.Status)
+	}
+	if p.TaskID != "" {
+		where, args = append(where, `task_id = ?`), append(args, p.TaskID)
+	}
+	query := `SELECT ` + inputColumns + ` FROM input_requests`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	rows, err := s.reader.QueryContext(ctx, query+` ORDER BY created_at, id LIMIT ?`, append(args, max(p.Limit, 1))...)
+	if err != nil {
+		return nil, fmt.Errorf("list input requests: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.InputRequest
+	for rows.Next() {
+		in, err := scanInput(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list input requests: %w", err)
+		}
+		out = append(out, in)
+	}
+	return out, rows.Err()
+}
