@@ -154,6 +154,7 @@ func TestLLMOverHTTPResumesAfterCrash(t *testing.T) {
 	kill()
 	require.NoError(t, first.Stop(context.Background()))
 
+	b.engine = openEngine(t, b.path, b.clock) // a fresh engine, as after a restart
 	b.start(t, agent)
 	done := b.waitEnd(t, task.ID)
 	require.Equal(t, store.StatusCompleted, done.Status, "%+v", done.Error)
