@@ -55,9 +55,10 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 			break
 		}
 	}
+	skipped := reply.ToolCalls[len(calls):]
 	for i, call := range calls {
 		last := i == len(calls)-1
-		spec := taskrun.StepSpec{Number: n, CallIndex: i + 1, Type: taskrun.StepToolCall, Tool: call.Name, Input: call.Arguments}
+		spec := taskrun.StepSpec{Number: n, CallIndex: i + 1, Type: stepType(call.Name), Tool: call.Name, Input: call.Arguments}
 		rec, err := run.BeginStep(ctx, spec)
 		if err != nil {
 			return taskrun.Result{}, false, err
@@ -67,10 +68,17 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 		switch {
 		case rec.Replayed:
 			res = taskrun.StepResult{Status: rec.Status, Output: rec.Output}
-		case call.Name != ToolFinishTask && a.budget.MaxToolCalls > 0 && a.cfg.Policy.Allows(call.Name):
+			if res.Status == taskrun.StepDone {
+				// What a built-in did to the state follows from its
+				// arguments: do it again, as the first run did.
+				if err := a.applyEffect(call, &next); err != nil {
+					return taskrun.Result{}, false, &taskrun.Error{Code: "bad_step_record", Err: err}
+				}
+			}
+		case spec.Type == taskrun.StepToolCall && call.Name != ToolFinishTask && a.budget.MaxToolCalls > 0 && a.cfg.Policy.Allows(call.Name):
 			// Tool calls count one per invocation, reserved first.
 			if err := run.Reserve(ctx, taskrun.Amount{ToolCalls: 1}); err != nil {
-				_ = run.EndStep(ctx, rec.Key, taskrun.StepResult{
+				_ = run.EndStep(context.WithoutCancel(ctx), rec.Key, taskrun.StepResult{
 					Status: taskrun.StepDenied, ErrorCode: taskrun.CodeBudgetExceeded, ErrorMessage: err.Error(),
 				})
 				return taskrun.Result{}, false, err
@@ -88,8 +96,13 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 		}
 		next.Transcript = append(next.Transcript, toolTurn)
 		summary = append(summary, fmt.Sprintf("%s: %s", call.Name, res.Status))
-		if call.Name == ToolAskUser && res.Status == taskrun.StepDone {
-			next.PendingQuestion, _ = askArgs(call.Arguments) // also when replayed
+		if last {
+			// Every call of the reply gets an answer, or the model's API
+			// refuses the conversation.
+			for _, c := range skipped {
+				next.Transcript = append(next.Transcript, Turn{Role: provider.RoleTool, ToolCallID: c.ID, IsError: true,
+					Content: `{"error":"not run: ` + call.Name + ` ended the step before this call"}`})
+			}
 		}
 		if finished {
 			next.PartialResult = finishResult(call.Arguments)
@@ -142,14 +155,60 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 			question, qctx := askArgs(call.Arguments)
 			return taskrun.Result{}, false, &taskrun.InputNeeded{Question: question, Context: qctx}
 		}
-		if res.Status == taskrun.StepFailed && res.ErrorCode == "step_timeout" {
-			// The step's state is durable; the attempt ends and is retried.
+		if res.Status == taskrun.StepFailed && res.ErrorCode == "step_timeout" && !last {
+			// The attempt ends and is retried: the calls recorded done are
+			// replayed then, this one runs again. A timeout in the last call
+			// is answered to the model like any failure, the step's state
+			// being durable already.
 			*state = next
 			return taskrun.Result{}, false, &taskrun.Error{Code: "step_timeout", Err: errors.New(res.ErrorMessage), Retryable: true}
 		}
 	}
 	*state = next
 	return taskrun.Result{}, false, nil
+}
+
+// stepType is the kind of step record a tool call makes.
+func stepType(tool string) string {
+	switch tool {
+	case ToolSubmitTask:
+		return taskrun.StepSubTask
+	case ToolAskUser:
+		return taskrun.StepHumanInput
+	}
+	return taskrun.StepToolCall
+}
+
+// applyEffect does what a built-in tool does to the task state. It depends
+// only on the call and the state, so a replayed call does it again exactly.
+func (a *LLM) applyEffect(call TurnCall, next *TaskState) error {
+	switch call.Name {
+	case ToolUpdatePlan:
+		if phase, _ := a.phase(next); phase != "" && phase != phasePlan {
+			return errors.New("the plan is set; finish the current step with complete_step")
+		}
+		plan, err := parsePlan(call.Arguments)
+		if err != nil {
+			return err
+		}
+		next.Plan = plan
+	case ToolCompleteStep:
+		phase, current := a.phase(next)
+		if phase != phaseExecute {
+			return errors.New("complete_step is only for the steps of a plan")
+		}
+		next.Plan = append([]PlanStep{}, next.Plan...)
+		next.Plan[current].Status = PlanCompleted
+		next.Plan[current].Result = finishResult(call.Arguments)
+		next.PartialResult = next.Plan[current].Result
+	case ToolAskUser:
+		question, _ := askArgs(call.Arguments)
+		if question == "" {
+			return errors.New("ask_user: question is required")
+		}
+		next.PendingQuestion = question
+	}
+	return nil
 }
 
 // finishResult is the result argument of a finish_task call.
@@ -178,33 +237,16 @@ func (a *LLM) call(ctx context.Context, run taskrun.Run, key string, call TurnCa
 	switch call.Name {
 	case ToolFinishTask:
 		out = json.RawMessage(`{"ok":true}`)
-	case ToolUpdatePlan:
-		if phase, _ := a.phase(next); phase != "" && phase != phasePlan {
-			return fail(taskrun.StepFailed, CodeBadArgs, errors.New("the plan is set; finish the current step with complete_step"))
-		}
-		plan, err := parsePlan(call.Arguments)
-		if err != nil {
+	case ToolUpdatePlan, ToolCompleteStep:
+		if err := a.applyEffect(call, next); err != nil {
 			return fail(taskrun.StepFailed, CodeBadArgs, err)
 		}
-		next.Plan = plan
 		out = json.RawMessage(`{"ok":true}`)
 	case ToolAskUser:
-		question, _ := askArgs(call.Arguments)
-		if question == "" {
-			return fail(taskrun.StepFailed, CodeBadArgs, errors.New("ask_user: question is required"))
+		if err := a.applyEffect(call, next); err != nil {
+			return fail(taskrun.StepFailed, CodeBadArgs, err)
 		}
-		next.PendingQuestion = question
-		out, _ = json.Marshal(map[string]string{"asked": question, "note": "The task waits for the user's answer."})
-	case ToolCompleteStep:
-		phase, current := a.phase(next)
-		if phase != phaseExecute {
-			return fail(taskrun.StepFailed, CodeToolUnknown, errors.New("complete_step is only for the steps of a plan"))
-		}
-		next.Plan = append([]PlanStep{}, next.Plan...)
-		next.Plan[current].Status = PlanCompleted
-		next.Plan[current].Result = finishResult(call.Arguments)
-		next.PartialResult = next.Plan[current].Result
-		out = json.RawMessage(`{"ok":true}`)
+		out, _ = json.Marshal(map[string]string{"asked": next.PendingQuestion, "note": "The task waits for the user's answer."})
 	case ToolSubmitTask, ToolGetTaskStatus, ToolListActiveTasks, ToolCancelTask:
 		res, _, err := callEngineTool(ctx, run, key, call.Name, call.Arguments)
 		if err != nil {

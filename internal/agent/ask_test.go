@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -55,6 +57,7 @@ func TestLLMAskUserAcrossRestart(t *testing.T) {
 	model.mu.Lock()
 	msgs := model.requests[1].Messages
 	model.mu.Unlock()
+	requireEveryCallAnswered(t, msgs)
 	last := msgs[len(msgs)-1]
 	require.Equal(t, provider.RoleUser, last.Role)
 	require.Contains(t, last.Content, `"PDF or HTML?": HTML please`)
@@ -72,4 +75,66 @@ func TestLLMAskUserAcrossRestart(t *testing.T) {
 	require.ErrorIs(t, err, engine.ErrInvalid)
 	_, err = b.engine.Answer(context.Background(), task.ID, " ", "")
 	require.ErrorIs(t, err, engine.ErrInvalid)
+}
+
+// requireEveryCallAnswered checks that each tool call in the conversation
+// has a tool result, as model APIs require.
+func requireEveryCallAnswered(t *testing.T, msgs []provider.Message) {
+	t.Helper()
+	answered := map[string]bool{}
+	for _, m := range msgs {
+		if m.Role == provider.RoleTool {
+			answered[m.ToolCallID] = true
+		}
+	}
+	for _, m := range msgs {
+		for _, c := range m.ToolCalls {
+			require.True(t, answered[c.ID], "tool call %s (%s) has no result", c.ID, c.Name)
+		}
+	}
+}
+
+// A built-in's effect on the state is applied again when its call is
+// replayed: the worker dies in the tool call after update_plan, and the
+// resumed task still has the plan.
+func TestLLMReplayedBuiltinKeepsItsEffect(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inLookup := make(chan struct{})
+	var once atomic.Bool
+	lookup := ToolFunc(provider.Tool{Name: "lookup"}, func(ctx context.Context, key string, args json.RawMessage) (json.RawMessage, error) {
+		if once.CompareAndSwap(false, true) {
+			close(inLookup)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return json.RawMessage(`"found"`), nil
+	})
+	model := &scriptedModel{script: []provider.Response{
+		{ToolCalls: []provider.ToolCall{
+			toolCall("p", "update_plan", `{"steps":[{"title":"Look","status":"in_progress"},{"title":"Answer"}]}`),
+			toolCall("l", "lookup", `{}`),
+		}},
+		{ToolCalls: []provider.ToolCall{toolCall("f", "finish_task", `{"result":"ok"}`)}},
+	}}
+	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m", Tools: []Tool{lookup}})
+	require.NoError(t, err)
+	first, err := b.engine.NewPool(&engine.PoolConfig{Handlers: map[string]taskrun.Handler{"default": agent}})
+	require.NoError(t, err)
+	runCtx, kill := context.WithCancel(context.Background())
+	require.NoError(t, first.Start(runCtx))
+	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "g"})
+	require.NoError(t, err)
+	<-inLookup
+	kill()
+	require.NoError(t, first.Stop(context.Background()))
+
+	b.start(t, agent)
+	done := b.waitEnd(t, task.ID)
+	require.Equal(t, store.StatusCompleted, done.Status, "%+v", done.Error)
+	require.Equal(t, 2, model.calls(), "the first reply was replayed")
+	model.mu.Lock()
+	defer model.mu.Unlock()
+	require.Contains(t, model.requests[1].System, "Current plan:", "the replayed update_plan kept its plan")
+	requireEveryCallAnswered(t, model.requests[1].Messages)
 }

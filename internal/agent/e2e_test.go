@@ -83,7 +83,7 @@ func TestLLMOverHTTPEndToEnd(t *testing.T) {
 	require.Equal(t, []string{
 		"llm_call:gpt-4o-mini", "tool_call:update_plan",
 		"llm_call:gpt-4o-mini", "tool_call:fetch_figures",
-		"llm_call:gpt-4o-mini", "tool_call:submit_task", "tool_call:update_plan",
+		"llm_call:gpt-4o-mini", "sub_task:submit_task", "tool_call:update_plan",
 		"llm_call:gpt-4o-mini", "tool_call:update_plan", "tool_call:finish_task",
 	}, kinds)
 	require.Equal(t, int64(120+40+200+25+260+60+300+50), tokens)

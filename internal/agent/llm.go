@@ -149,11 +149,6 @@ func (a *LLM) loop(ctx context.Context, run taskrun.Run) (taskrun.Result, error)
 	if err != nil {
 		return taskrun.Result{}, err
 	}
-	if answered {
-		a := state.Answers[len(state.Answers)-1]
-		state.Transcript = append(state.Transcript, Turn{Role: provider.RoleUser,
-			Content: "The user answered your question \"" + a.Question + "\": " + a.Answer})
-	}
 	for {
 		if len(state.Transcript) == 0 {
 			if phase, current := a.phase(state); phase == phaseExecute && state.Plan[current].Status == PlanPending {
@@ -161,6 +156,14 @@ func (a *LLM) loop(ctx context.Context, run taskrun.Run) (taskrun.Result, error)
 				state.Plan[current].Status = PlanInProgress
 			}
 			state.Transcript = []Turn{{Role: provider.RoleUser, Content: a.opening(info, state)}}
+		}
+		if answered {
+			// After the opening, so a conversation that the question's step
+			// ended (a phase change) still starts with the goal.
+			last := state.Answers[len(state.Answers)-1]
+			state.Transcript = append(state.Transcript, Turn{Role: provider.RoleUser,
+				Content: "The user answered your question \"" + last.Question + "\": " + last.Answer})
+			answered = false
 		}
 		n := state.Step + 1
 		if n > a.cfg.MaxSteps {
@@ -224,7 +227,7 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 
 	reservation, err := a.reserveModelCall(ctx, run, req)
 	if err != nil {
-		_ = run.EndStep(ctx, rec.Key, taskrun.StepResult{
+		_ = run.EndStep(context.WithoutCancel(ctx), rec.Key, taskrun.StepResult{
 			// Failed, not denied: a retry with more budget asks again.
 			Status: taskrun.StepFailed, ErrorCode: taskrun.CodeBudgetExceeded, ErrorMessage: err.Error(),
 		})
@@ -240,7 +243,9 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			code, retryable = "step_timeout", true
 		}
-		_ = run.EndStep(ctx, rec.Key, taskrun.StepResult{
+		// Even when ctx is done (shutdown, cancel), so the reservation is
+		// handed back.
+		_ = run.EndStep(context.WithoutCancel(ctx), rec.Key, taskrun.StepResult{
 			Status: taskrun.StepFailed, Duration: time.Since(began), ErrorCode: code, ErrorMessage: err.Error(),
 			Release: reservation,
 		})
@@ -251,8 +256,15 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	}
 	provider.FillUsage(req, resp)
 	reply = modelReply{Content: resp.Content, StopReason: resp.StopReason, Model: resp.Model}
-	for _, c := range resp.ToolCalls {
-		reply.ToolCalls = append(reply.ToolCalls, TurnCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	seen := map[string]bool{}
+	for i, c := range resp.ToolCalls {
+		id := c.ID
+		if id == "" || seen[id] {
+			// Each result must answer one call: ids must be unique.
+			id = fmt.Sprintf("call_%d_%d", n, i+1)
+		}
+		seen[id] = true
+		reply.ToolCalls = append(reply.ToolCalls, TurnCall{ID: id, Name: c.Name, Arguments: c.Arguments})
 	}
 	out, err := json.Marshal(reply)
 	if err != nil {

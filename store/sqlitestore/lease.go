@@ -31,11 +31,13 @@ var (
 		ORDER BY priority DESC, run_at, id
 		LIMIT ?3`
 
+	// A claim clears what earlier attempts reserved of the budget and never
+	// released: those attempts are over.
 	// The unary + keeps the planner from walking every ready task through
 	// an index on status; the rowids lead straight to the rows.
 	sqlClaim = `UPDATE tasks SET
 		status = 'running', lease_owner = ?1, lease_expires_at = ?2,
-		lease_token = lease_token + 1, attempt = attempt + 1,
+		lease_token = lease_token + 1, attempt = attempt + 1, reserved = NULL,
 		started_at = coalesce(started_at, ?3), updated_at = ?3
 		WHERE rowid IN (SELECT value FROM json_each(?4)) AND +status IN (` + claimable + `)
 		RETURNING rowid, ` + taskColumns

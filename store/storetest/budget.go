@@ -143,6 +143,17 @@ func testBudget(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Equal(t, 3, granted, "3 × 300 fit in 1000, a fourth does not")
 	})
 
+	t.Run("ANewClaimClearsAbandonedReservations", func(t *testing.T) {
+		t.Parallel()
+		b, task := setup(t, &store.Budget{MaxTokens: 1000})
+		require.NoError(t, reserve(b, task, store.Amount{Tokens: 900}, 0))
+		// The attempt dies without releasing it; its lease expires.
+		require.Contains(t, b.recover(t, at(defaultTTL+time.Microsecond)), task.ID)
+		again := b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w2", Now: at(2 * defaultTTL)})
+		require.Nil(t, again.Reserved)
+		require.NoError(t, reserve(b, again, store.Amount{Tokens: 1000}, 2*defaultTTL))
+	})
+
 	t.Run("StaleLease", func(t *testing.T) {
 		t.Parallel()
 		b, task := setup(t, &store.Budget{MaxTokens: 1000})
