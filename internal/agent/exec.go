@@ -211,17 +211,32 @@ func (a *Exec) step(ctx context.Context, run taskrun.Run, state *TaskState, n in
 
 	began := time.Now()
 	var reply *execReply
+	var reservation taskrun.Amount
 	if rec.Replayed {
 		reply = new(execReply)
 		if err := json.Unmarshal(rec.Output, reply); err != nil {
 			return taskrun.Result{}, false, &taskrun.Error{Code: "bad_step_record", Err: fmt.Errorf("step %d: %w", n, err)}
 		}
 	} else {
+		// A run of the command is a tool call: with a budget that limits tool
+		// calls or wall clock, it is reserved first, and refused past them.
+		if b := info.Budget; b.MaxToolCalls > 0 || b.MaxWallClock > 0 {
+			if b.MaxToolCalls > 0 {
+				reservation = taskrun.Amount{ToolCalls: 1}
+			}
+			if err := run.Reserve(ctx, reservation); err != nil {
+				a.endFailed(ctx, run, rec.Key, taskrun.StepResult{
+					Status: taskrun.StepDenied, ErrorCode: taskrun.CodeBudgetExceeded, ErrorMessage: err.Error(),
+				})
+				return taskrun.Result{}, false, err
+			}
+		}
 		var fail *execFailure
 		reply, fail = a.command(ctx, info, n, rec.Key, stdin)
 		if fail != nil {
 			a.endFailed(ctx, run, rec.Key, taskrun.StepResult{
 				Status: taskrun.StepFailed, Duration: time.Since(began), ErrorCode: fail.code, ErrorMessage: fail.stepMessage(),
+				Release: reservation,
 			})
 			if ctx.Err() != nil {
 				return taskrun.Result{}, false, context.Cause(ctx)
@@ -240,7 +255,7 @@ func (a *Exec) step(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		if err != nil {
 			return err
 		}
-		res.Output, res.Duration = out, time.Since(began)
+		res.Output, res.Duration, res.Release = out, time.Since(began), reservation
 		return run.EndStep(ctx, rec.Key, res)
 	}
 
@@ -287,6 +302,7 @@ func (a *Exec) step(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		if !rec.Replayed {
 			a.endFailed(ctx, run, rec.Key, taskrun.StepResult{
 				Status: taskrun.StepFailed, Duration: time.Since(began), ErrorCode: CodeSubtaskError, ErrorMessage: err.Error(),
+				Release: reservation,
 			})
 		}
 		return taskrun.Result{}, false, &taskrun.Error{Code: CodeSubtaskError, Err: err, Retryable: true}

@@ -579,3 +579,20 @@ func FuzzParseExecReply(f *testing.F) {
 		require.NoError(t, json.Unmarshal(b, &back))
 	})
 }
+
+// An exec agent's steps are tool calls: a budget of two stops the third.
+func TestExecToolCallBudget(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cmd, _ := writeScript(t, stepOf+`printf '{"status":"continue","output":%s}\n' "$step"`+"\n")
+	b.start(t, newExecAgent(t, ExecConfig{Command: cmd}))
+	task := submit(t, b, &engine.SubmitParams{Goal: "g", Budget: &store.Budget{MaxToolCalls: 2}})
+	done := b.waitEnd(t, task.ID)
+	require.Equal(t, store.StatusFailed, done.Status)
+	require.Equal(t, taskrun.CodeBudgetExceeded, done.Error.Code)
+	require.Equal(t, 2, done.Consumed.ToolCalls)
+	require.Equal(t, &store.Amount{}, done.Reserved)
+	got := steps(t, b, task.ID)
+	require.Len(t, got, 3)
+	require.Equal(t, taskrun.StepDenied, got[2].Status)
+}
