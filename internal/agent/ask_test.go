@@ -119,15 +119,11 @@ func TestLLMReplayedBuiltinKeepsItsEffect(t *testing.T) {
 	}}
 	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m", Tools: []Tool{lookup}})
 	require.NoError(t, err)
-	first, err := b.engine.NewPool(&engine.PoolConfig{Handlers: map[string]taskrun.Handler{"default": agent}})
-	require.NoError(t, err)
-	runCtx, kill := context.WithCancel(context.Background())
-	require.NoError(t, first.Start(runCtx))
+	kill := b.startDoomed(t, agent)
 	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "g"})
 	require.NoError(t, err)
 	<-inLookup
 	kill()
-	require.NoError(t, first.Stop(context.Background()))
 
 	b.start(t, agent)
 	done := b.waitEnd(t, task.ID)

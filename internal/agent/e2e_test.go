@@ -13,7 +13,6 @@ import (
 	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/internal/providertest"
-	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
 
@@ -144,15 +143,11 @@ func TestLLMOverHTTPResumesAfterCrash(t *testing.T) {
 	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m", Tools: []Tool{count}})
 	require.NoError(t, err)
 
-	first, err := b.engine.NewPool(&engine.PoolConfig{Handlers: map[string]taskrun.Handler{"default": agent}})
-	require.NoError(t, err)
-	runCtx, kill := context.WithCancel(context.Background())
-	require.NoError(t, first.Start(runCtx))
+	kill := b.startDoomed(t, agent)
 	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "count to three"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return server.Requests() == 3 }, waitTimeout, time.Millisecond)
 	kill()
-	require.NoError(t, first.Stop(context.Background()))
 
 	b.engine = openEngine(t, b.path, b.clock) // a fresh engine, as after a restart
 	b.start(t, agent)

@@ -203,11 +203,7 @@ fi
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	agent := newExecAgent(t, ExecConfig{Command: cmd, Env: map[string]string{"RUN_DIR": dir}})
 
-	first, err := b.engine.NewPool(&engine.PoolConfig{Handlers: map[string]taskrun.Handler{"default": agent}})
-	require.NoError(t, err)
-	runCtx, kill := context.WithCancel(context.Background())
-	defer kill()
-	require.NoError(t, first.Start(runCtx))
+	kill := b.startDoomed(t, agent)
 	task := submit(t, b, &engine.SubmitParams{Goal: "three steps"})
 
 	inStep2 := make(chan error, 1)
@@ -222,7 +218,6 @@ fi
 		t.Fatal("step 2 never started")
 	}
 	kill() // the worker dies mid-step
-	require.NoError(t, first.Stop(context.Background()))
 
 	b.start(t, agent)
 	done := b.waitEnd(t, task.ID)

@@ -98,6 +98,22 @@ func (b *bundle) start(t *testing.T, h taskrun.Handler) *engine.Pool {
 	return p
 }
 
+// startDoomed starts a pool whose worker dies when kill is called: a hard
+// stop, as when the process is killed, with no grace period. kill returns
+// once the pool has stopped.
+func (b *bundle) startDoomed(t *testing.T, h taskrun.Handler) (kill func()) {
+	t.Helper()
+	p, err := b.engine.NewPool(&engine.PoolConfig{Handlers: map[string]taskrun.Handler{"default": h}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	require.NoError(t, p.Start(ctx))
+	return func() {
+		cancel()
+		require.NoError(t, p.Stop(context.Background()))
+	}
+}
+
 // waitEnd follows the task's journal until it ends or is handed back.
 func (b *bundle) waitEnd(t *testing.T, taskID string, types ...string) *store.Task {
 	t.Helper()
@@ -219,15 +235,11 @@ func TestLLMResumesWithoutRepeatingPaidSteps(t *testing.T) {
 	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m1", Tools: []Tool{lookup}})
 	require.NoError(t, err)
 
-	first, err := b.engine.NewPool(&engine.PoolConfig{Handlers: map[string]taskrun.Handler{"default": agent}})
-	require.NoError(t, err)
-	runCtx, kill := context.WithCancel(context.Background())
-	require.NoError(t, first.Start(runCtx))
+	kill := b.startDoomed(t, agent)
 	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "four steps"})
 	require.NoError(t, err)
 	<-inStep3
 	kill() // the worker dies mid-step
-	require.NoError(t, first.Stop(context.Background()))
 
 	b.start(t, agent)
 	done := b.waitEnd(t, task.ID)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/provider"
-	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
 
@@ -47,10 +46,7 @@ func TestPlanExecute(t *testing.T) {
 	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m", Mode: ModePlanExecute, Tools: []Tool{search}})
 	require.NoError(t, err)
 
-	first, err := b.engine.NewPool(&engine.PoolConfig{Handlers: map[string]taskrun.Handler{"default": agent}})
-	require.NoError(t, err)
-	runCtx, kill := context.WithCancel(context.Background())
-	require.NoError(t, first.Start(runCtx))
+	kill := b.startDoomed(t, agent)
 	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "Write a report"})
 	require.NoError(t, err)
 	<-inStep2
@@ -58,7 +54,6 @@ func TestPlanExecute(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, &store.Progress{CurrentStep: 1, TotalSteps: 2, Label: "Write the report", Percentage: 50}, mid.Progress)
 	kill()
-	require.NoError(t, first.Stop(context.Background()))
 
 	b.start(t, agent)
 	done := b.waitEnd(t, task.ID)
