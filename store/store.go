@@ -156,25 +156,30 @@ type Store interface {
 
 // TaskInsertParams describes a task to write. The engine has validated it.
 type TaskInsertParams struct {
-	ID             string
-	ParentID       string
-	RunID          string // the engine makes one; ignored when ParentID is set
-	SessionID      string
-	Agent          string
-	Title          string
-	Goal           string
-	Input          json.RawMessage
-	Metadata       json.RawMessage
-	Tags           []string
-	Priority       int
-	MaxAttempts    int        // ≥ 1
-	RunAt          *time.Time // nil: now
-	DependsOn      []string
-	IdempotencyKey string
-	Budget         *Budget
-	Options        *Options
-	Actor          string
-	Now            *time.Time
+	ID          string
+	ParentID    string
+	RunID       string // the engine makes one; ignored when ParentID is set
+	SessionID   string
+	Agent       string
+	Title       string
+	Goal        string
+	Input       json.RawMessage
+	Metadata    json.RawMessage
+	Tags        []string
+	Priority    int
+	MaxAttempts int        // ≥ 1
+	RunAt       *time.Time // nil: now
+	// DependsOn lists tasks this one waits for (kind blocks): until all
+	// have completed it is blocked. OnDependencyFailure says what happens
+	// when one fails or is cancelled: "fail" (default; it fails with
+	// dependency_failed) or "run" (the failed one no longer holds it back).
+	DependsOn           []string
+	OnDependencyFailure string
+	IdempotencyKey      string
+	Budget              *Budget
+	Options             *Options
+	Actor               string
+	Now                 *time.Time
 }
 
 // TaskInsertResult is the task TaskInsert wrote or found.
@@ -329,6 +334,8 @@ func TransitionEventType(from, to Status) string {
 			return EventTaskRetried
 		case StatusRunning:
 			return EventTaskReleased
+		case StatusBlocked:
+			return EventTaskUnblocked
 		}
 	}
 	if from == "" {

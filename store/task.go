@@ -131,7 +131,18 @@ const (
 	EventTaskRetried         = "task.retried"
 	EventTaskReleased        = "task.released"
 	EventTaskRecovered       = "task.recovered"
+	EventTaskBlocked         = "task.blocked"
+	EventTaskUnblocked       = "task.unblocked"
 )
+
+// Dependency failure policies.
+const (
+	OnDependencyFailureFail = "fail"
+	OnDependencyFailureRun  = "run"
+)
+
+// CodeDependencyFailed is the error of a task whose blocker failed.
+const CodeDependencyFailed = "dependency_failed"
 
 // Actors recorded on events.
 const (

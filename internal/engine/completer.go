@@ -88,8 +88,9 @@ func (p *Pool) writeFinishes(ctx context.Context, batch []*finishRequest) {
 			p.logger.ErrorContext(ctx, "finish task", slog.String("task_id", req.x.task.ID), slog.String("error", results[i].Error()))
 		default:
 			p.stats.finished.Add(1)
-			st := req.params.Status
-			madeReady = madeReady || st == store.StatusPending || st == store.StatusRetryScheduled
+			// A released or rescheduled task is ready again, and a task that
+			// ended may have unblocked the tasks that depend on it.
+			madeReady = true
 		}
 		p.done(req.x)
 	}

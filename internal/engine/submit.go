@@ -37,17 +37,21 @@ func invalid(field, format string, args ...any) *ValidationError {
 
 // SubmitParams is a task to submit. Goal is required; the rest is optional.
 type SubmitParams struct {
-	Goal      string
-	Title     string // default: the goal's first line, shortened
-	Agent     string // default "default"
-	Input     json.RawMessage
-	Metadata  json.RawMessage
-	Tags      []string
-	Priority  *int // 0–9, higher runs first; default 5
-	ParentID  string
-	DependsOn []string
-	SessionID string
-	RunAt     *time.Time // default now
+	Goal     string
+	Title    string // default: the goal's first line, shortened
+	Agent    string // default "default"
+	Input    json.RawMessage
+	Metadata json.RawMessage
+	Tags     []string
+	Priority *int // 0–9, higher runs first; default 5
+	ParentID string
+	// DependsOn lists tasks that must complete before this one runs; until
+	// then it is blocked. If one fails or is cancelled, this task fails
+	// with dependency_failed, unless OnDependencyFailure is "run".
+	DependsOn           []string
+	OnDependencyFailure string
+	SessionID           string
+	RunAt               *time.Time // default now
 	// MaxAttempts defaults to the engine's (5).
 	MaxAttempts int
 	// IdempotencyKey makes submits with the same key return the same task.
@@ -112,6 +116,12 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 		}
 		seen[d] = true
 	}
+	switch p.OnDependencyFailure {
+	case "", store.OnDependencyFailureFail, store.OnDependencyFailureRun:
+	default:
+		return nil, invalid("on_dependency_failure", "%q is not %q or %q", p.OnDependencyFailure,
+			store.OnDependencyFailureFail, store.OnDependencyFailureRun)
+	}
 	if p.ParentID != "" && !id.Valid(id.Task, p.ParentID) {
 		return nil, invalid("parent_id", "%q is not a task id", p.ParentID)
 	}
@@ -164,25 +174,26 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 		actor = store.ActorUser
 	}
 	return &store.TaskInsertParams{
-		ID:             id.New(id.Task),
-		ParentID:       p.ParentID,
-		RunID:          id.New(id.Run),
-		SessionID:      p.SessionID,
-		Agent:          agent,
-		Title:          title,
-		Goal:           p.Goal,
-		Input:          input,
-		Metadata:       metadata,
-		Tags:           p.Tags,
-		Priority:       priority,
-		MaxAttempts:    maxAttempts,
-		RunAt:          p.RunAt,
-		DependsOn:      p.DependsOn,
-		IdempotencyKey: p.IdempotencyKey,
-		Budget:         budget,
-		Options:        options,
-		Actor:          actor,
-		Now:            e.now(),
+		ID:                  id.New(id.Task),
+		ParentID:            p.ParentID,
+		RunID:               id.New(id.Run),
+		SessionID:           p.SessionID,
+		Agent:               agent,
+		Title:               title,
+		Goal:                p.Goal,
+		Input:               input,
+		Metadata:            metadata,
+		Tags:                p.Tags,
+		Priority:            priority,
+		MaxAttempts:         maxAttempts,
+		RunAt:               p.RunAt,
+		DependsOn:           p.DependsOn,
+		OnDependencyFailure: p.OnDependencyFailure,
+		IdempotencyKey:      p.IdempotencyKey,
+		Budget:              budget,
+		Options:             options,
+		Actor:               actor,
+		Now:                 e.now(),
 	}, nil
 }
 

@@ -100,7 +100,7 @@ func (e *Engine) Cancel(ctx context.Context, taskID, reason, actor string) (*sto
 	if err != nil {
 		return nil, err
 	}
-	e.wrote()
+	e.madeReady() // a dependent that runs anyway may be ready now
 	if t.Status == store.StatusRunning {
 		lease := store.Lease{TaskID: taskID, Token: t.LeaseToken}
 		e.noteCancel(lease)

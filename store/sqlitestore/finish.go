@@ -135,7 +135,13 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 		t := nullMicros(runAt)
 		data.RunAt = &t
 	}
-	return s.appendEvent(ctx, tx, p.Lease.TaskID, store.TransitionEventType(store.StatusRunning, to), p.Actor, data, at)
+	if err := s.appendEvent(ctx, tx, p.Lease.TaskID, store.TransitionEventType(store.StatusRunning, to), p.Actor, data, at); err != nil {
+		return err
+	}
+	if to.Terminal() {
+		return s.settleDependents(ctx, tx, p.Lease.TaskID, at)
+	}
+	return nil
 }
 
 // leaseWrite runs one token-checked UPDATE and tells a stale lease from an
@@ -223,6 +229,9 @@ func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*sto
 			err = s.appendEvent(ctx, tx, p.ID, store.EventTaskCancelled, p.Actor,
 				&store.TransitionData{From: ls.status, To: store.StatusCancelled, Attempt: ls.attempt, Error: taskErr, Reason: p.Reason}, at)
 			if err != nil {
+				return err
+			}
+			if err := s.settleDependents(ctx, tx, p.ID, at); err != nil {
 				return err
 			}
 		}

@@ -239,6 +239,11 @@ func (s *Store) TaskRecover(ctx context.Context, p *store.TaskRecoverParams) ([]
 			if err != nil {
 				return err
 			}
+			if to.Terminal() {
+				if err := s.settleDependents(ctx, tx, e.id, at); err != nil {
+					return err
+				}
+			}
 			recovered = append(recovered, t)
 		}
 		return nil

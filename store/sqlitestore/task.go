@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -219,7 +220,7 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 			t.ID, nullString(t.ParentID), t.RunID, t.SessionID, t.Agent, t.Title, t.Goal,
 			string(t.Input), string(t.Metadata), marshalList(t.Tags), t.Priority, t.Status,
 			t.MaxAttempts, micros(t.RunAt), marshalList(t.DependsOn), nullString(t.IdempotencyKey),
-			budget, micros(at), micros(at), options)
+			budget, micros(at), micros(at), options, cmp.Or(p.OnDependencyFailure, store.OnDependencyFailureFail))
 		if err != nil {
 			return err
 		}
@@ -228,8 +229,37 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 				return err
 			}
 		}
-		return s.appendEvent(ctx, tx, t.ID, store.EventTaskCreated, p.Actor,
-			&store.TransitionData{To: store.StatusPending}, at)
+		if err := s.appendEvent(ctx, tx, t.ID, store.EventTaskCreated, p.Actor,
+			&store.TransitionData{To: store.StatusPending}, at); err != nil {
+			return err
+		}
+		if len(t.DependsOn) == 0 {
+			return nil
+		}
+		for _, dep := range t.DependsOn {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_dependencies (task_id, depends_on_id, kind) VALUES (?, ?, 'blocks')`,
+				t.ID, dep); err != nil {
+				return err
+			}
+		}
+		// Held back until its blockers complete; settle decides at once
+		// for blockers that have ended already.
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'blocked' WHERE id = ?`, t.ID); err != nil {
+			return err
+		}
+		if err := s.appendEvent(ctx, tx, t.ID, store.EventTaskBlocked, p.Actor,
+			&store.TransitionData{From: store.StatusPending, To: store.StatusBlocked}, at); err != nil {
+			return err
+		}
+		if err := s.settle(ctx, tx, t.ID, at); err != nil {
+			return err
+		}
+		inserted, err := getTask(ctx, tx, t.ID)
+		if err != nil {
+			return err
+		}
+		*t = *inserted
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("insert task %s: %w", p.ID, err)

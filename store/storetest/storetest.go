@@ -60,6 +60,7 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"Step", testStep},
 		{"Budget", testBudget},
 		{"Input", testInput},
+		{"Dependency", testDependency},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

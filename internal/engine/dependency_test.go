@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/store"
+)
+
+// A → B → C by depends_on: C starts only after B completes; a failing A
+// fails B and C with dependency_failed, unless C runs anyway.
+func TestDependencyChain(t *testing.T) {
+	t.Parallel()
+	t.Run("runs in order", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		a := submit(t, b.engine, &SubmitParams{Goal: "A", Priority: ptr(0)})
+		bb := submit(t, b.engine, &SubmitParams{Goal: "B", Priority: ptr(9), DependsOn: []string{a.ID}})
+		c := submit(t, b.engine, &SubmitParams{Goal: "C", Priority: ptr(9), DependsOn: []string{bb.ID}})
+		order := make(chan string, 3)
+		startPool(t, b.engine, &PoolConfig{Workers: 4, Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+			order <- r.Task().Goal
+			return ok(""), nil
+		})})
+		require.Equal(t, []string{"A", "B", "C"}, []string{recv(t, order), recv(t, order), recv(t, order)})
+		waitForStatus(t, b.engine, c.ID, store.StatusCompleted)
+	})
+	t.Run("failure propagates", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		a := submit(t, b.engine, &SubmitParams{Goal: "A"})
+		bb := submit(t, b.engine, &SubmitParams{Goal: "B", DependsOn: []string{a.ID}})
+		c := submit(t, b.engine, &SubmitParams{Goal: "C", DependsOn: []string{bb.ID}})
+		anyway := submit(t, b.engine, &SubmitParams{Goal: "D", DependsOn: []string{bb.ID}, OnDependencyFailure: "run"})
+		ran := make(chan string, 4)
+		startPool(t, b.engine, &PoolConfig{Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+			ran <- r.Task().Goal
+			if r.Task().Goal == "A" {
+				return taskrun.Result{}, &taskrun.Error{Code: "broken", Err: errors.New("A broke")}
+			}
+			return ok(""), nil
+		})})
+		require.Equal(t, "A", recv(t, ran))
+		require.Equal(t, "D", recv(t, ran), "D runs anyway")
+		waitForStatus(t, b.engine, anyway.ID, store.StatusCompleted)
+		for _, id := range []string{bb.ID, c.ID} {
+			got, err := b.engine.Get(context.Background(), id)
+			require.NoError(t, err)
+			require.Equal(t, store.StatusFailed, got.Status)
+			require.Equal(t, store.CodeDependencyFailed, got.Error.Code)
+		}
+		require.Empty(t, ran)
+	})
+	t.Run("bad policy", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.engine.Submit(context.Background(), &SubmitParams{Goal: "x", OnDependencyFailure: "maybe"})
+		require.ErrorIs(t, err, ErrInvalid)
+	})
+}

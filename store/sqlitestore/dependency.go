@@ -1,0 +1,97 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand/store"
+)
+
+// settle decides, inside tx, where a blocked task stands given its
+// blockers: pending once every one has completed (or failed or been
+// cancelled, for a task that runs anyway), failed with dependency_failed
+// once one has failed or been cancelled, else still blocked. A task it
+// ends settles its own dependents in turn.
+func (s *Store) settle(ctx context.Context, tx *sql.Tx, taskID string, at time.Time) error {
+	var status store.Status
+	var policy string
+	var attempt int
+	err := tx.QueryRowContext(ctx, `SELECT status, on_dependency_failure, attempt FROM tasks WHERE id = ?`, taskID).
+		Scan(&status, &policy, &attempt)
+	if err != nil {
+		return err
+	}
+	if status != store.StatusBlocked {
+		return nil
+	}
+	var open, broken int
+	var brokenBy sql.NullString
+	err = tx.QueryRowContext(ctx, `SELECT
+			count(*) FILTER (WHERE b.status NOT IN ('completed', 'failed', 'cancelled')),
+			count(*) FILTER (WHERE b.status IN ('failed', 'cancelled')),
+			min(CASE WHEN b.status IN ('failed', 'cancelled') THEN b.id END)
+		FROM task_dependencies d JOIN tasks b ON b.id = d.depends_on_id
+		WHERE d.task_id = ? AND d.kind = 'blocks'`, taskID).Scan(&open, &broken, &brokenBy)
+	if err != nil {
+		return err
+	}
+	switch {
+	case broken > 0 && policy != store.OnDependencyFailureRun:
+		taskErr := &store.TaskError{Code: store.CodeDependencyFailed,
+			Message: fmt.Sprintf("dependency %s failed or was cancelled", brokenBy.String)}
+		if err := store.CheckTransition(taskID, store.StatusBlocked, store.StatusFailed); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'failed', error_code = ?1, error_message = ?2,
+			finished_at = ?3, updated_at = ?3 WHERE id = ?4`, taskErr.Code, taskErr.Message, micros(at), taskID); err != nil {
+			return err
+		}
+		if err := s.appendEvent(ctx, tx, taskID, store.EventTaskFailed, store.ActorSystem,
+			&store.TransitionData{From: store.StatusBlocked, To: store.StatusFailed, Attempt: attempt, Error: taskErr}, at); err != nil {
+			return err
+		}
+		return s.settleDependents(ctx, tx, taskID, at)
+	case open == 0:
+		if err := store.CheckTransition(taskID, store.StatusBlocked, store.StatusPending); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', run_at = max(run_at, ?1), updated_at = ?1
+			WHERE id = ?2`, micros(at), taskID); err != nil {
+			return err
+		}
+		return s.appendEvent(ctx, tx, taskID, store.EventTaskUnblocked, store.ActorSystem,
+			&store.TransitionData{From: store.StatusBlocked, To: store.StatusPending, Attempt: attempt}, at)
+	}
+	return nil
+}
+
+// settleDependents settles every blocked task that taskID blocks; call it in
+// the transaction that ends taskID.
+func (s *Store) settleDependents(ctx context.Context, tx *sql.Tx, taskID string, at time.Time) error {
+	rows, err := tx.QueryContext(ctx, `SELECT d.task_id FROM task_dependencies d JOIN tasks t ON t.id = d.task_id
+		WHERE d.depends_on_id = ? AND d.kind = 'blocks' AND t.status = 'blocked'`, taskID)
+	if err != nil {
+		return err
+	}
+	var dependents []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		dependents = append(dependents, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, id := range dependents {
+		if err := s.settle(ctx, tx, id, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}

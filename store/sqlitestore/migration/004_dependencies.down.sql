@@ -1,0 +1,2 @@
+ALTER TABLE tasks DROP COLUMN on_dependency_failure;
+DROP TABLE task_dependencies;
