@@ -118,6 +118,29 @@ type Answer = taskrun.Answer
 // (asked with AskUser), oldest first.
 func (r *TaskRun) Answers(ctx context.Context) ([]Answer, error) { return r.run.Answers(ctx) }
 
+// SubtaskParams describes a child task.
+type SubtaskParams = taskrun.SubtaskSpec
+
+// TaskView is what an agent sees of another task.
+type TaskView = taskrun.TaskView
+
+// Submit creates a child of this task. Set IdempotencyKey (for example
+// from the step's position) so that a resumed attempt gets the same child
+// back instead of a second one.
+func (r *TaskRun) Submit(ctx context.Context, p *SubtaskParams) (*TaskView, error) {
+	return r.run.SubmitSubtask(ctx, *p)
+}
+
+// Subtasks lists this task's children, oldest first, with their status
+// and result.
+func (r *TaskRun) Subtasks(ctx context.Context) ([]*TaskView, error) { return r.run.Subtasks(ctx) }
+
+// WaitForSubtasks, returned by an agent, ends the attempt to wait for the
+// task's children: the task waits in waiting_subtasks until every child has
+// ended, then runs again (Subtasks then has their results). It does not
+// count as a failed attempt.
+func WaitForSubtasks() error { return taskrun.WaitSubtasks{} }
+
 // handler adapts an Agent to the engine's handler contract.
 type handler struct{ agent Agent }
 

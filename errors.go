@@ -17,6 +17,9 @@ var (
 	ErrIllegalTransition = store.ErrIllegalTransition
 	// ErrInvalid is matched by every *ValidationError.
 	ErrInvalid = engine.ErrInvalid
+	// ErrParentEnded is returned for a child submitted to a task that has
+	// ended.
+	ErrParentEnded = store.ErrParentEnded
 	// ErrInputClosed is returned for an answer to a question that is not
 	// open any more.
 	ErrInputClosed = store.ErrInputClosed

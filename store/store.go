@@ -22,6 +22,10 @@ var (
 	// running state. The worker must abandon the task; retrying is useless.
 	ErrLeaseLost = errors.New("errand: lease lost")
 
+	// ErrParentEnded is returned for a child submitted to a task that has
+	// ended.
+	ErrParentEnded = errors.New("errand: the parent task has ended")
+
 	// ErrIllegalTransition is matched (errors.Is) by every *TransitionError.
 	ErrIllegalTransition = errors.New("errand: illegal status transition")
 )
@@ -254,7 +258,11 @@ type TaskProgressParams struct {
 //   - pending: the lease is handed back unfinished (shutdown); the attempt
 //     does not count and the task is claimable at once;
 //   - input_required: Ask opens an input request in the same transaction,
-//     with a task.input_required event; the task waits for InputAnswer.
+//     with a task.input_required event; the task waits for InputAnswer;
+//   - waiting_subtasks: the task waits until every child has ended, then
+//     is pending again (in the transaction that ends the last child); with
+//     no child left running it is pending at once. The attempt does not
+//     count, as for a release.
 //
 // If a cancel was requested, any Status but completed ends cancelled.
 type TaskFinishParams struct {
@@ -336,6 +344,8 @@ func TransitionEventType(from, to Status) string {
 			return EventTaskReleased
 		case StatusBlocked:
 			return EventTaskUnblocked
+		case StatusWaitingSubtasks:
+			return EventTaskSubtasksDone
 		}
 	}
 	if from == "" {

@@ -132,6 +132,7 @@ const (
 	EventTaskReleased        = "task.released"
 	EventTaskRecovered       = "task.recovered"
 	EventTaskBlocked         = "task.blocked"
+	EventTaskSubtasksDone    = "task.subtasks_done"
 	EventTaskUnblocked       = "task.unblocked"
 )
 

@@ -197,6 +197,8 @@ func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.Tas
 	cause := context.Cause(x.ctx)
 	var ask *taskrun.InputNeeded
 	switch {
+	case errors.As(err, &taskrun.WaitSubtasks{}):
+		fp.Status = store.StatusWaitingSubtasks
 	case errors.As(err, &ask) && ask.Question != "":
 		fp.Status = store.StatusInputRequired
 		fp.Ask = &store.InputAsk{ID: id.New(id.Input), Question: ask.Question, Context: ask.Context}

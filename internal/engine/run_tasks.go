@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
@@ -49,6 +50,26 @@ func (r *run) Answers(ctx context.Context) ([]taskrun.Answer, error) {
 		answers[i] = taskrun.Answer{RequestID: in.ID, Question: in.Question, Answer: in.Answer, AnsweredAt: in.AnsweredAt}
 	}
 	return answers, nil
+}
+
+func (r *run) Subtasks(ctx context.Context) ([]*taskrun.TaskView, error) {
+	var views []*taskrun.TaskView
+	cursor := ""
+	for {
+		page, err := r.x.pool.e.List(ctx, &ListParams{ParentID: r.x.task.ID, Limit: MaxListLimit, Cursor: cursor})
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range page.Tasks {
+			views = append(views, view(t))
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	slices.Reverse(views) // oldest first
+	return views, nil
 }
 
 func (r *run) TaskStatus(ctx context.Context, taskID string) (*taskrun.TaskView, error) {

@@ -109,6 +109,8 @@ type Run interface {
 	// IdempotencyKey (set it from the step's key) makes a repeated call
 	// return the child already made.
 	SubmitSubtask(ctx context.Context, spec SubtaskSpec) (*TaskView, error)
+	// Subtasks lists this task's children, oldest first.
+	Subtasks(ctx context.Context) ([]*TaskView, error)
 	// TaskStatus describes any task by id.
 	TaskStatus(ctx context.Context, taskID string) (*TaskView, error)
 	// ActiveTasks lists the tasks of this task's run that have not ended.
@@ -228,6 +230,14 @@ type InputNeeded struct {
 }
 
 func (e *InputNeeded) Error() string { return "waiting for an answer to: " + e.Question }
+
+// WaitSubtasks, returned by a handler, ends the attempt to wait for the
+// task's children: the task is waiting_subtasks until every child has
+// ended, then pending again (at once if none is left running). The attempt
+// does not count against max_attempts.
+type WaitSubtasks struct{}
+
+func (WaitSubtasks) Error() string { return "waiting for subtasks" }
 
 // CodeBudgetExceeded is the error code of a task stopped by its budget.
 const CodeBudgetExceeded = "budget_exceeded"

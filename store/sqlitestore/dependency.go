@@ -52,7 +52,7 @@ func (s *Store) settle(ctx context.Context, tx *sql.Tx, taskID string, at time.T
 			&store.TransitionData{From: store.StatusBlocked, To: store.StatusFailed, Attempt: attempt, Error: taskErr}, at); err != nil {
 			return err
 		}
-		return s.settleDependents(ctx, tx, taskID, at)
+		return s.ended(ctx, tx, taskID, at)
 	case open == 0:
 		if err := store.CheckTransition(taskID, store.StatusBlocked, store.StatusPending); err != nil {
 			return err
@@ -94,4 +94,55 @@ func (s *Store) settleDependents(ctx context.Context, tx *sql.Tx, taskID string,
 		}
 	}
 	return nil
+}
+
+// ended does, inside the transaction that ended taskID, what its end sets
+// off: its dependents are settled and a parent waiting for its children
+// resumes when this was the last one.
+func (s *Store) ended(ctx context.Context, tx *sql.Tx, taskID string, at time.Time) error {
+	if err := s.settleDependents(ctx, tx, taskID, at); err != nil {
+		return err
+	}
+	var parentID sql.NullString
+	if err := tx.QueryRowContext(ctx, `SELECT parent_id FROM tasks WHERE id = ?`, taskID).Scan(&parentID); err != nil {
+		return err
+	}
+	if !parentID.Valid {
+		return nil
+	}
+	return s.resumeIfChildrenDone(ctx, tx, parentID.String, at)
+}
+
+// resumeIfChildrenDone makes a parent in waiting_subtasks pending once none
+// of its children is left unfinished.
+func (s *Store) resumeIfChildrenDone(ctx context.Context, tx *sql.Tx, parentID string, at time.Time) error {
+	var status store.Status
+	var attempt int
+	if err := tx.QueryRowContext(ctx, `SELECT status, attempt FROM tasks WHERE id = ?`, parentID).Scan(&status, &attempt); err != nil {
+		return err
+	}
+	if status != store.StatusWaitingSubtasks {
+		return nil
+	}
+	open, err := s.openChildren(ctx, tx, parentID)
+	if err != nil || open > 0 {
+		return err
+	}
+	if err := store.CheckTransition(parentID, status, store.StatusPending); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', run_at = ?1, updated_at = ?1 WHERE id = ?2`,
+		micros(at), parentID); err != nil {
+		return err
+	}
+	return s.appendEvent(ctx, tx, parentID, store.EventTaskSubtasksDone, store.ActorSystem,
+		&store.TransitionData{From: store.StatusWaitingSubtasks, To: store.StatusPending, Attempt: attempt}, at)
+}
+
+// openChildren counts a task's children that have not ended.
+func (s *Store) openChildren(ctx context.Context, tx *sql.Tx, parentID string) (int, error) {
+	var open int
+	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tasks
+		WHERE parent_id = ? AND status NOT IN ('completed', 'failed', 'cancelled')`, parentID).Scan(&open)
+	return open, err
 }

@@ -88,6 +88,15 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 	if ls.cancelRequested && to != store.StatusCompleted {
 		to, taskErr, result = store.StatusCancelled, cancelError(ls.cancelReason), nil
 	}
+	if to == store.StatusWaitingSubtasks {
+		open, err := s.openChildren(ctx, tx, p.Lease.TaskID)
+		if err != nil {
+			return err
+		}
+		if open == 0 {
+			to = store.StatusPending // nothing to wait for: straight back to the queue
+		}
+	}
 	if err := store.CheckTransition(p.Lease.TaskID, store.StatusRunning, to); err != nil {
 		return err
 	}
@@ -110,6 +119,8 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 		}
 	case to == store.StatusPending:
 		runAt, released = toNullMicros(at), 1
+	case to == store.StatusWaitingSubtasks:
+		released = 1 // waiting is not a failed attempt
 	}
 	if to == store.StatusInputRequired {
 		if p.Ask == nil || p.Ask.ID == "" || p.Ask.Question == "" {
@@ -139,7 +150,7 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 		return err
 	}
 	if to.Terminal() {
-		return s.settleDependents(ctx, tx, p.Lease.TaskID, at)
+		return s.ended(ctx, tx, p.Lease.TaskID, at)
 	}
 	return nil
 }
@@ -231,7 +242,7 @@ func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*sto
 			if err != nil {
 				return err
 			}
-			if err := s.settleDependents(ctx, tx, p.ID, at); err != nil {
+			if err := s.ended(ctx, tx, p.ID, at); err != nil {
 				return err
 			}
 		}

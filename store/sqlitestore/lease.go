@@ -240,7 +240,7 @@ func (s *Store) TaskRecover(ctx context.Context, p *store.TaskRecoverParams) ([]
 				return err
 			}
 			if to.Terminal() {
-				if err := s.settleDependents(ctx, tx, e.id, at); err != nil {
+				if err := s.ended(ctx, tx, e.id, at); err != nil {
 					return err
 				}
 			}

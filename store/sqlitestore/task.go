@@ -196,12 +196,16 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 			}
 		}
 		if p.ParentID != "" {
-			err := tx.QueryRowContext(ctx, `SELECT run_id FROM tasks WHERE id = ?`, p.ParentID).Scan(&t.RunID)
+			var parentStatus store.Status
+			err := tx.QueryRowContext(ctx, `SELECT run_id, status FROM tasks WHERE id = ?`, p.ParentID).Scan(&t.RunID, &parentStatus)
 			if errors.Is(err, sql.ErrNoRows) {
 				return &store.ReferenceError{Field: "parent_id", ID: p.ParentID}
 			}
 			if err != nil {
 				return err
+			}
+			if parentStatus.Terminal() {
+				return fmt.Errorf("%w: %s is %s", store.ErrParentEnded, p.ParentID, parentStatus)
 			}
 		}
 		if len(p.DependsOn) > 0 {

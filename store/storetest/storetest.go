@@ -61,6 +61,7 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"Budget", testBudget},
 		{"Input", testInput},
 		{"Dependency", testDependency},
+		{"Subtask", testSubtask},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

@@ -1,0 +1,81 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/store"
+)
+
+func testSubtask(t *testing.T, newDatabase NewDatabaseFunc) {
+	// wait claims the task and finishes it as waiting_subtasks.
+	wait := func(t *testing.T, b *testBundle, task *store.Task) {
+		t.Helper()
+		claimed := b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w", Limit: 1, Now: at(time.Minute)})
+		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(claimed), Status: store.StatusWaitingSubtasks, Now: at(time.Minute)}))
+	}
+	end := func(t *testing.T, b *testBundle, task *store.Task, status store.Status) {
+		t.Helper()
+		claimed := b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w", Limit: 1, Now: at(time.Minute)})
+		p := store.TaskFinishParams{Lease: leaseOf(claimed), Status: status, Now: at(time.Minute)}
+		if status == store.StatusFailed {
+			p.Error = &store.TaskError{Code: "x", Message: "x"}
+		}
+		require.NoError(t, b.finish(t, p))
+	}
+
+	t.Run("ParentResumesWhenTheLastChildEnds", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		parent := b.insert(t, store.TaskInsertParams{Priority: 9})
+		claimed := b.claimOne(t, parent.ID, store.TaskLeaseManyParams{Owner: "w", Limit: 1})
+		kids := []*store.Task{
+			b.insert(t, store.TaskInsertParams{ParentID: parent.ID}),
+			b.insert(t, store.TaskInsertParams{ParentID: parent.ID}),
+		}
+		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(claimed), Status: store.StatusWaitingSubtasks, Now: at(time.Second)}))
+		got := b.get(t, parent.ID)
+		require.Equal(t, store.StatusWaitingSubtasks, got.Status)
+		require.Zero(t, got.Attempt, "waiting is not a failed attempt")
+
+		end(t, b, kids[0], store.StatusCompleted)
+		require.Equal(t, store.StatusWaitingSubtasks, b.get(t, parent.ID).Status)
+		end(t, b, kids[1], store.StatusFailed)
+		require.Equal(t, store.StatusPending, b.get(t, parent.ID).Status, "resumed in the transaction that ended the last child")
+		require.Equal(t, store.EventTaskSubtasksDone, b.lastEvent(t, parent.ID).Type)
+	})
+
+	t.Run("NothingToWaitFor", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		parent := b.insert(t, store.TaskInsertParams{})
+		wait(t, b, parent)
+		require.Equal(t, store.StatusPending, b.get(t, parent.ID).Status)
+	})
+
+	t.Run("CancelledChildCountsAsEnded", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		parent := b.insert(t, store.TaskInsertParams{})
+		claimed := b.claimOne(t, parent.ID, store.TaskLeaseManyParams{Owner: "w", Limit: 1})
+		kid := b.insert(t, store.TaskInsertParams{ParentID: parent.ID})
+		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(claimed), Status: store.StatusWaitingSubtasks}))
+		_, err := b.store.TaskCancel(b.ctx, &store.TaskCancelParams{ID: kid.ID})
+		require.NoError(t, err)
+		require.Equal(t, store.StatusPending, b.get(t, parent.ID).Status)
+	})
+
+	t.Run("NoChildOfAnEndedParent", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		parent := b.insert(t, store.TaskInsertParams{})
+		end(t, b, parent, store.StatusCompleted)
+		_, err := b.store.TaskInsert(b.ctx, &store.TaskInsertParams{ID: "tsk_late", ParentID: parent.ID, Goal: "g", Agent: "a", MaxAttempts: 1})
+		require.True(t, errors.Is(err, store.ErrParentEnded), "%v", err)
+		_, err = b.store.TaskGetByID(b.ctx, "tsk_late")
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+}
