@@ -93,3 +93,39 @@ func TestSubtaskTree(t *testing.T) {
 	_, err = c.Submit(t.Context(), &SubmitParams{Goal: "late", ParentID: root.ID})
 	require.ErrorIs(t, err, ErrParentEnded)
 }
+
+// Cancelling the root of a 30-task tree leaves no descendant unfinished;
+// running agents see their context cancelled at once.
+func TestCancelATree(t *testing.T) {
+	t.Parallel()
+	c := openTest(t, nil)
+	running := make(chan string, 30)
+	require.NoError(t, c.RegisterAgent("default", AgentFunc(func(ctx context.Context, run *TaskRun) (Result, error) {
+		running <- run.Task().ID
+		<-ctx.Done()
+		return Result{}, context.Cause(ctx)
+	})))
+	root, err := c.Submit(t.Context(), &SubmitParams{Goal: "root"})
+	require.NoError(t, err)
+	ids := []string{root.ID}
+	for i := 1; i < 30; i++ {
+		child, err := c.Submit(t.Context(), &SubmitParams{Goal: fmt.Sprint(i), ParentID: ids[(i-1)/3]})
+		require.NoError(t, err)
+		ids = append(ids, child.ID)
+	}
+	e, err := NewEngine(c, &EngineConfig{Workers: 4})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(t.Context()))
+	t.Cleanup(func() { require.NoError(t, e.Stop(context.Background())) })
+	for range 4 {
+		<-running // four agents are mid-step
+	}
+
+	_, err = c.Cancel(t.Context(), root.ID, "no longer needed")
+	require.NoError(t, err)
+	for _, id := range ids {
+		task := waitEnd(t, c, id)
+		require.Equal(t, StatusCancelled, task.Status, id)
+	}
+	require.Equal(t, int64(0), e.Stats().LeaseLost)
+}

@@ -93,8 +93,9 @@ type Store interface {
 	// succeeds without writing again. Token 0 is never a lease.
 	TaskFinishMany(ctx context.Context, params []*TaskFinishParams) ([]error, error)
 
-	// TaskCancel cancels a task. A task that is not running and not
-	// terminal becomes cancelled. A running task keeps running with
+	// TaskCancel cancels a task and, in the same transaction, every
+	// unfinished descendant. A task that is not running and not terminal
+	// becomes cancelled. A running task keeps running with
 	// CancelRequestedAt set and a task.cancel_requested event: its worker
 	// ends it. A terminal task is a *TransitionError.
 	TaskCancel(ctx context.Context, params *TaskCancelParams) (*Task, error)

@@ -101,8 +101,19 @@ func (e *Engine) Cancel(ctx context.Context, taskID, reason, actor string) (*sto
 		return nil, err
 	}
 	e.madeReady() // a dependent that runs anyway may be ready now
-	if t.Status == store.StatusRunning {
-		lease := store.Lease{TaskID: taskID, Token: t.LeaseToken}
+	// Stop the running ones at once: the task, and descendants (which share
+	// its run) that the cancel reached.
+	running := []*store.Task{t}
+	if list, err := e.store.TaskList(ctx, &store.TaskListParams{
+		RunID: t.RunID, Statuses: []store.Status{store.StatusRunning}, Limit: MaxListLimit,
+	}); err == nil {
+		running = append(running, list...)
+	}
+	for _, r := range running {
+		if r.Status != store.StatusRunning || r.CancelRequestedAt.IsZero() {
+			continue
+		}
+		lease := store.Lease{TaskID: r.ID, Token: r.LeaseToken}
 		e.noteCancel(lease)
 		e.mu.Lock()
 		for p := range e.pools {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/errandhq/errand/store"
 )
@@ -204,45 +205,45 @@ func (s *Store) TaskProgress(ctx context.Context, p *store.TaskProgressParams) e
 	return nil
 }
 
-// TaskCancel implements store.Store.
+// TaskCancel implements store.Store. It cancels the task's unfinished
+// descendants too, in the same transaction.
 func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*store.Task, error) {
 	at := now(p.Now)
 	var t *store.Task
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		ls, err := s.leaseState(ctx, tx, p.ID)
+		if err := s.cancelOne(ctx, tx, p.ID, p.Reason, p.Actor, at, true); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `WITH RECURSIVE tree(id, depth) AS (
+				SELECT id, 1 FROM tasks WHERE parent_id = ?1
+				UNION ALL
+				SELECT t.id, tree.depth + 1 FROM tasks t JOIN tree ON t.parent_id = tree.id
+			)
+			SELECT tree.id FROM tree JOIN tasks ON tasks.id = tree.id
+			WHERE tasks.status NOT IN ('completed', 'failed', 'cancelled')
+			ORDER BY tree.depth, tree.id`, p.ID)
 		if err != nil {
 			return err
 		}
-		if ls.status == store.StatusRunning {
-			if !ls.cancelRequested {
-				_, err := tx.ExecContext(ctx, `UPDATE tasks SET cancel_requested_at = ?1, cancel_reason = ?2, updated_at = ?1 WHERE id = ?3`,
-					micros(at), p.Reason, p.ID)
-				if err != nil {
-					return err
-				}
-				err = s.appendEvent(ctx, tx, p.ID, store.EventTaskCancelRequested, p.Actor,
-					&store.TransitionData{From: store.StatusRunning, To: store.StatusRunning, Attempt: ls.attempt, Reason: p.Reason}, at)
-				if err != nil {
-					return err
-				}
-			}
-		} else {
-			if err := store.CheckTransition(p.ID, ls.status, store.StatusCancelled); err != nil {
+		var descendants []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
 				return err
 			}
-			taskErr := cancelError(p.Reason)
-			_, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'cancelled', error_code = ?1, error_message = ?2,
-				cancel_requested_at = ?3, cancel_reason = ?4, finished_at = ?3, updated_at = ?3 WHERE id = ?5`,
-				taskErr.Code, taskErr.Message, micros(at), p.Reason, p.ID)
-			if err != nil {
-				return err
-			}
-			err = s.appendEvent(ctx, tx, p.ID, store.EventTaskCancelled, p.Actor,
-				&store.TransitionData{From: ls.status, To: store.StatusCancelled, Attempt: ls.attempt, Error: taskErr, Reason: p.Reason}, at)
-			if err != nil {
-				return err
-			}
-			if err := s.ended(ctx, tx, p.ID, at); err != nil {
+			descendants = append(descendants, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		reason := "an ancestor was cancelled"
+		if p.Reason != "" {
+			reason += ": " + p.Reason
+		}
+		for _, id := range descendants {
+			if err := s.cancelOne(ctx, tx, id, reason, p.Actor, at, false); err != nil {
 				return err
 			}
 		}
@@ -253,6 +254,47 @@ func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*sto
 		return nil, fmt.Errorf("cancel task %s: %w", p.ID, err)
 	}
 	return t, nil
+}
+
+// cancelOne cancels one task: a running one is asked to stop (its worker
+// ends it), another unfinished one is cancelled. A finished one is an
+// error when strict, else left alone (it may have ended meanwhile).
+func (s *Store) cancelOne(ctx context.Context, tx *sql.Tx, id, reason, actor string, at time.Time, strict bool) error {
+	ls, err := s.leaseState(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case ls.status == store.StatusRunning:
+		if ls.cancelRequested {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE tasks SET cancel_requested_at = ?1, cancel_reason = ?2, updated_at = ?1 WHERE id = ?3`,
+			micros(at), reason, id)
+		if err != nil {
+			return err
+		}
+		return s.appendEvent(ctx, tx, id, store.EventTaskCancelRequested, actor,
+			&store.TransitionData{From: store.StatusRunning, To: store.StatusRunning, Attempt: ls.attempt, Reason: reason}, at)
+	case ls.status.Terminal() && !strict:
+		return nil
+	}
+	if err := store.CheckTransition(id, ls.status, store.StatusCancelled); err != nil {
+		return err
+	}
+	taskErr := cancelError(reason)
+	_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'cancelled', error_code = ?1, error_message = ?2,
+		cancel_requested_at = ?3, cancel_reason = ?4, finished_at = ?3, updated_at = ?3 WHERE id = ?5`,
+		taskErr.Code, taskErr.Message, micros(at), reason, id)
+	if err != nil {
+		return err
+	}
+	err = s.appendEvent(ctx, tx, id, store.EventTaskCancelled, actor,
+		&store.TransitionData{From: ls.status, To: store.StatusCancelled, Attempt: ls.attempt, Error: taskErr, Reason: reason}, at)
+	if err != nil {
+		return err
+	}
+	return s.ended(ctx, tx, id, at)
 }
 
 // TaskRetry implements store.Store.

@@ -78,4 +78,30 @@ func testSubtask(t *testing.T, newDatabase NewDatabaseFunc) {
 		_, err = b.store.TaskGetByID(b.ctx, "tsk_late")
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
+
+	t.Run("CancelReachesEveryDescendant", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		root := b.insert(t, store.TaskInsertParams{})
+		child := b.insert(t, store.TaskInsertParams{ParentID: root.ID, Priority: 8})
+		grandchild := b.insert(t, store.TaskInsertParams{ParentID: child.ID})
+		done := b.insert(t, store.TaskInsertParams{ParentID: root.ID, Priority: 9})
+		end(t, b, done, store.StatusCompleted)
+		runningChild := b.claimOne(t, child.ID, store.TaskLeaseManyParams{Owner: "w", Limit: 1, Now: at(2 * time.Minute)})
+
+		got, err := b.store.TaskCancel(b.ctx, &store.TaskCancelParams{ID: root.ID, Reason: "stop", Actor: "user"})
+		require.NoError(t, err)
+		require.Equal(t, store.StatusCancelled, got.Status)
+		require.Equal(t, store.StatusCancelled, b.get(t, grandchild.ID).Status)
+		require.Contains(t, b.get(t, grandchild.ID).Error.Message, "ancestor")
+		require.Equal(t, store.StatusCompleted, b.get(t, done.ID).Status, "a finished child stays as it was")
+		c := b.get(t, child.ID)
+		require.Equal(t, store.StatusRunning, c.Status, "a running child is asked to stop")
+		require.False(t, c.CancelRequestedAt.IsZero())
+		require.Equal(t, store.EventTaskCancelRequested, b.lastEvent(t, child.ID).Type)
+		// Its worker's finish then ends it cancelled.
+		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(runningChild), Status: store.StatusRetryScheduled,
+			Error: &store.TaskError{Code: "x", Message: "x"}, Now: at(3 * time.Minute)}))
+		require.Equal(t, store.StatusCancelled, b.get(t, child.ID).Status)
+	})
 }
