@@ -108,6 +108,9 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 			next.PartialResult = finishResult(call.Arguments)
 		}
 
+		if call.Name == ToolSubmitTask && res.Status == taskrun.StepDone {
+			next.AwaitingSubtasks = true
+		}
 		// The step's last record carries the state after it, except when it
 		// finished the task: then the state stays before the step, so an
 		// attempt that follows a lost completion replays the step (and its
@@ -165,6 +168,10 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 		}
 	}
 	*state = next
+	if next.AwaitingSubtasks {
+		// The step started subtasks: wait for them (the checkpoint says so).
+		return taskrun.Result{}, false, taskrun.WaitSubtasks{}
+	}
 	return taskrun.Result{}, false, nil
 }
 

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 
 	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/internal/taskrun"
@@ -56,4 +58,39 @@ func askArgs(args json.RawMessage) (question string, context json.RawMessage) {
 	}
 	_ = json.Unmarshal(args, &a)
 	return a.Question, a.Context
+}
+
+// collectSubtasks takes in the outcome of the subtasks the state waits for:
+// results of completed children, failures of the others. It returns a
+// summary for the model, or WaitSubtasks if some child has not ended.
+func collectSubtasks(ctx context.Context, run taskrun.Run, state *TaskState) (string, error) {
+	if !state.AwaitingSubtasks {
+		return "", nil
+	}
+	kids, err := run.Subtasks(ctx)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("Your subtasks have ended:\n")
+	for _, k := range kids {
+		switch k.Status {
+		case "completed":
+			if state.SubtaskResults == nil {
+				state.SubtaskResults = map[string]SubtaskResult{}
+			}
+			state.SubtaskResults[k.ID] = SubtaskResult{Status: k.Status, Result: k.Result}
+			fmt.Fprintf(&b, "- %s (%s): completed, result %s\n", k.ID, k.Title, k.Result)
+		case "failed", "cancelled":
+			if state.SubtaskFailures == nil {
+				state.SubtaskFailures = map[string]SubtaskResult{}
+			}
+			state.SubtaskFailures[k.ID] = SubtaskResult{Status: k.Status, Error: k.Error}
+			fmt.Fprintf(&b, "- %s (%s): %s, %s\n", k.ID, k.Title, k.Status, k.Error)
+		default:
+			return "", taskrun.WaitSubtasks{}
+		}
+	}
+	state.AwaitingSubtasks = false
+	return b.String(), nil
 }

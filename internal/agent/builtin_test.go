@@ -9,11 +9,12 @@ import (
 
 	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/provider"
+	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
 
-// The engine tools: the model starts a subtask, checks it, lists what is
-// active, and cancels it.
+// The engine tools: the model starts a subtask, the task waits for it,
+// then checks it, lists what is active, and tries to cancel it.
 func TestLLMEngineTools(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -29,12 +30,15 @@ func TestLLMEngineTools(t *testing.T) {
 		// Read the child's id from the tool result the model was given.
 		model.mu.Lock()
 		defer model.mu.Unlock()
-		msgs := model.requests[1].Messages
 		var made struct {
 			ID string `json:"id"`
 		}
-		if err := json.Unmarshal([]byte(msgs[len(msgs)-1].Content), &made); err != nil {
-			return err // fails the task, and the test with it
+		for _, m := range model.requests[1].Messages {
+			if m.ToolCallID == "a" {
+				if err := json.Unmarshal([]byte(m.Content), &made); err != nil {
+					return err // fails the task, and the test with it
+				}
+			}
 		}
 		child = made.ID
 		model.script = append(model.script,
@@ -50,7 +54,7 @@ func TestLLMEngineTools(t *testing.T) {
 	}
 	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m"})
 	require.NoError(t, err)
-	b.start(t, agent)
+	b.startAgents(t, map[string]taskrun.Handler{"default": agent, "researcher": quickAgent})
 	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "Plan a launch", SessionID: "s1"})
 	require.NoError(t, err)
 	done := b.waitEnd(t, task.ID)
@@ -63,23 +67,29 @@ func TestLLMEngineTools(t *testing.T) {
 	require.Equal(t, "s1", sub.SessionID)
 	require.Equal(t, "researcher", sub.Agent)
 	require.Equal(t, 7, sub.Priority)
-	require.Equal(t, store.StatusCancelled, sub.Status)
-	require.Equal(t, "not needed", sub.Error.Message)
+	require.Equal(t, store.StatusCompleted, sub.Status, "the parent waited for it before its next step")
 	require.Equal(t, task.ID+":1:1", sub.IdempotencyKey, "a replayed submit_task returns this child")
 
 	model.mu.Lock()
 	msgs := model.requests[2].Messages
 	model.mu.Unlock()
 	results := msgs[len(msgs)-4:]
-	require.Contains(t, results[0].Content, `"status":"pending"`)
-	require.Contains(t, results[1].Content, child)
+	require.Contains(t, results[0].Content, `"status":"completed"`)
+	require.Contains(t, results[0].Content, `done: Research the market`)
+	require.NotContains(t, results[1].Content, child, "an ended child is not active")
 	require.NotContains(t, results[1].Content, `"id":"`+task.ID+`"`, "a task does not list itself")
-	require.Contains(t, results[2].Content, `"status":"cancelled"`)
+	require.True(t, results[2].IsError, "a finished task cannot be cancelled")
 	require.True(t, results[3].IsError, "a bad call is answered with an error")
 	require.Contains(t, results[3].Content, "task_id is required")
 
 	events, err := b.engine.Store().EventList(context.Background(), &store.EventListParams{TaskID: child, Limit: 10})
 	require.NoError(t, err)
-	require.Equal(t, store.AgentActor(task.ID), events[0].Actor)
-	require.Equal(t, store.AgentActor(task.ID), events[len(events)-1].Actor)
+	require.Equal(t, store.AgentActor(task.ID), events[0].Actor, "created by the parent's agent")
+	parentEvents, err := b.engine.Store().EventList(context.Background(), &store.EventListParams{TaskID: task.ID, Limit: 100})
+	require.NoError(t, err)
+	var waited bool
+	for _, ev := range parentEvents {
+		waited = waited || ev.Type == store.EventTaskSubtasksDone
+	}
+	require.True(t, waited, "the parent waited in waiting_subtasks")
 }

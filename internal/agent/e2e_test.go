@@ -13,12 +13,13 @@ import (
 	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/internal/providertest"
+	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
 
 // End to end over HTTP: a scripted OpenAI-compatible server plans three
-// steps, calls a tool, starts a subtask (for another agent, so this pool
-// leaves it alone) and finishes. The task completes
+// steps, calls a tool, starts a subtask (for another agent, which completes
+// it while the task waits) and finishes. The task completes
 // with the result, progress 3/3, and every call is a step record with its
 // tokens and cost.
 func TestLLMOverHTTPEndToEnd(t *testing.T) {
@@ -53,7 +54,7 @@ func TestLLMOverHTTPEndToEnd(t *testing.T) {
 		Pricing: provider.Pricing{"gpt-4o-mini": {InputPerMTok: 0.15, OutputPerMTok: 0.60}},
 	})
 	require.NoError(t, err)
-	b.start(t, agent)
+	b.startAgents(t, map[string]taskrun.Handler{"default": agent, "charter": quickAgent})
 	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "Summarize Q3 revenue"})
 	require.NoError(t, err)
 
@@ -96,7 +97,8 @@ func TestLLMOverHTTPEndToEnd(t *testing.T) {
 	require.Len(t, children.Tasks, 1)
 	require.Equal(t, "Draw a chart of Q3 revenue", children.Tasks[0].Goal)
 	require.Equal(t, 6, children.Tasks[0].Priority)
-	require.Equal(t, "charter", children.Tasks[0].Agent, "an agent this pool lacks: it waits for its own workers")
+	require.Equal(t, "charter", children.Tasks[0].Agent)
+	require.Equal(t, store.StatusCompleted, children.Tasks[0].Status, "the parent waited for it")
 
 	// What went over the wire: the system prompt, the tools, and the
 	// conversation with tool results answering their calls.
@@ -107,6 +109,8 @@ func TestLLMOverHTTPEndToEnd(t *testing.T) {
 	require.Contains(t, last.Messages[0].Content, "You are a careful analyst.")
 	require.Contains(t, last.Tools, "fetch_figures")
 	require.Contains(t, last.Tools, "submit_task")
+	require.Contains(t, last.Messages[len(last.Messages)-1].Content, "Your subtasks have ended")
+	require.Contains(t, last.Messages[len(last.Messages)-1].Content, "done: Draw a chart of Q3 revenue")
 	var sawFetchResult bool
 	for _, m := range last.Messages {
 		if m.Role == "tool" && m.ToolCallID == "t1" {

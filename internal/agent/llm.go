@@ -149,6 +149,10 @@ func (a *LLM) loop(ctx context.Context, run taskrun.Run) (taskrun.Result, error)
 	if err != nil {
 		return taskrun.Result{}, err
 	}
+	subtasksDone, err := collectSubtasks(ctx, run, state)
+	if err != nil {
+		return taskrun.Result{}, err
+	}
 	for {
 		if len(state.Transcript) == 0 {
 			if phase, current := a.phase(state); phase == phaseExecute && state.Plan[current].Status == PlanPending {
@@ -164,6 +168,10 @@ func (a *LLM) loop(ctx context.Context, run taskrun.Run) (taskrun.Result, error)
 			state.Transcript = append(state.Transcript, Turn{Role: provider.RoleUser,
 				Content: "The user answered your question \"" + last.Question + "\": " + last.Answer})
 			answered = false
+		}
+		if subtasksDone != "" {
+			state.Transcript = append(state.Transcript, Turn{Role: provider.RoleUser, Content: subtasksDone})
+			subtasksDone = ""
 		}
 		n := state.Step + 1
 		if n > a.cfg.MaxSteps {

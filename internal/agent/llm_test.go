@@ -87,7 +87,19 @@ func openEngine(t *testing.T, path string, clk *clock.Fake) *engine.Engine {
 
 func (b *bundle) start(t *testing.T, h taskrun.Handler) *engine.Pool {
 	t.Helper()
-	p, err := b.engine.NewPool(&engine.PoolConfig{Handlers: map[string]taskrun.Handler{"default": h}})
+	return b.startAgents(t, map[string]taskrun.Handler{"default": h})
+}
+
+// quickAgent completes any task at once, with the task's goal as result.
+var quickAgent = taskrun.HandlerFunc(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+	out, _ := json.Marshal("done: " + r.Task().Goal)
+	return taskrun.Result{Output: out}, nil
+})
+
+// startAgents starts a pool with these handlers and stops it at the end.
+func (b *bundle) startAgents(t *testing.T, handlers map[string]taskrun.Handler) *engine.Pool {
+	t.Helper()
+	p, err := b.engine.NewPool(&engine.PoolConfig{Handlers: handlers})
 	require.NoError(t, err)
 	require.NoError(t, p.Start(context.Background()))
 	t.Cleanup(func() {

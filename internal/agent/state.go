@@ -36,6 +36,9 @@ type TaskState struct {
 	Transcript []Turn `json:"transcript,omitempty"`
 	// PendingQuestion is a question asked of a person and not answered yet.
 	PendingQuestion string `json:"pending_question,omitempty"`
+	// AwaitingSubtasks is set when the last step started subtasks: the task
+	// waits for them, and takes in their results when it resumes.
+	AwaitingSubtasks bool `json:"awaiting_subtasks,omitempty"`
 }
 
 // PlanStep is one titled step of the agent's plan.
