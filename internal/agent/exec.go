@@ -179,6 +179,9 @@ func (a *Exec) Handle(ctx context.Context, run taskrun.Run) (taskrun.Result, err
 	if _, err := awaitAnswer(ctx, run, state); err != nil {
 		return taskrun.Result{}, err
 	}
+	if _, err := collectSubtasks(ctx, run, state); err != nil {
+		return taskrun.Result{}, err
+	}
 	for {
 		n := state.Step + 1
 		if n > a.cfg.MaxSteps {
@@ -313,6 +316,8 @@ func (a *Exec) step(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	next.StepsLog = append(slices.DeleteFunc(slices.Clone(state.StepsLog), func(l StepLog) bool { return l.Step >= n }),
 		StepLog{Step: n, Summary: execSummary(reply)})
 	finished := reply.Status == ExecFinish
+	// A step that starts subtasks waits for them before the next one.
+	next.AwaitingSubtasks = !finished && len(reply.SubtaskIDs) > 0
 
 	res := taskrun.StepResult{Status: taskrun.StepDone}
 	if !finished {
@@ -340,6 +345,9 @@ func (a *Exec) step(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	}
 	if err := run.Progress(ctx, p); err != nil {
 		return taskrun.Result{}, false, err
+	}
+	if next.AwaitingSubtasks {
+		return taskrun.Result{}, false, taskrun.WaitSubtasks{}
 	}
 	if finished {
 		out := reply.Output

@@ -384,10 +384,13 @@ fi
 `)
 	agent := newExecAgent(t, ExecConfig{Command: cmd, Env: map[string]string{"RUN_DIR": dir}})
 	var failed atomic.Bool
-	// Children are for agent "worker", which no pool runs: they stay pending.
-	b.start(t, taskrun.HandlerFunc(func(ctx context.Context, run taskrun.Run) (taskrun.Result, error) {
-		return agent.Handle(ctx, failFirstDone{Run: run, failed: &failed})
-	}))
+	// The children's agent completes them while the task waits.
+	b.startAgents(t, map[string]taskrun.Handler{
+		"default": taskrun.HandlerFunc(func(ctx context.Context, run taskrun.Run) (taskrun.Result, error) {
+			return agent.Handle(ctx, failFirstDone{Run: run, failed: &failed})
+		}),
+		"worker": quickAgent,
+	})
 	task := submit(t, b, &engine.SubmitParams{Goal: "split the work"})
 
 	retry := b.waitEnd(t, task.ID)
@@ -409,7 +412,7 @@ fi
 	for _, c := range children {
 		require.Equal(t, task.ID, c.ParentID)
 		require.Equal(t, "worker", c.Agent)
-		require.Equal(t, store.StatusPending, c.Status)
+		require.Equal(t, store.StatusCompleted, c.Status, "the task waited for its children")
 	}
 
 	// The step record names the children, in order, and so does the log
@@ -421,6 +424,8 @@ fi
 	stdin2, err := os.ReadFile(filepath.Join(dir, "stdin.2"))
 	require.NoError(t, err)
 	require.Contains(t, string(stdin2), "subtasks "+children[0].ID+", "+children[1].ID)
+	require.Contains(t, string(stdin2), `"subtask_results":{`, "step 2 sees the children's results")
+	require.Contains(t, string(stdin2), `done: fetch A`)
 }
 
 func TestExecMaxStepsAndAskUser(t *testing.T) {
