@@ -256,6 +256,12 @@ func (c *Client) PendingInputs(ctx context.Context) ([]*InputRequest, error) {
 	return c.engine.PendingInputs(ctx)
 }
 
+// History returns a task's events in order, each with its actor: the
+// task's audit trail.
+func (c *Client) History(ctx context.Context, taskID string) ([]*Event, error) {
+	return c.engine.History(ctx, taskID)
+}
+
 // Steps returns a task's recorded steps in order.
 func (c *Client) Steps(ctx context.Context, taskID string) ([]*Step, error) {
 	return c.engine.Steps(ctx, taskID)

@@ -190,4 +190,13 @@ func TestCancelAndRetry(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	_, err = c.Get(t.Context(), "tsk_01JH0000000000000000000000")
 	require.ErrorIs(t, err, ErrNotFound)
+
+	history, err := c.History(t.Context(), task.ID)
+	require.NoError(t, err)
+	require.Len(t, history, 2)
+	require.Equal(t, EventTaskCreated, history[0].Type)
+	require.Equal(t, EventTaskCancelled, history[1].Type)
+	require.Equal(t, "user", history[1].Actor)
+	_, err = c.History(t.Context(), "tsk_01JH0000000000000000000000")
+	require.ErrorIs(t, err, ErrNotFound)
 }

@@ -154,6 +154,18 @@ func (e *Engine) Answer(ctx context.Context, requestOrTaskID, answer, actor stri
 	return in, nil
 }
 
+// maxHistory bounds what History returns.
+const maxHistory = 100_000
+
+// History returns a task's events in order: its audit trail, each event
+// with its actor (user, agent:<task id>, scheduler, system).
+func (e *Engine) History(ctx context.Context, taskID string) ([]*store.Event, error) {
+	if _, err := e.store.TaskGetByID(ctx, taskID); err != nil {
+		return nil, err
+	}
+	return e.store.EventList(ctx, &store.EventListParams{TaskID: taskID, Limit: maxHistory})
+}
+
 // PendingInputs lists the questions waiting for an answer, oldest first.
 func (e *Engine) PendingInputs(ctx context.Context) ([]*store.InputRequest, error) {
 	return e.store.InputList(ctx, &store.InputListParams{Status: store.InputPending, Limit: MaxListLimit})
