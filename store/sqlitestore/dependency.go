@@ -9,6 +9,12 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
+const (
+	sqlDependents = `SELECT d.task_id FROM task_dependencies d JOIN tasks t ON t.id = d.task_id
+		WHERE d.depends_on_id = ? AND d.kind = 'blocks' AND t.status = 'blocked'`
+	sqlParentOf = `SELECT parent_id FROM tasks WHERE id = ?`
+)
+
 // settle decides, inside tx, where a blocked task stands given its
 // blockers: pending once every one has completed (or failed or been
 // cancelled, for a task that runs anyway), failed with dependency_failed
@@ -70,8 +76,7 @@ func (s *Store) settle(ctx context.Context, tx *sql.Tx, taskID string, at time.T
 // settleDependents settles every blocked task that taskID blocks; call it in
 // the transaction that ends taskID.
 func (s *Store) settleDependents(ctx context.Context, tx *sql.Tx, taskID string, at time.Time) error {
-	rows, err := tx.QueryContext(ctx, `SELECT d.task_id FROM task_dependencies d JOIN tasks t ON t.id = d.task_id
-		WHERE d.depends_on_id = ? AND d.kind = 'blocks' AND t.status = 'blocked'`, taskID)
+	rows, err := tx.StmtContext(ctx, s.stmts.dependents).QueryContext(ctx, taskID)
 	if err != nil {
 		return err
 	}
@@ -104,7 +109,7 @@ func (s *Store) ended(ctx context.Context, tx *sql.Tx, taskID string, at time.Ti
 		return err
 	}
 	var parentID sql.NullString
-	if err := tx.QueryRowContext(ctx, `SELECT parent_id FROM tasks WHERE id = ?`, taskID).Scan(&parentID); err != nil {
+	if err := tx.StmtContext(ctx, s.stmts.parentOf).QueryRowContext(ctx, taskID).Scan(&parentID); err != nil {
 		return err
 	}
 	if !parentID.Valid {

@@ -18,6 +18,8 @@ type statements struct {
 	finish      *sql.Stmt
 	checkpoint  *sql.Stmt
 	progress    *sql.Stmt
+	dependents  *sql.Stmt
+	parentOf    *sql.Stmt
 }
 
 const sqlInsertTask = `INSERT INTO tasks (
@@ -42,6 +44,8 @@ func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
 		{&st.finish, sqlFinish},
 		{&st.checkpoint, sqlCheckpoint},
 		{&st.progress, sqlProgress},
+		{&st.dependents, sqlDependents},
+		{&st.parentOf, sqlParentOf},
 	} {
 		stmt, err := db.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -55,7 +59,7 @@ func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
 func (st *statements) close() error {
 	var errs []error
 	for _, s := range []*sql.Stmt{st.insertTask, st.insertEvent, st.selectReady, st.claim, st.renew,
-		st.leaseState, st.finish, st.checkpoint, st.progress} {
+		st.leaseState, st.finish, st.checkpoint, st.progress, st.dependents, st.parentOf} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}
