@@ -39,6 +39,9 @@ type Config struct {
 	MaxAttempts int
 	// MaxInputBytes limits a task's input JSON (256 KiB).
 	MaxInputBytes int
+	// MaxSubtaskDepth bounds how deep subtasks nest (a root task is at
+	// depth 0); default 3, -1 for no bound.
+	MaxSubtaskDepth int
 	// Agents registers agents by name; see also Client.RegisterAgent.
 	Agents map[string]Agent
 	// ConfigFile is an errand.yaml whose agents (kind llm or exec) and
@@ -114,14 +117,15 @@ func newClient(st store.Store, cfg *Config) (*Client, error) {
 		budget = tb
 	}
 	e, err := engine.New(st, &engine.Config{
-		LeaseTTL:      cfg.LeaseTTL,
-		PollInterval:  cfg.PollInterval,
-		BackoffBase:   cfg.BackoffBase,
-		BackoffCap:    cfg.BackoffCap,
-		MaxAttempts:   cfg.MaxAttempts,
-		MaxInputBytes: cfg.MaxInputBytes,
-		DefaultBudget: budget,
-		Logger:        cfg.Logger,
+		LeaseTTL:        cfg.LeaseTTL,
+		PollInterval:    cfg.PollInterval,
+		BackoffBase:     cfg.BackoffBase,
+		BackoffCap:      cfg.BackoffCap,
+		MaxAttempts:     cfg.MaxAttempts,
+		MaxInputBytes:   cfg.MaxInputBytes,
+		DefaultBudget:   budget,
+		MaxSubtaskDepth: cfg.MaxSubtaskDepth,
+		Logger:          cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("errand: %w", err)

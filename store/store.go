@@ -22,6 +22,10 @@ var (
 	// running state. The worker must abandon the task; retrying is useless.
 	ErrLeaseLost = errors.New("errand: lease lost")
 
+	// ErrTooDeep is returned for a child that would be deeper in its tree
+	// than TaskInsertParams.MaxDepth allows.
+	ErrTooDeep = errors.New("errand: subtask too deep")
+
 	// ErrParentEnded is returned for a child submitted to a task that has
 	// ended.
 	ErrParentEnded = errors.New("errand: the parent task has ended")
@@ -183,6 +187,9 @@ type TaskInsertParams struct {
 	IdempotencyKey      string
 	Budget              *Budget
 	Options             *Options
+	// MaxDepth bounds how deep in its tree a child may be (a root task is at
+	// depth 0); 0 means no bound.
+	MaxDepth int
 	Actor               string
 	Now                 *time.Time
 }

@@ -62,3 +62,24 @@ func TestDependencyChain(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalid)
 	})
 }
+
+// Subtasks nest at most MaxSubtaskDepth deep (3 by default).
+func TestSubtaskDepthLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	parent := submit(t, b.engine, &SubmitParams{Goal: "depth 0"})
+	for depth := 1; depth <= DefaultMaxSubtaskDepth; depth++ {
+		parent = submit(t, b.engine, &SubmitParams{Goal: "deeper", ParentID: parent.ID})
+	}
+	_, err := b.engine.Submit(context.Background(), &SubmitParams{Goal: "too deep", ParentID: parent.ID})
+	var verr *ValidationError
+	require.ErrorAs(t, err, &verr)
+	require.Equal(t, "parent_id", verr.Field)
+	require.Contains(t, verr.Message, "depth 4")
+	require.Contains(t, verr.Message, "limit is 3")
+
+	unbounded, err := New(b.faults, &Config{Clock: b.clock, MaxSubtaskDepth: -1})
+	require.NoError(t, err)
+	_, err = unbounded.Submit(context.Background(), &SubmitParams{Goal: "fine", ParentID: parent.ID})
+	require.NoError(t, err)
+}

@@ -25,6 +25,7 @@ const (
 	DefaultMaxGoalBytes    = 64 << 10
 	DefaultMaxDependsOn    = 1000
 	DefaultListLimit       = 50
+	DefaultMaxSubtaskDepth = 3
 	MaxListLimit           = 1000
 	MinLeaseTTL            = time.Second
 	DefaultEventPageSize   = 256
@@ -50,6 +51,9 @@ type Config struct {
 	MaxInputBytes int
 	// DefaultBudget applies to tasks submitted without a budget; nil: none.
 	DefaultBudget *store.Budget
+	// MaxSubtaskDepth bounds how deep a subtask may be (a root task is at
+	// depth 0); default 3, -1 for no bound.
+	MaxSubtaskDepth int
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 	// Logger defaults to discarding everything.
@@ -68,6 +72,7 @@ func (c *Config) withDefaults() *Config {
 	out.BackoffCap = cmp.Or(out.BackoffCap, DefaultBackoffCap)
 	out.MaxAttempts = cmp.Or(out.MaxAttempts, DefaultMaxAttempts)
 	out.MaxInputBytes = cmp.Or(out.MaxInputBytes, DefaultMaxInputBytes)
+	out.MaxSubtaskDepth = cmp.Or(out.MaxSubtaskDepth, DefaultMaxSubtaskDepth)
 	if out.Clock == nil {
 		out.Clock = clock.New()
 		out.storeClock = true

@@ -192,6 +192,7 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 		IdempotencyKey:      p.IdempotencyKey,
 		Budget:              budget,
 		Options:             options,
+		MaxDepth:            max(e.cfg.MaxSubtaskDepth, 0),
 		Actor:               actor,
 		Now:                 e.now(),
 	}, nil
@@ -256,6 +257,10 @@ func (e *Engine) Submit(ctx context.Context, p *SubmitParams) (*store.Task, erro
 		var ref *store.ReferenceError
 		if errors.As(err, &ref) {
 			return nil, invalid(ref.Field, "task %s does not exist", ref.ID)
+		}
+		if errors.Is(err, store.ErrTooDeep) {
+			_, msg, _ := strings.Cut(err.Error(), store.ErrTooDeep.Error()+": ")
+			return nil, invalid("parent_id", "%s", msg)
 		}
 		return nil, fmt.Errorf("submit: %w", err)
 	}

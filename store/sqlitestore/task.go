@@ -207,6 +207,23 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 			if parentStatus.Terminal() {
 				return fmt.Errorf("%w: %s is %s", store.ErrParentEnded, p.ParentID, parentStatus)
 			}
+			if p.MaxDepth > 0 {
+				// The parent's depth: its ancestors, counted up the chain (a
+				// cycle cannot form: a child is always newer than its parent).
+				var depth int
+				err := tx.QueryRowContext(ctx, `WITH RECURSIVE up(id, depth) AS (
+						SELECT parent_id, 1 FROM tasks WHERE id = ?1 AND parent_id IS NOT NULL
+						UNION ALL
+						SELECT t.parent_id, up.depth + 1 FROM tasks t JOIN up ON t.id = up.id
+						WHERE t.parent_id IS NOT NULL AND up.depth <= ?2
+					) SELECT coalesce(max(depth), 0) FROM up`, p.ParentID, p.MaxDepth).Scan(&depth)
+				if err != nil {
+					return err
+				}
+				if depth+1 > p.MaxDepth {
+					return fmt.Errorf("%w: a child of %s would be at depth %d; the limit is %d", store.ErrTooDeep, p.ParentID, depth+1, p.MaxDepth)
+				}
+			}
 		}
 		if len(p.DependsOn) > 0 {
 			var missing string
