@@ -190,8 +190,8 @@ type TaskInsertParams struct {
 	// MaxDepth bounds how deep in its tree a child may be (a root task is at
 	// depth 0); 0 means no bound.
 	MaxDepth int
-	Actor               string
-	Now                 *time.Time
+	Actor    string
+	Now      *time.Time
 }
 
 // TaskInsertResult is the task TaskInsert wrote or found.
