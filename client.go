@@ -260,6 +260,27 @@ func (c *Client) PendingInputs(ctx context.Context) ([]*InputRequest, error) {
 	return c.engine.PendingInputs(ctx)
 }
 
+// AddDependency records that taskID depends on blockerID. Kind "blocks"
+// (the default) holds a pending task back until the blocker completes;
+// "related" and "discovered_from" are recorded only. A dependency that
+// would close a cycle is a *ValidationError.
+func (c *Client) AddDependency(ctx context.Context, taskID, blockerID, kind string) (*Task, error) {
+	return c.engine.AddDependency(ctx, taskID, blockerID, kind, store.ActorUser)
+}
+
+// BlockedTask is a blocked task and the tasks it still waits for.
+type BlockedTask = engine.BlockedTask
+
+// Ready lists up to limit tasks that can be claimed now.
+func (c *Client) Ready(ctx context.Context, limit int) ([]*Task, error) {
+	return c.engine.Ready(ctx, limit)
+}
+
+// Blocked lists up to limit blocked tasks, each with what blocks it.
+func (c *Client) Blocked(ctx context.Context, limit int) ([]*BlockedTask, error) {
+	return c.engine.Blocked(ctx, limit)
+}
+
 // History returns a task's events in order, each with its actor: the
 // task's audit trail.
 func (c *Client) History(ctx context.Context, taskID string) ([]*Event, error) {

@@ -153,6 +153,17 @@ type Store interface {
 	// InputList returns input requests, oldest first.
 	InputList(ctx context.Context, params *InputListParams) ([]*InputRequest, error)
 
+	// TaskDependencyAdd records that a task depends on another. An edge that
+	// would close a cycle (over edges of any kind) is ErrCycle; an unknown
+	// task is a *ReferenceError. A blocks edge on a pending task whose
+	// blocker has not completed makes it blocked; on a blocker that failed
+	// it settles as at submit. Adding an edge twice changes nothing.
+	TaskDependencyAdd(ctx context.Context, params *TaskDependencyAddParams) (*Task, error)
+
+	// DependencyList returns the edges from the given tasks (what they
+	// depend on).
+	DependencyList(ctx context.Context, taskIDs []string) ([]*Dependency, error)
+
 	// StepListByTask returns a task's steps by step number, then call index.
 	StepListByTask(ctx context.Context, params *StepListParams) ([]*Step, error)
 

@@ -83,3 +83,56 @@ func TestSubtaskDepthLimit(t *testing.T) {
 	_, err = unbounded.Submit(context.Background(), &SubmitParams{Goal: "fine", ParentID: parent.ID})
 	require.NoError(t, err)
 }
+
+func TestAddDependencyAndCycles(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var chain []*store.Task
+	for range 5 {
+		chain = append(chain, submit(t, b.engine, &SubmitParams{Goal: "x"}))
+	}
+	// A cycle of length 2.
+	_, err := b.engine.AddDependency(ctx, chain[0].ID, chain[1].ID, "", "")
+	require.NoError(t, err)
+	_, err = b.engine.AddDependency(ctx, chain[1].ID, chain[0].ID, "", "")
+	var verr *ValidationError
+	require.ErrorAs(t, err, &verr)
+	require.Contains(t, verr.Message, "cycle")
+	// A cycle of length 5: 1→2→3→4, then 4→0 closes 0→1→2→3→4→0.
+	for i := 1; i < 4; i++ {
+		_, err = b.engine.AddDependency(ctx, chain[i].ID, chain[i+1].ID, "blocks", "")
+		require.NoError(t, err)
+	}
+	_, err = b.engine.AddDependency(ctx, chain[4].ID, chain[0].ID, "related", "")
+	require.ErrorIs(t, err, ErrInvalid, "cycles are refused for every kind")
+	_, err = b.engine.AddDependency(ctx, chain[2].ID, chain[2].ID, "", "")
+	require.ErrorIs(t, err, ErrInvalid)
+
+	// Blocks edges hold tasks back; only the last of the chain is ready.
+	got, err := b.engine.Get(ctx, chain[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusBlocked, got.Status)
+	require.Equal(t, []string{chain[1].ID}, got.DependsOn)
+	ready, err := b.engine.Ready(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, ready, 1)
+	require.Equal(t, chain[4].ID, ready[0].ID)
+	blocked, err := b.engine.Blocked(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, blocked, 4)
+	for _, bt := range blocked {
+		require.Len(t, bt.BlockedBy, 1, bt.Task.ID)
+	}
+
+	// A related edge is recorded and changes nothing.
+	free := submit(t, b.engine, &SubmitParams{Goal: "free"})
+	got, err = b.engine.AddDependency(ctx, free.ID, chain[0].ID, "related", "")
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, got.Status)
+
+	_, err = b.engine.AddDependency(ctx, free.ID, chain[0].ID, "sometimes", "")
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = b.engine.AddDependency(ctx, "tsk_01JH0000000000000000000000", chain[0].ID, "", "")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

@@ -33,6 +33,8 @@ var Points = [...]string{
 	"LeaseOwnerList",
 	"TaskBudgetReserve",
 	"InputAnswer",
+	"TaskDependencyAdd",
+	"DependencyList",
 	"InputList",
 	"StepStart",
 	"StepFinish",
@@ -272,6 +274,16 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) ([
 // TaskBudgetReserve calls the inner store's TaskBudgetReserve under the faults at point "TaskBudgetReserve".
 func (s *Store) TaskBudgetReserve(ctx context.Context, params *store.TaskBudgetReserveParams) error {
 	return call0(ctx, s, "TaskBudgetReserve", func() error { return s.inner.TaskBudgetReserve(ctx, params) })
+}
+
+// TaskDependencyAdd calls the inner store's TaskDependencyAdd under the faults at point "TaskDependencyAdd".
+func (s *Store) TaskDependencyAdd(ctx context.Context, params *store.TaskDependencyAddParams) (*store.Task, error) {
+	return call(ctx, s, "TaskDependencyAdd", func() (*store.Task, error) { return s.inner.TaskDependencyAdd(ctx, params) })
+}
+
+// DependencyList calls the inner store's DependencyList under the faults at point "DependencyList".
+func (s *Store) DependencyList(ctx context.Context, taskIDs []string) ([]*store.Dependency, error) {
+	return call(ctx, s, "DependencyList", func() ([]*store.Dependency, error) { return s.inner.DependencyList(ctx, taskIDs) })
 }
 
 // InputAnswer calls the inner store's InputAnswer under the faults at point "InputAnswer".

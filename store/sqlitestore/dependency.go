@@ -151,3 +151,101 @@ func (s *Store) openChildren(ctx context.Context, tx *sql.Tx, parentID string) (
 		WHERE parent_id = ? AND status NOT IN ('completed', 'failed', 'cancelled')`, parentID).Scan(&open)
 	return open, err
 }
+
+// TaskDependencyAdd implements store.Store.
+func (s *Store) TaskDependencyAdd(ctx context.Context, p *store.TaskDependencyAddParams) (*store.Task, error) {
+	at := now(p.Now)
+	kind := p.Kind
+	if kind == "" {
+		kind = store.DependencyBlocks
+	}
+	var t *store.Task
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		for field, id := range map[string]string{"task_id": p.TaskID, "depends_on": p.DependsOnID} {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE id = ?`, id).Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				return &store.ReferenceError{Field: field, ID: id}
+			}
+		}
+		if p.TaskID == p.DependsOnID {
+			return fmt.Errorf("%w: a task cannot depend on itself", store.ErrCycle)
+		}
+		// A cycle closes if the blocker already depends, at any distance,
+		// on the task.
+		var reach int
+		err := tx.QueryRowContext(ctx, `WITH RECURSIVE reach(id) AS (
+				SELECT depends_on_id FROM task_dependencies WHERE task_id = ?1
+				UNION
+				SELECT d.depends_on_id FROM task_dependencies d JOIN reach ON d.task_id = reach.id
+			) SELECT count(*) FROM reach WHERE id = ?2`, p.DependsOnID, p.TaskID).Scan(&reach)
+		if err != nil {
+			return err
+		}
+		if reach > 0 {
+			return fmt.Errorf("%w: %s already depends on %s", store.ErrCycle, p.DependsOnID, p.TaskID)
+		}
+		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_dependencies (task_id, depends_on_id, kind) VALUES (?, ?, ?)`,
+			p.TaskID, p.DependsOnID, kind)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 1 && kind == store.DependencyBlocks {
+			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET depends_on = json_insert(depends_on, '$[#]', ?1), updated_at = ?2 WHERE id = ?3`,
+				p.DependsOnID, micros(at), p.TaskID); err != nil {
+				return err
+			}
+			var status store.Status
+			var attempt int
+			if err := tx.QueryRowContext(ctx, `SELECT status, attempt FROM tasks WHERE id = ?`, p.TaskID).Scan(&status, &attempt); err != nil {
+				return err
+			}
+			if status == store.StatusPending {
+				if err := store.CheckTransition(p.TaskID, status, store.StatusBlocked); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'blocked' WHERE id = ?`, p.TaskID); err != nil {
+					return err
+				}
+				if err := s.appendEvent(ctx, tx, p.TaskID, store.EventTaskBlocked, p.Actor,
+					&store.TransitionData{From: store.StatusPending, To: store.StatusBlocked, Attempt: attempt}, at); err != nil {
+					return err
+				}
+				if err := s.settle(ctx, tx, p.TaskID, at); err != nil {
+					return err
+				}
+			}
+		}
+		var gerr error
+		t, gerr = getTask(ctx, tx, p.TaskID)
+		return gerr
+	})
+	if err != nil {
+		return nil, fmt.Errorf("add dependency of %s on %s: %w", p.TaskID, p.DependsOnID, err)
+	}
+	return t, nil
+}
+
+// DependencyList implements store.Store.
+func (s *Store) DependencyList(ctx context.Context, taskIDs []string) ([]*store.Dependency, error) {
+	if len(taskIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT task_id, depends_on_id, kind FROM task_dependencies
+		WHERE task_id IN (SELECT value FROM json_each(?)) ORDER BY task_id, depends_on_id`, marshalList(taskIDs))
+	if err != nil {
+		return nil, fmt.Errorf("list dependencies: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Dependency
+	for rows.Next() {
+		var d store.Dependency
+		if err := rows.Scan(&d.TaskID, &d.DependsOnID, &d.Kind); err != nil {
+			return nil, fmt.Errorf("list dependencies: %w", err)
+		}
+		out = append(out, &d)
+	}
+	return out, rows.Err()
+}

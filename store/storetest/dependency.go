@@ -97,4 +97,30 @@ func testDependency(t *testing.T, newDatabase NewDatabaseFunc) {
 		end(t, b, y, store.StatusCompleted)
 		require.Equal(t, store.StatusPending, b.get(t, z.ID).Status)
 	})
+
+	t.Run("AddDependency", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		x := b.insert(t, store.TaskInsertParams{})
+		y := b.insert(t, store.TaskInsertParams{})
+		got, err := b.store.TaskDependencyAdd(b.ctx, &store.TaskDependencyAddParams{TaskID: x.ID, DependsOnID: y.ID, Actor: "user"})
+		require.NoError(t, err)
+		require.Equal(t, store.StatusBlocked, got.Status)
+		require.Equal(t, []string{y.ID}, got.DependsOn)
+		_, err = b.store.TaskDependencyAdd(b.ctx, &store.TaskDependencyAddParams{TaskID: x.ID, DependsOnID: y.ID})
+		require.NoError(t, err, "twice is fine")
+		require.Equal(t, []string{y.ID}, b.get(t, x.ID).DependsOn)
+
+		_, err = b.store.TaskDependencyAdd(b.ctx, &store.TaskDependencyAddParams{TaskID: y.ID, DependsOnID: x.ID})
+		require.ErrorIs(t, err, store.ErrCycle)
+		_, err = b.store.TaskDependencyAdd(b.ctx, &store.TaskDependencyAddParams{TaskID: y.ID, DependsOnID: "tsk_none"})
+		require.ErrorIs(t, err, store.ErrNotFound)
+
+		deps, err := b.store.DependencyList(b.ctx, []string{x.ID, y.ID})
+		require.NoError(t, err)
+		require.Equal(t, []*store.Dependency{{TaskID: x.ID, DependsOnID: y.ID, Kind: store.DependencyBlocks}}, deps)
+
+		end(t, b, y, store.StatusCompleted)
+		require.Equal(t, store.StatusPending, b.get(t, x.ID).Status)
+	})
 }
