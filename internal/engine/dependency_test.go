@@ -136,3 +136,51 @@ func TestAddDependencyAndCycles(t *testing.T) {
 	_, err = b.engine.AddDependency(ctx, "tsk_01JH0000000000000000000000", chain[0].ID, "", "")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
+// A crash while a parent is waiting_subtasks loses nothing: after a
+// restart the parent resumes when the last child ends.
+func TestCrashWhileWaitingForSubtasks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	parentRuns := make(chan int, 2)
+	waitAgent := taskrun.HandlerFunc(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+		kids, err := r.Subtasks(ctx)
+		if err != nil {
+			return taskrun.Result{}, err
+		}
+		parentRuns <- len(kids)
+		if len(kids) == 0 {
+			for i := range 3 {
+				if _, err := r.SubmitSubtask(ctx, taskrun.SubtaskSpec{Goal: "child", Agent: "child", IdempotencyKey: r.Task().ID + ":" + string(rune('a'+i))}); err != nil {
+					return taskrun.Result{}, err
+				}
+			}
+			return taskrun.Result{}, taskrun.WaitSubtasks{}
+		}
+		return ok("all done"), nil
+	})
+	first, err := b.engine.NewPool(&PoolConfig{Handlers: map[string]taskrun.Handler{DefaultAgent: waitAgent}})
+	require.NoError(t, err)
+	runCtx, kill := context.WithCancel(context.Background())
+	require.NoError(t, first.Start(runCtx))
+	parent := submit(t, b.engine, &SubmitParams{Goal: "parent"})
+	require.Equal(t, 0, recv(t, parentRuns))
+	waitForStatus(t, b.engine, parent.ID, store.StatusWaitingSubtasks)
+	kill() // the process dies while the parent waits
+	require.NoError(t, first.Stop(context.Background()))
+
+	// A new process on the same database runs the children.
+	_, restarted := b.openEngine(t)
+	startPool(t, restarted, &PoolConfig{Handlers: map[string]taskrun.Handler{
+		DefaultAgent: waitAgent,
+		"child": taskrun.HandlerFunc(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+			return ok("child done"), nil
+		}),
+	}})
+	require.Equal(t, 3, recv(t, parentRuns), "resumed once, after all three children")
+	waitForStatus(t, restarted, parent.ID, store.StatusCompleted)
+	got, err := restarted.Get(context.Background(), parent.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, got.Attempt)
+	require.Empty(t, parentRuns)
+}
