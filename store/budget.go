@@ -53,4 +53,8 @@ type Options struct {
 	Tools        []string `json:"tools,omitempty"`
 	ToolsDeny    []string `json:"tools_deny,omitempty"`
 	SystemPrompt string   `json:"system_prompt,omitempty"`
+	// InputTimeout bounds how long a question of the task stays open;
+	// InputDefault is the answer it then takes (none: the task fails).
+	InputTimeout Duration `json:"input_timeout,omitzero"`
+	InputDefault *string  `json:"input_default,omitempty"`
 }

@@ -40,7 +40,14 @@ type InputAsk struct {
 	ID       string
 	Question string
 	Context  json.RawMessage
+	// ExpiresAt, when set, is when the question expires: it then takes
+	// DefaultAnswer, or, without one, the task fails with input_timeout.
+	ExpiresAt     time.Time
+	DefaultAnswer *string
 }
+
+// CodeInputTimeout is the error of a task whose question expired.
+const CodeInputTimeout = "input_timeout"
 
 // InputAnswerParams answers a pending request, named by its id or by the
 // task that asked it (its one pending request).

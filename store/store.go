@@ -150,6 +150,12 @@ type Store interface {
 	// ErrInputClosed; an unknown one ErrNotFound.
 	InputAnswer(ctx context.Context, params *InputAnswerParams) (*InputRequest, error)
 
+	// InputExpire ends the pending input requests whose expiry has passed:
+	// one with a default answer is answered with it (the task is pending
+	// again); the others expire and their tasks fail with input_timeout. It
+	// returns how many it ended.
+	InputExpire(ctx context.Context, now *time.Time) (int, error)
+
 	// InputList returns input requests, oldest first.
 	InputList(ctx context.Context, params *InputListParams) ([]*InputRequest, error)
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -183,4 +184,49 @@ func TestCrashWhileWaitingForSubtasks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, got.Attempt)
 	require.Empty(t, parentRuns)
+}
+
+// A question nobody answers within the task's input_timeout expires: the
+// task fails with input_timeout, or goes on with the default answer.
+func TestInputTimeout(t *testing.T) {
+	t.Parallel()
+	for _, withDefault := range []bool{false, true} {
+		b := setup(t)
+		answers := make(chan []taskrun.Answer, 2)
+		startPool(t, b.engine, &PoolConfig{Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+			got, err := r.Answers(ctx)
+			if err != nil {
+				return taskrun.Result{}, err
+			}
+			answers <- got
+			if len(got) == 0 {
+				return taskrun.Result{}, &taskrun.InputNeeded{Question: "Proceed?"}
+			}
+			return ok(got[0].Answer), nil
+		})})
+		p := &SubmitParams{Goal: "ask", InputTimeout: time.Hour}
+		if withDefault {
+			p.InputDefault = ptr("yes")
+		}
+		task := submit(t, b.engine, p)
+		require.Empty(t, recv(t, answers))
+		waitForStatus(t, b.engine, task.ID, store.StatusInputRequired)
+		require.NoError(t, b.clock.WaitForTimers(t.Context(), 3))
+
+		b.clock.Advance(time.Hour - time.Second)
+		requireStatus(t, b.engine, task.ID, store.StatusInputRequired)
+		b.clock.Advance(b.engine.cfg.LeaseTTL) // the next recovery pass expires it
+		if !withDefault {
+			waitForStatus(t, b.engine, task.ID, store.StatusFailed)
+			got, err := b.engine.Get(context.Background(), task.ID)
+			require.NoError(t, err)
+			require.Equal(t, store.CodeInputTimeout, got.Error.Code)
+			inputs, err := b.engine.Store().InputList(context.Background(), &store.InputListParams{TaskID: task.ID, Limit: 1})
+			require.NoError(t, err)
+			require.Equal(t, store.InputExpired, inputs[0].Status)
+			continue
+		}
+		require.Equal(t, "yes", recv(t, answers)[0].Answer)
+		waitForStatus(t, b.engine, task.ID, store.StatusCompleted)
+	}
 }

@@ -202,6 +202,10 @@ func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.Tas
 	case errors.As(err, &ask) && ask.Question != "":
 		fp.Status = store.StatusInputRequired
 		fp.Ask = &store.InputAsk{ID: id.New(id.Input), Question: ask.Question, Context: ask.Context}
+		if o := x.task.Options; o != nil && o.InputTimeout > 0 {
+			fp.Ask.ExpiresAt = p.e.clock.Now().Add(time.Duration(o.InputTimeout))
+			fp.Ask.DefaultAnswer = o.InputDefault
+		}
 	case err == nil:
 		fp.Status = store.StatusCompleted
 		out, merr := json.Marshal(result)

@@ -53,11 +53,18 @@ func (p *Pool) renewAll(ctx context.Context) {
 	}
 }
 
-// recoverExpired takes back expired leases of any owner; the pool runs it
-// every lease_ttl/2.
+// recoverExpired takes back expired leases of any owner, and ends
+// questions nobody answered in time; the pool runs it every lease_ttl/2.
 func (p *Pool) recoverExpired(ctx context.Context) {
 	if err := p.e.Recover(ctx, nil); err != nil {
 		p.logger.ErrorContext(ctx, "recover expired leases", slog.String("error", err.Error()))
+	}
+	n, err := p.e.store.InputExpire(ctx, p.e.now())
+	if err != nil {
+		p.logger.ErrorContext(ctx, "expire input requests", slog.String("error", err.Error()))
+	}
+	if n > 0 {
+		p.e.madeReady()
 	}
 }
 

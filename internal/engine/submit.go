@@ -65,6 +65,11 @@ type SubmitParams struct {
 	Tools        []string
 	ToolsDeny    []string
 	SystemPrompt string
+	// InputTimeout bounds how long a question the task asks stays open;
+	// then it takes InputDefault, or without one the task fails with
+	// input_timeout. Zero: questions never expire.
+	InputTimeout time.Duration
+	InputDefault *string
 	// Actor is recorded on the task.created event; default "user".
 	Actor string
 }
@@ -157,8 +162,14 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 		budget = e.cfg.DefaultBudget
 	}
 	var options *store.Options
-	if p.MaxSteps != 0 || len(p.Tools) > 0 || len(p.ToolsDeny) > 0 || p.SystemPrompt != "" {
-		options = &store.Options{MaxSteps: p.MaxSteps, Tools: p.Tools, ToolsDeny: p.ToolsDeny, SystemPrompt: p.SystemPrompt}
+	if p.InputTimeout < 0 {
+		return nil, invalid("input_timeout", "must not be negative")
+	}
+	if p.MaxSteps != 0 || len(p.Tools) > 0 || len(p.ToolsDeny) > 0 || p.SystemPrompt != "" || p.InputTimeout > 0 || p.InputDefault != nil {
+		options = &store.Options{
+			MaxSteps: p.MaxSteps, Tools: p.Tools, ToolsDeny: p.ToolsDeny, SystemPrompt: p.SystemPrompt,
+			InputTimeout: store.Duration(p.InputTimeout), InputDefault: p.InputDefault,
+		}
 	}
 
 	title := p.Title

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/errandhq/errand/store"
 )
@@ -33,6 +34,7 @@ var Points = [...]string{
 	"LeaseOwnerList",
 	"TaskBudgetReserve",
 	"InputAnswer",
+	"InputExpire",
 	"TaskDependencyAdd",
 	"DependencyList",
 	"InputList",
@@ -289,6 +291,11 @@ func (s *Store) DependencyList(ctx context.Context, taskIDs []string) ([]*store.
 // InputAnswer calls the inner store's InputAnswer under the faults at point "InputAnswer".
 func (s *Store) InputAnswer(ctx context.Context, params *store.InputAnswerParams) (*store.InputRequest, error) {
 	return call(ctx, s, "InputAnswer", func() (*store.InputRequest, error) { return s.inner.InputAnswer(ctx, params) })
+}
+
+// InputExpire calls the inner store's InputExpire under the faults at point "InputExpire".
+func (s *Store) InputExpire(ctx context.Context, now *time.Time) (int, error) {
+	return call(ctx, s, "InputExpire", func() (int, error) { return s.inner.InputExpire(ctx, now) })
 }
 
 // InputList calls the inner store's InputList under the faults at point "InputList".

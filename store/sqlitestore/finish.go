@@ -127,8 +127,13 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 		if p.Ask == nil || p.Ask.ID == "" || p.Ask.Question == "" {
 			return errors.New("input_required needs a question with an id")
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, created_at)
-			VALUES (?, ?, ?, ?, 'pending', ?)`, p.Ask.ID, p.Lease.TaskID, p.Ask.Question, nullJSON(p.Ask.Context), micros(at))
+		var def sql.NullString
+		if p.Ask.DefaultAnswer != nil {
+			def = sql.NullString{String: *p.Ask.DefaultAnswer, Valid: true}
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, created_at, expires_at, default_answer)
+			VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)`, p.Ask.ID, p.Lease.TaskID, p.Ask.Question, nullJSON(p.Ask.Context), micros(at),
+			toNullMicros(p.Ask.ExpiresAt), def)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/errandhq/errand/store"
 )
@@ -111,4 +112,88 @@ func (s *Store) InputList(ctx context.Context, p *store.InputListParams) ([]*sto
 		out = append(out, in)
 	}
 	return out, rows.Err()
+}
+
+// InputExpire implements store.Store.
+func (s *Store) InputExpire(ctx context.Context, nowp *time.Time) (int, error) {
+	at := now(nowp)
+	var ended int
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		ended = 0
+		rows, err := tx.QueryContext(ctx, `SELECT id, task_id, question, default_answer FROM input_requests
+			WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?`, micros(at))
+		if err != nil {
+			return err
+		}
+		type due struct {
+			id, taskID, question string
+			def                  sql.NullString
+		}
+		var expired []due
+		for rows.Next() {
+			var d due
+			if err := rows.Scan(&d.id, &d.taskID, &d.question, &d.def); err != nil {
+				rows.Close()
+				return err
+			}
+			expired = append(expired, d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, d := range expired {
+			ls, err := s.leaseState(ctx, tx, d.taskID)
+			if err != nil {
+				return err
+			}
+			if ls.status != store.StatusInputRequired {
+				continue // cancelled or paused meanwhile; the request stays as it is
+			}
+			if d.def.Valid {
+				// The configured default answers it, as a person would.
+				if _, err := tx.ExecContext(ctx, `UPDATE input_requests SET status = 'answered', answer = ?1, answered_at = ?2 WHERE id = ?3`,
+					d.def.String, micros(at), d.id); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', run_at = ?1, updated_at = ?1 WHERE id = ?2`,
+					micros(at), d.taskID); err != nil {
+					return err
+				}
+				if err := s.appendEvent(ctx, tx, d.taskID, store.EventTaskInputAnswered, store.ActorSystem, &store.TransitionData{
+					From: store.StatusInputRequired, To: store.StatusPending, Attempt: ls.attempt, RequestID: d.id, Question: d.question,
+					Reason: "the question expired; the default answer was used",
+				}, at); err != nil {
+					return err
+				}
+				ended++
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE input_requests SET status = 'expired' WHERE id = ?`, d.id); err != nil {
+				return err
+			}
+			taskErr := &store.TaskError{Code: store.CodeInputTimeout, Message: "nobody answered: " + d.question}
+			if err := store.CheckTransition(d.taskID, ls.status, store.StatusFailed); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'failed', error_code = ?1, error_message = ?2,
+				finished_at = ?3, updated_at = ?3 WHERE id = ?4`, taskErr.Code, taskErr.Message, micros(at), d.taskID); err != nil {
+				return err
+			}
+			if err := s.appendEvent(ctx, tx, d.taskID, store.EventTaskFailed, store.ActorSystem, &store.TransitionData{
+				From: store.StatusInputRequired, To: store.StatusFailed, Attempt: ls.attempt, Error: taskErr, RequestID: d.id,
+			}, at); err != nil {
+				return err
+			}
+			if err := s.ended(ctx, tx, d.taskID, at); err != nil {
+				return err
+			}
+			ended++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("expire input requests: %w", err)
+	}
+	return ended, nil
 }
