@@ -141,6 +141,14 @@ func (r *TaskRun) Subtasks(ctx context.Context) ([]*TaskView, error) { return r.
 // count as a failed attempt.
 func WaitForSubtasks() error { return taskrun.WaitSubtasks{} }
 
+// PauseRequested reports whether an operator asked this task to pause. An
+// agent with several steps checks it between them and returns Paused().
+func (r *TaskRun) PauseRequested() bool { return r.run.PauseRequested() }
+
+// Paused, returned by an agent, ends the attempt after a pause request: the
+// task waits, paused, with its checkpoint, until Client.Resume.
+func Paused() error { return taskrun.Paused{} }
+
 // handler adapts an Agent to the engine's handler contract.
 type handler struct{ agent Agent }
 

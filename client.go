@@ -241,6 +241,20 @@ func (c *Client) Cancel(ctx context.Context, taskID, reason string) (*Task, erro
 	return c.engine.Cancel(ctx, taskID, reason, store.ActorUser)
 }
 
+// Pause holds a task (with subtree, its unfinished descendants too): a
+// queued or waiting task is not claimed until Resume; a running one stops
+// after its current step, keeping its checkpoint. Paused tasks stay paused
+// across restarts. Pausing a finished task matches ErrIllegalTransition.
+func (c *Client) Pause(ctx context.Context, taskID string, subtree bool) (*Task, error) {
+	return c.engine.Pause(ctx, taskID, subtree, store.ActorUser)
+}
+
+// Resume puts a paused task (with subtree, its descendants too) back where
+// it was.
+func (c *Client) Resume(ctx context.Context, taskID string, subtree bool) (*Task, error) {
+	return c.engine.Resume(ctx, taskID, subtree, store.ActorUser)
+}
+
 // Retry puts a failed task back in the queue for a new attempt; its
 // history is kept.
 func (c *Client) Retry(ctx context.Context, taskID string) (*Task, error) {

@@ -104,6 +104,19 @@ type Store interface {
 	// ends it. A terminal task is a *TransitionError.
 	TaskCancel(ctx context.Context, params *TaskCancelParams) (*Task, error)
 
+	// TaskPause holds a task (with Subtree, its unfinished descendants too)
+	// in one transaction: a task waiting in the queue or for something
+	// becomes paused, remembering where it was; a running one is asked to
+	// pause (PauseRequestedAt, task.pause_requested) and its worker's
+	// finish, unless it completes, fails or is cancelled, makes it paused.
+	// Pausing a finished task is a *TransitionError; a paused one, nothing.
+	TaskPause(ctx context.Context, params *TaskPauseParams) (*Task, error)
+
+	// TaskResume puts paused tasks back where they were (and clears a
+	// pause request not yet acted on); a task blocked or waiting for
+	// subtasks whose wait ended meanwhile goes on to pending.
+	TaskResume(ctx context.Context, params *TaskPauseParams) (*Task, error)
+
 	// TaskRetry puts a failed task back to pending for a new attempt, with
 	// its result and error cleared and its history kept.
 	TaskRetry(ctx context.Context, params *TaskRetryParams) (*Task, error)
@@ -257,7 +270,9 @@ type LeaseRenewResult struct {
 	ExpiresAt time.Time
 	// CancelRequested tells the worker to stop and end the task cancelled.
 	CancelRequested bool
-	Err             error // nil or ErrLeaseLost
+	// PauseRequested tells the worker to stop after its current step.
+	PauseRequested bool
+	Err            error // nil or ErrLeaseLost
 }
 
 // TaskCheckpointParams stores a checkpoint.
@@ -289,7 +304,9 @@ type TaskProgressParams struct {
 //     no child left running it is pending at once. The attempt does not
 //     count, as for a release.
 //
-// If a cancel was requested, any Status but completed ends cancelled.
+// If a cancel was requested, any Status but completed ends cancelled; else
+// if a pause was requested, pending, retry_scheduled, waiting_subtasks and
+// input_required end paused (resume restores that status).
 type TaskFinishParams struct {
 	Lease      Lease
 	Status     Status

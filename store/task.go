@@ -41,6 +41,10 @@ type Task struct {
 	// CancelRequestedAt is set when a running task is asked to stop; the
 	// worker ends it cancelled.
 	CancelRequestedAt time.Time `json:"cancel_requested_at,omitzero"`
+	// PauseRequestedAt is set when a running task is asked to pause after
+	// its current step; PausedFrom is where a paused task resumes.
+	PauseRequestedAt time.Time `json:"pause_requested_at,omitzero"`
+	PausedFrom       Status    `json:"paused_from,omitempty"`
 
 	DependsOn      []string  `json:"depends_on"`
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`

@@ -183,6 +183,9 @@ func (a *Exec) Handle(ctx context.Context, run taskrun.Run) (taskrun.Result, err
 		return taskrun.Result{}, err
 	}
 	for {
+		if run.PauseRequested() {
+			return taskrun.Result{}, taskrun.Paused{} // between steps: the checkpoint holds
+		}
 		n := state.Step + 1
 		if n > a.cfg.MaxSteps {
 			warning := WarningMaxSteps

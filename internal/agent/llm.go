@@ -173,6 +173,9 @@ func (a *LLM) loop(ctx context.Context, run taskrun.Run) (taskrun.Result, error)
 			state.Transcript = append(state.Transcript, Turn{Role: provider.RoleUser, Content: subtasksDone})
 			subtasksDone = ""
 		}
+		if run.PauseRequested() {
+			return taskrun.Result{}, taskrun.Paused{} // between steps: the checkpoint holds
+		}
 		n := state.Step + 1
 		if n > a.cfg.MaxSteps {
 			warning := WarningMaxSteps

@@ -30,6 +30,7 @@ type execution struct {
 	deadline  time.Time
 	lost      bool
 	finishing bool // the agent returned; its finish is queued
+	pause     bool // an operator asked the task to pause after this step
 }
 
 // leaseMargin is how long before its deadline a lease stops being trusted:
@@ -56,6 +57,7 @@ func (p *Pool) launch(ctx context.Context, t *store.Task, claimedAt time.Time) {
 	if !t.CancelRequestedAt.IsZero() || p.e.cancelNoted(x.lease) {
 		x.cancel(ErrCancelled)
 	}
+	x.pause = !t.PauseRequestedAt.IsZero()
 	p.execs.Add(2)
 	go func() {
 		defer p.execs.Done()
@@ -136,6 +138,19 @@ func (p *Pool) cancelTask(lease store.Lease) {
 	}
 }
 
+// pauseTask tells a task this pool runs under lease to pause after its
+// current step.
+func (p *Pool) pauseTask(lease store.Lease) {
+	p.mu.Lock()
+	x := p.running[lease.TaskID]
+	p.mu.Unlock()
+	if x != nil && x.lease == lease {
+		x.mu.Lock()
+		x.pause = true
+		x.mu.Unlock()
+	}
+}
+
 // loseLease stops a task whose lease is gone; its finish is not written.
 func (x *execution) loseLease() {
 	x.mu.Lock()
@@ -197,6 +212,9 @@ func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.Tas
 	cause := context.Cause(x.ctx)
 	var ask *taskrun.InputNeeded
 	switch {
+	case errors.As(err, &taskrun.Paused{}):
+		// Handed back; the store holds it paused, as was asked.
+		fp.Status = store.StatusPending
 	case errors.As(err, &taskrun.WaitSubtasks{}):
 		fp.Status = store.StatusWaitingSubtasks
 	case errors.As(err, &ask) && ask.Question != "":
@@ -317,6 +335,12 @@ func (r *run) Renew(ctx context.Context) error {
 	return nil
 }
 
+func (r *run) PauseRequested() bool {
+	r.x.mu.Lock()
+	defer r.x.mu.Unlock()
+	return r.x.pause
+}
+
 func (r *run) BeginStep(ctx context.Context, spec taskrun.StepSpec) (*taskrun.StepRecord, error) {
 	if !r.x.trusted() {
 		return nil, store.ErrLeaseLost
@@ -390,5 +414,9 @@ func (p *Pool) applyRenewal(x *execution, res store.LeaseRenewResult, sent time.
 		x.loseLease()
 	case res.Err == nil && res.CancelRequested:
 		x.cancel(ErrCancelled)
+	case res.Err == nil:
+		x.mu.Lock()
+		x.pause = res.PauseRequested
+		x.mu.Unlock()
 	}
 }

@@ -171,6 +171,53 @@ func (e *Engine) PendingInputs(ctx context.Context) ([]*store.InputRequest, erro
 	return e.store.InputList(ctx, &store.InputListParams{Status: store.InputPending, Limit: MaxListLimit})
 }
 
+// Pause holds a task, and with subtree its unfinished descendants: a
+// queued or waiting one is not claimed until Resume; a running one stops
+// after its current step (its agent sees PauseRequested) and keeps its
+// checkpoint. Pausing a finished task matches store.ErrIllegalTransition.
+func (e *Engine) Pause(ctx context.Context, taskID string, subtree bool, actor string) (*store.Task, error) {
+	if actor == "" {
+		actor = store.ActorUser
+	}
+	t, err := e.store.TaskPause(ctx, &store.TaskPauseParams{ID: taskID, Subtree: subtree, Actor: actor, Now: e.now()})
+	if err != nil {
+		return nil, err
+	}
+	e.wrote()
+	running := []*store.Task{t}
+	if list, err := e.store.TaskList(ctx, &store.TaskListParams{
+		RunID: t.RunID, Statuses: []store.Status{store.StatusRunning}, Limit: MaxListLimit,
+	}); err == nil {
+		running = append(running, list...)
+	}
+	for _, r := range running {
+		if r.Status != store.StatusRunning || r.PauseRequestedAt.IsZero() {
+			continue
+		}
+		lease := store.Lease{TaskID: r.ID, Token: r.LeaseToken}
+		e.mu.Lock()
+		for p := range e.pools {
+			p.pauseTask(lease)
+		}
+		e.mu.Unlock()
+	}
+	return t, nil
+}
+
+// Resume puts paused tasks (with subtree, descendants too) back where they
+// were.
+func (e *Engine) Resume(ctx context.Context, taskID string, subtree bool, actor string) (*store.Task, error) {
+	if actor == "" {
+		actor = store.ActorUser
+	}
+	t, err := e.store.TaskResume(ctx, &store.TaskPauseParams{ID: taskID, Subtree: subtree, Actor: actor, Now: e.now()})
+	if err != nil {
+		return nil, err
+	}
+	e.madeReady()
+	return t, nil
+}
+
 // Retry puts a failed task back in the queue for a new attempt.
 func (e *Engine) Retry(ctx context.Context, taskID, actor string) (*store.Task, error) {
 	if actor == "" {

@@ -34,6 +34,8 @@ var Points = [...]string{
 	"LeaseOwnerList",
 	"TaskBudgetReserve",
 	"InputAnswer",
+	"TaskPause",
+	"TaskResume",
 	"InputExpire",
 	"TaskDependencyAdd",
 	"DependencyList",
@@ -286,6 +288,16 @@ func (s *Store) TaskDependencyAdd(ctx context.Context, params *store.TaskDepende
 // DependencyList calls the inner store's DependencyList under the faults at point "DependencyList".
 func (s *Store) DependencyList(ctx context.Context, taskIDs []string) ([]*store.Dependency, error) {
 	return call(ctx, s, "DependencyList", func() ([]*store.Dependency, error) { return s.inner.DependencyList(ctx, taskIDs) })
+}
+
+// TaskPause calls the inner store's TaskPause under the faults at point "TaskPause".
+func (s *Store) TaskPause(ctx context.Context, params *store.TaskPauseParams) (*store.Task, error) {
+	return call(ctx, s, "TaskPause", func() (*store.Task, error) { return s.inner.TaskPause(ctx, params) })
+}
+
+// TaskResume calls the inner store's TaskResume under the faults at point "TaskResume".
+func (s *Store) TaskResume(ctx context.Context, params *store.TaskPauseParams) (*store.Task, error) {
+	return call(ctx, s, "TaskResume", func() (*store.Task, error) { return s.inner.TaskResume(ctx, params) })
 }
 
 // InputAnswer calls the inner store's InputAnswer under the faults at point "InputAnswer".

@@ -109,6 +109,10 @@ type Run interface {
 	// IdempotencyKey (set it from the step's key) makes a repeated call
 	// return the child already made.
 	SubmitSubtask(ctx context.Context, spec SubtaskSpec) (*TaskView, error)
+	// PauseRequested reports whether an operator asked the task to pause:
+	// the agent should stop after its current step, returning Paused.
+	PauseRequested() bool
+
 	// Subtasks lists this task's children, oldest first.
 	Subtasks(ctx context.Context) ([]*TaskView, error)
 	// TaskStatus describes any task by id.
@@ -238,6 +242,13 @@ func (e *InputNeeded) Error() string { return "waiting for an answer to: " + e.Q
 type WaitSubtasks struct{}
 
 func (WaitSubtasks) Error() string { return "waiting for subtasks" }
+
+// Paused, returned by a handler, ends the attempt because a pause was
+// requested: the task is paused where it stands (its checkpoint kept) until
+// resumed. The attempt does not count.
+type Paused struct{}
+
+func (Paused) Error() string { return "paused" }
 
 // CodeBudgetExceeded is the error code of a task stopped by its budget.
 const CodeBudgetExceeded = "budget_exceeded"

@@ -12,8 +12,8 @@ import (
 )
 
 const (
-	sqlLeaseState = `SELECT status, lease_token, attempt, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, '')
-		FROM tasks WHERE id = ?`
+	sqlLeaseState = `SELECT status, lease_token, attempt, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, ''),
+		pause_requested_at IS NOT NULL FROM tasks WHERE id = ?`
 
 	sqlFinish = `UPDATE tasks SET
 		status = ?1, result = ?2, error_code = ?3, error_message = ?4,
@@ -36,12 +36,13 @@ type leaseState struct {
 	attempt         int
 	cancelRequested bool
 	cancelReason    string
+	pauseRequested  bool
 }
 
 func (s *Store) leaseState(ctx context.Context, tx *sql.Tx, id string) (*leaseState, error) {
 	var ls leaseState
 	err := tx.StmtContext(ctx, s.stmts.leaseState).QueryRowContext(ctx, id).
-		Scan(&ls.status, &ls.token, &ls.attempt, &ls.cancelRequested, &ls.cancelReason)
+		Scan(&ls.status, &ls.token, &ls.attempt, &ls.cancelRequested, &ls.cancelReason, &ls.pauseRequested)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -98,6 +99,12 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 			to = store.StatusPending // nothing to wait for: straight back to the queue
 		}
 	}
+	// A pause takes the place of any outcome but an end: resume restores
+	// the status the task would have had.
+	effective := to
+	if ls.pauseRequested && !to.Terminal() {
+		to = store.StatusPaused
+	}
 	if err := store.CheckTransition(p.Lease.TaskID, store.StatusRunning, to); err != nil {
 		return err
 	}
@@ -111,19 +118,19 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 		errCode, errMessage = nullString(taskErr.Code), nullString(taskErr.Message)
 	}
 	switch {
-	case to.Terminal():
+	case effective.Terminal():
 		finished = toNullMicros(at)
-	case to == store.StatusRetryScheduled:
+	case effective == store.StatusRetryScheduled:
 		runAt = toNullMicros(p.RunAt)
 		if !runAt.Valid {
 			runAt = toNullMicros(at)
 		}
-	case to == store.StatusPending:
+	case effective == store.StatusPending:
 		runAt, released = toNullMicros(at), 1
-	case to == store.StatusWaitingSubtasks:
+	case effective == store.StatusWaitingSubtasks:
 		released = 1 // waiting is not a failed attempt
 	}
-	if to == store.StatusInputRequired {
+	if effective == store.StatusInputRequired {
 		if p.Ask == nil || p.Ask.ID == "" || p.Ask.Question == "" {
 			return errors.New("input_required needs a question with an id")
 		}
@@ -144,8 +151,14 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 	if err != nil {
 		return err
 	}
+	if to == store.StatusPaused {
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET paused_from = ?, pause_requested_at = NULL WHERE id = ?`,
+			effective, p.Lease.TaskID); err != nil {
+			return err
+		}
+	}
 	data := &store.TransitionData{From: store.StatusRunning, To: to, Attempt: ls.attempt - released, Error: taskErr, Result: result}
-	if to == store.StatusInputRequired {
+	if effective == store.StatusInputRequired {
 		data.RequestID, data.Question = p.Ask.ID, p.Ask.Question
 	}
 	if runAt.Valid && to == store.StatusRetryScheduled {

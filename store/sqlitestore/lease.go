@@ -44,7 +44,7 @@ var (
 
 	sqlRenew = `UPDATE tasks SET lease_expires_at = ?1
 		WHERE id = ?2 AND lease_token = ?3 AND status = 'running'
-		RETURNING cancel_requested_at`
+		RETURNING cancel_requested_at, pause_requested_at`
 )
 
 // TaskLeaseMany implements store.Store.
@@ -151,15 +151,15 @@ func (s *Store) LeaseRenewMany(ctx context.Context, p *store.LeaseRenewManyParam
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		stmt := tx.StmtContext(ctx, s.stmts.renew)
 		for i, l := range p.Leases {
-			var cancelReq sql.NullInt64
-			err := stmt.QueryRowContext(ctx, micros(expires), l.TaskID, l.Token).Scan(&cancelReq)
+			var cancelReq, pauseReq sql.NullInt64
+			err := stmt.QueryRowContext(ctx, micros(expires), l.TaskID, l.Token).Scan(&cancelReq, &pauseReq)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				results[i] = store.LeaseRenewResult{TaskID: l.TaskID, Err: store.ErrLeaseLost}
 			case err != nil:
 				return err
 			default:
-				results[i] = store.LeaseRenewResult{TaskID: l.TaskID, ExpiresAt: expires, CancelRequested: cancelReq.Valid}
+				results[i] = store.LeaseRenewResult{TaskID: l.TaskID, ExpiresAt: expires, CancelRequested: cancelReq.Valid, PauseRequested: pauseReq.Valid}
 			}
 		}
 		return nil

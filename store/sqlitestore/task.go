@@ -15,7 +15,8 @@ import (
 const taskColumns = `id, parent_id, run_id, session_id, agent, title, goal, input, metadata, tags,
 	priority, status, progress, result, error_code, error_message, checkpoint, attempt, max_attempts,
 	run_at, lease_owner, lease_expires_at, lease_token, cancel_requested_at, depends_on,
-	idempotency_key, budget, consumed, created_at, updated_at, started_at, finished_at, reserved, options`
+	idempotency_key, budget, consumed, created_at, updated_at, started_at, finished_at, reserved, options,
+	pause_requested_at, paused_from`
 
 type rowScanner interface {
 	Scan(dest ...any) error
@@ -27,7 +28,8 @@ func scanTask(r rowScanner) (*store.Task, error) {
 		parentID, leaseOwner, idemKey         sql.NullString
 		progress, result, errCode, errMessage sql.NullString
 		checkpoint, budget, consumed          sql.NullString
-		reserved, options                     sql.NullString
+		reserved, options, pausedFrom         sql.NullString
+		pauseReq                              sql.NullInt64
 		input, metadata, tags, dependsOn      string
 		runAt, createdAt, updatedAt           int64
 		leaseExpires, cancelReq               sql.NullInt64
@@ -36,7 +38,8 @@ func scanTask(r rowScanner) (*store.Task, error) {
 	err := r.Scan(&t.ID, &parentID, &t.RunID, &t.SessionID, &t.Agent, &t.Title, &t.Goal, &input, &metadata, &tags,
 		&t.Priority, &t.Status, &progress, &result, &errCode, &errMessage, &checkpoint, &t.Attempt, &t.MaxAttempts,
 		&runAt, &leaseOwner, &leaseExpires, &t.LeaseToken, &cancelReq, &dependsOn,
-		&idemKey, &budget, &consumed, &createdAt, &updatedAt, &startedAt, &finishedAt, &reserved, &options)
+		&idemKey, &budget, &consumed, &createdAt, &updatedAt, &startedAt, &finishedAt, &reserved, &options,
+		&pauseReq, &pausedFrom)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +93,8 @@ func scanTask(r rowScanner) (*store.Task, error) {
 			return nil, fmt.Errorf("task %s options: %w", t.ID, err)
 		}
 	}
+	t.PauseRequestedAt = nullMicros(pauseReq)
+	t.PausedFrom = store.Status(pausedFrom.String)
 	t.RunAt = fromMicros(runAt)
 	t.LeaseExpiresAt = nullMicros(leaseExpires)
 	t.CancelRequestedAt = nullMicros(cancelReq)

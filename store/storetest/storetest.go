@@ -62,6 +62,7 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"Input", testInput},
 		{"Dependency", testDependency},
 		{"Subtask", testSubtask},
+		{"Pause", testPause},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {
