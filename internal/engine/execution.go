@@ -49,6 +49,7 @@ func (p *Pool) launch(ctx context.Context, t *store.Task, claimedAt time.Time) {
 		ctx:      xctx,
 		cancel:   cancel,
 		deadline: claimedAt.Add(p.e.cfg.LeaseTTL),
+		pause:    !t.PauseRequestedAt.IsZero(),
 	}
 	p.mu.Lock()
 	p.active++
@@ -57,7 +58,6 @@ func (p *Pool) launch(ctx context.Context, t *store.Task, claimedAt time.Time) {
 	if !t.CancelRequestedAt.IsZero() || p.e.cancelNoted(x.lease) {
 		x.cancel(ErrCancelled)
 	}
-	x.pause = !t.PauseRequestedAt.IsZero()
 	p.execs.Add(2)
 	go func() {
 		defer p.execs.Done()

@@ -98,30 +98,44 @@ func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserv
 		if err := s.checkLease(ctx, tx, p.Lease); err != nil {
 			return err
 		}
-		bs, err := s.budgetState(ctx, tx, p.Lease.TaskID)
+		// The task and every ancestor with a budget must have room: what a
+		// subtask spends counts against the tasks above it.
+		chain, err := s.withAncestors(ctx, tx, p.Lease.TaskID)
 		if err != nil {
 			return err
 		}
-		if limit := bs.exceeded(p.Amount, at); limit != "" {
-			consumed := bs.consumed
-			consumed.WallClockMS = bs.wallClockMS(at)
-			refused = &store.BudgetExceededError{
-				TaskID: p.Lease.TaskID, Limit: limit, Budget: *bs.budget,
-				Consumed: consumed, Reserved: bs.reserved, Request: p.Amount,
+		states := make([]*budgetState, len(chain))
+		for i, id := range chain {
+			if states[i], err = s.budgetState(ctx, tx, id); err != nil {
+				return err
 			}
-			return s.appendEvent(ctx, tx, p.Lease.TaskID, store.EventTaskBudgetExceeded, p.Actor, map[string]any{
-				"limit": limit, "budget": bs.budget, "consumed": consumed, "reserved": bs.reserved, "request": p.Amount,
-			}, at)
+			bs := states[i]
+			if limit := bs.exceeded(p.Amount, at); limit != "" {
+				consumed := bs.consumed
+				consumed.WallClockMS = bs.wallClockMS(at)
+				refused = &store.BudgetExceededError{
+					TaskID: id, Limit: limit, Budget: *bs.budget,
+					Consumed: consumed, Reserved: bs.reserved, Request: p.Amount,
+				}
+				return s.appendEvent(ctx, tx, p.Lease.TaskID, store.EventTaskBudgetExceeded, p.Actor, map[string]any{
+					"limit": limit, "task_id": id, "budget": bs.budget, "consumed": consumed, "reserved": bs.reserved, "request": p.Amount,
+				}, at)
+			}
 		}
-		bs.reserved.Tokens += p.Amount.Tokens
-		bs.reserved.CostUSD += p.Amount.CostUSD
-		bs.reserved.ToolCalls += p.Amount.ToolCalls
-		b, err := json.Marshal(bs.reserved)
-		if err != nil {
-			return err
+		for i, id := range chain {
+			bs := states[i]
+			bs.reserved.Tokens += p.Amount.Tokens
+			bs.reserved.CostUSD += p.Amount.CostUSD
+			bs.reserved.ToolCalls += p.Amount.ToolCalls
+			b, err := json.Marshal(bs.reserved)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET reserved = ? WHERE id = ?`, string(b), id); err != nil {
+				return err
+			}
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE tasks SET reserved = ? WHERE id = ?`, string(b), p.Lease.TaskID)
-		return err
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("reserve budget of %s: %w", p.Lease.TaskID, err)
@@ -164,9 +178,73 @@ func (s *Store) spend(ctx context.Context, tx *sql.Tx, p *store.StepFinishParams
 	_, err = tx.ExecContext(ctx, `UPDATE tasks SET consumed = ?1, reserved = ?2, checkpoint = coalesce(?3, checkpoint),
 		budget_warned_at = coalesce(budget_warned_at, ?4), updated_at = ?5 WHERE id = ?6`,
 		string(consumed), string(reserved), nullJSON(p.Checkpoint), warnedAt, micros(at), p.Lease.TaskID)
-	if err != nil || !warn {
+	if err != nil {
 		return err
+	}
+	if err := s.spendOnAncestors(ctx, tx, p, step, at); err != nil {
+		return err
+	}
+	if !warn {
+		return nil
 	}
 	return s.appendEvent(ctx, tx, p.Lease.TaskID, store.EventTaskBudgetWarning, p.Actor,
 		map[string]any{"budget": bs.budget, "consumed": bs.consumed, "threshold": store.BudgetWarnAt}, at)
+}
+
+// withAncestors returns the task's id followed by its ancestors' ids, the
+// parent first.
+func (s *Store) withAncestors(ctx context.Context, tx *sql.Tx, taskID string) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `WITH RECURSIVE up(id, depth) AS (
+			SELECT parent_id, 1 FROM tasks WHERE id = ?1 AND parent_id IS NOT NULL
+			UNION ALL
+			SELECT t.parent_id, up.depth + 1 FROM tasks t JOIN up ON t.id = up.id WHERE t.parent_id IS NOT NULL
+		) SELECT id FROM up ORDER BY depth`, taskID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ids := []string{taskID}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// spendOnAncestors adds a step's usage to the consumed budget of every task
+// above it and releases its reservation there.
+func (s *Store) spendOnAncestors(ctx context.Context, tx *sql.Tx, p *store.StepFinishParams, step *store.Step, at time.Time) error {
+	chain, err := s.withAncestors(ctx, tx, p.Lease.TaskID)
+	if err != nil || len(chain) == 1 {
+		return err
+	}
+	for _, id := range chain[1:] {
+		bs, err := s.budgetState(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		bs.consumed.Tokens += p.TokensIn + p.TokensOut
+		bs.consumed.CostUSD += p.CostUSD
+		if step.Type == store.StepToolCall && p.Status != store.StepDenied {
+			bs.consumed.ToolCalls++
+		}
+		bs.reserved.Tokens = max(0, bs.reserved.Tokens-p.Release.Tokens)
+		bs.reserved.CostUSD = max(0, bs.reserved.CostUSD-p.Release.CostUSD)
+		bs.reserved.ToolCalls = max(0, bs.reserved.ToolCalls-p.Release.ToolCalls)
+		consumed, err := json.Marshal(bs.consumed)
+		if err != nil {
+			return err
+		}
+		reserved, err := json.Marshal(bs.reserved)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET consumed = ?, reserved = ? WHERE id = ?`, string(consumed), string(reserved), id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -212,6 +212,19 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 			if parentStatus.Terminal() {
 				return fmt.Errorf("%w: %s is %s", store.ErrParentEnded, p.ParentID, parentStatus)
 			}
+			// A child's budget never exceeds what remains of its parent's.
+			pbs, err := s.budgetState(ctx, tx, p.ParentID)
+			if err != nil {
+				return err
+			}
+			if bounded := boundBudget(t.Budget, pbs); bounded != nil {
+				t.Budget = bounded
+				b, err := json.Marshal(bounded)
+				if err != nil {
+					return err
+				}
+				budget = nullJSON(b)
+			}
 			if p.MaxDepth > 0 {
 				// The parent's depth: its ancestors, counted up the chain (a
 				// cycle cannot form: a child is always newer than its parent).
@@ -374,4 +387,42 @@ func (s *Store) TaskCountByStatus(ctx context.Context) (map[store.Status]int, er
 		counts[st] = n
 	}
 	return counts, rows.Err()
+}
+
+// boundBudget is a child's budget limited to what remains of its parent's,
+// or nil when the parent has no budget.
+func boundBudget(child *store.Budget, parent *budgetState) *store.Budget {
+	pb := parent.budget
+	if pb == nil {
+		return nil
+	}
+	out := store.Budget{}
+	if child != nil {
+		out = *child
+	}
+	limit := func(own, left int64) int64 {
+		if left < 0 {
+			left = 0
+		}
+		if own == 0 || own > left {
+			return max(left, 1) // 0 would mean no limit
+		}
+		return own
+	}
+	if pb.MaxTokens > 0 {
+		out.MaxTokens = limit(out.MaxTokens, pb.MaxTokens-parent.consumed.Tokens-parent.reserved.Tokens)
+	}
+	if pb.MaxToolCalls > 0 {
+		out.MaxToolCalls = int(limit(int64(out.MaxToolCalls), int64(pb.MaxToolCalls-parent.consumed.ToolCalls-parent.reserved.ToolCalls)))
+	}
+	if pb.MaxCostUSD > 0 {
+		left := max(pb.MaxCostUSD-parent.consumed.CostUSD-parent.reserved.CostUSD, 1e-9)
+		if out.MaxCostUSD == 0 || out.MaxCostUSD > left {
+			out.MaxCostUSD = left
+		}
+	}
+	if pb.MaxWallClock > 0 && (out.MaxWallClock == 0 || out.MaxWallClock > pb.MaxWallClock) {
+		out.MaxWallClock = pb.MaxWallClock
+	}
+	return &out
 }

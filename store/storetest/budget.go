@@ -154,6 +154,38 @@ func testBudget(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.NoError(t, reserve(b, again, store.Amount{Tokens: 1000}, 2*defaultTTL))
 	})
 
+	t.Run("ChildrenLiveWithinTheirParentsBudget", func(t *testing.T) {
+		t.Parallel()
+		b, parent := setup(t, &store.Budget{MaxTokens: 1000, MaxCostUSD: 1})
+		st := b.startStep(t, store.StepStartParams{Lease: leaseOf(parent), StepNo: 1})
+		b.finishStep(t, store.StepFinishParams{Lease: leaseOf(parent), IdempotencyKey: st.IdempotencyKey, Status: store.StepDone, TokensIn: 400})
+
+		// A child gets at most what remains (600 tokens), whatever it asks.
+		child := b.insert(t, store.TaskInsertParams{ParentID: parent.ID, Budget: &store.Budget{MaxTokens: 5000}})
+		require.Equal(t, int64(600), child.Budget.MaxTokens)
+		require.InDelta(t, 1.0, child.Budget.MaxCostUSD, 1e-9)
+		unasked := b.insert(t, store.TaskInsertParams{ParentID: parent.ID})
+		require.Equal(t, int64(600), unasked.Budget.MaxTokens)
+
+		// What the child spends counts against the parent.
+		claimed := b.claimOne(t, child.ID, store.TaskLeaseManyParams{Owner: "w2", Now: at(time.Second)})
+		require.NoError(t, reserve(b, claimed, store.Amount{Tokens: 300}, time.Second))
+		require.Equal(t, int64(300), b.get(t, parent.ID).Reserved.Tokens, "reserved up the chain")
+		cst := b.startStep(t, store.StepStartParams{Lease: leaseOf(claimed), StepNo: 1})
+		b.finishStep(t, store.StepFinishParams{Lease: leaseOf(claimed), IdempotencyKey: cst.IdempotencyKey, Status: store.StepDone,
+			TokensIn: 250, Release: store.Amount{Tokens: 300}})
+		got := b.get(t, parent.ID)
+		require.Equal(t, int64(650), got.Consumed.Tokens)
+		require.Equal(t, int64(0), got.Reserved.Tokens)
+
+		// The parent's limit stops the other child even within its own.
+		other := b.claimOne(t, unasked.ID, store.TaskLeaseManyParams{Owner: "w3", Now: at(2 * time.Second)})
+		err := reserve(b, other, store.Amount{Tokens: 400}, 2*time.Second)
+		var exceeded *store.BudgetExceededError
+		require.ErrorAs(t, err, &exceeded)
+		require.Equal(t, parent.ID, exceeded.TaskID)
+	})
+
 	t.Run("StaleLease", func(t *testing.T) {
 		t.Parallel()
 		b, task := setup(t, &store.Budget{MaxTokens: 1000})
