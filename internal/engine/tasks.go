@@ -101,26 +101,8 @@ func (e *Engine) Cancel(ctx context.Context, taskID, reason, actor string) (*sto
 		return nil, err
 	}
 	e.madeReady() // a dependent that runs anyway may be ready now
-	// Stop the running ones at once: the task, and descendants (which share
-	// its run) that the cancel reached.
-	running := []*store.Task{t}
-	if list, err := e.store.TaskList(ctx, &store.TaskListParams{
-		RunID: t.RunID, Statuses: []store.Status{store.StatusRunning}, Limit: MaxListLimit,
-	}); err == nil {
-		running = append(running, list...)
-	}
-	for _, r := range running {
-		if r.Status != store.StatusRunning || r.CancelRequestedAt.IsZero() {
-			continue
-		}
-		lease := store.Lease{TaskID: r.ID, Token: r.LeaseToken}
-		e.noteCancel(lease)
-		e.mu.Lock()
-		for p := range e.pools {
-			p.cancelTask(lease)
-		}
-		e.mu.Unlock()
-	}
+	e.tellRunning(ctx, t, func(r *store.Task) bool { return !r.CancelRequestedAt.IsZero() },
+		func(p *Pool, lease store.Lease) { p.cancelTask(lease) }, e.noteCancel)
 	return t, nil
 }
 
@@ -184,23 +166,8 @@ func (e *Engine) Pause(ctx context.Context, taskID string, subtree bool, actor s
 		return nil, err
 	}
 	e.wrote()
-	running := []*store.Task{t}
-	if list, err := e.store.TaskList(ctx, &store.TaskListParams{
-		RunID: t.RunID, Statuses: []store.Status{store.StatusRunning}, Limit: MaxListLimit,
-	}); err == nil {
-		running = append(running, list...)
-	}
-	for _, r := range running {
-		if r.Status != store.StatusRunning || r.PauseRequestedAt.IsZero() {
-			continue
-		}
-		lease := store.Lease{TaskID: r.ID, Token: r.LeaseToken}
-		e.mu.Lock()
-		for p := range e.pools {
-			p.pauseTask(lease)
-		}
-		e.mu.Unlock()
-	}
+	e.tellRunning(ctx, t, func(r *store.Task) bool { return !r.PauseRequestedAt.IsZero() },
+		func(p *Pool, lease store.Lease) { p.pauseTask(lease) }, nil)
 	return t, nil
 }
 
@@ -216,6 +183,36 @@ func (e *Engine) Resume(ctx context.Context, taskID string, subtree bool, actor 
 	}
 	e.madeReady()
 	return t, nil
+}
+
+// tellRunning passes a request (cancel, pause) that reached running tasks
+// straight to this process's pools, instead of waiting for their next
+// renewal: to t and to the running tasks of its run (its descendants among
+// them) for which asked holds. note, when set, remembers each lease for a
+// pool that has claimed the task but not launched it yet.
+func (e *Engine) tellRunning(ctx context.Context, t *store.Task, asked func(*store.Task) bool,
+	tell func(*Pool, store.Lease), note func(store.Lease),
+) {
+	running := []*store.Task{t}
+	if list, err := e.store.TaskList(ctx, &store.TaskListParams{
+		RunID: t.RunID, Statuses: []store.Status{store.StatusRunning}, Limit: MaxListLimit,
+	}); err == nil {
+		running = append(running, list...)
+	}
+	for _, r := range running {
+		if r.Status != store.StatusRunning || !asked(r) {
+			continue
+		}
+		lease := store.Lease{TaskID: r.ID, Token: r.LeaseToken}
+		if note != nil {
+			note(lease)
+		}
+		e.mu.Lock()
+		for p := range e.pools {
+			tell(p, lease)
+		}
+		e.mu.Unlock()
+	}
 }
 
 // Retry puts a failed task back in the queue for a new attempt.

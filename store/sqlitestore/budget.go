@@ -146,6 +146,19 @@ func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserv
 	return nil
 }
 
+// addUsage adds a finished step's usage to the consumed amount (a tool
+// call that ran counts one) and releases its reservation.
+func (bs *budgetState) addUsage(p *store.StepFinishParams, step *store.Step) {
+	bs.consumed.Tokens += p.TokensIn + p.TokensOut
+	bs.consumed.CostUSD += p.CostUSD
+	if step.Type == store.StepToolCall && p.Status != store.StepDenied {
+		bs.consumed.ToolCalls++
+	}
+	bs.reserved.Tokens = max(0, bs.reserved.Tokens-p.Release.Tokens)
+	bs.reserved.CostUSD = max(0, bs.reserved.CostUSD-p.Release.CostUSD)
+	bs.reserved.ToolCalls = max(0, bs.reserved.ToolCalls-p.Release.ToolCalls)
+}
+
 // spend adds a finished step's usage to the task's consumed amount,
 // releases its reservation, and warns once when a limit is near.
 func (s *Store) spend(ctx context.Context, tx *sql.Tx, p *store.StepFinishParams, step *store.Step, at time.Time) error {
@@ -153,15 +166,8 @@ func (s *Store) spend(ctx context.Context, tx *sql.Tx, p *store.StepFinishParams
 	if err != nil {
 		return err
 	}
-	bs.consumed.Tokens += p.TokensIn + p.TokensOut
-	bs.consumed.CostUSD += p.CostUSD
-	if step.Type == store.StepToolCall && p.Status != store.StepDenied {
-		bs.consumed.ToolCalls++
-	}
+	bs.addUsage(p, step)
 	bs.consumed.WallClockMS = bs.wallClockMS(at)
-	bs.reserved.Tokens = max(0, bs.reserved.Tokens-p.Release.Tokens)
-	bs.reserved.CostUSD = max(0, bs.reserved.CostUSD-p.Release.CostUSD)
-	bs.reserved.ToolCalls = max(0, bs.reserved.ToolCalls-p.Release.ToolCalls)
 	consumed, err := json.Marshal(bs.consumed)
 	if err != nil {
 		return err
@@ -226,14 +232,7 @@ func (s *Store) spendOnAncestors(ctx context.Context, tx *sql.Tx, p *store.StepF
 		if err != nil {
 			return err
 		}
-		bs.consumed.Tokens += p.TokensIn + p.TokensOut
-		bs.consumed.CostUSD += p.CostUSD
-		if step.Type == store.StepToolCall && p.Status != store.StepDenied {
-			bs.consumed.ToolCalls++
-		}
-		bs.reserved.Tokens = max(0, bs.reserved.Tokens-p.Release.Tokens)
-		bs.reserved.CostUSD = max(0, bs.reserved.CostUSD-p.Release.CostUSD)
-		bs.reserved.ToolCalls = max(0, bs.reserved.ToolCalls-p.Release.ToolCalls)
+		bs.addUsage(p, step)
 		consumed, err := json.Marshal(bs.consumed)
 		if err != nil {
 			return err
