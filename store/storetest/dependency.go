@@ -10,16 +10,6 @@ import (
 )
 
 func testDependency(t *testing.T, newDatabase NewDatabaseFunc) {
-	// end claims the task and finishes it with status, a minute in.
-	end := func(t *testing.T, b *testBundle, task *store.Task, status store.Status) {
-		t.Helper()
-		claimed := b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w", Limit: 1, Now: at(time.Minute)})
-		p := store.TaskFinishParams{Lease: leaseOf(claimed), Status: status, Now: at(time.Minute)}
-		if status == store.StatusFailed {
-			p.Error = &store.TaskError{Code: "boom", Message: "boom"}
-		}
-		require.NoError(t, b.finish(t, p))
-	}
 
 	t.Run("ChainRunsInOrder", func(t *testing.T) {
 		t.Parallel()
@@ -40,7 +30,7 @@ func testDependency(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Equal(t, store.StatusPending, b.get(t, bb.ID).Status, "unblocked in the transaction that completed A")
 		require.Equal(t, store.EventTaskUnblocked, b.lastEvent(t, bb.ID).Type)
 		require.Equal(t, store.StatusBlocked, b.get(t, c.ID).Status)
-		end(t, b, b.get(t, bb.ID), store.StatusCompleted)
+		b.claimAndFinish(t, b.get(t, bb.ID), store.StatusCompleted)
 		require.Equal(t, store.StatusPending, b.get(t, c.ID).Status)
 	})
 
@@ -51,7 +41,7 @@ func testDependency(t *testing.T, newDatabase NewDatabaseFunc) {
 		bb := b.insert(t, store.TaskInsertParams{DependsOn: []string{a.ID}})
 		c := b.insert(t, store.TaskInsertParams{DependsOn: []string{bb.ID}})
 		runs := b.insert(t, store.TaskInsertParams{DependsOn: []string{bb.ID}, OnDependencyFailure: store.OnDependencyFailureRun})
-		end(t, b, a, store.StatusFailed)
+		b.claimAndFinish(t, a, store.StatusFailed)
 
 		for _, id := range []string{bb.ID, c.ID} {
 			got := b.get(t, id)
@@ -73,7 +63,7 @@ func testDependency(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Equal(t, store.StatusFailed, b.get(t, dep.ID).Status)
 
 		done := b.insert(t, store.TaskInsertParams{})
-		end(t, b, done, store.StatusCompleted)
+		b.claimAndFinish(t, done, store.StatusCompleted)
 		afterDone := b.insert(t, store.TaskInsertParams{DependsOn: []string{done.ID}})
 		require.Equal(t, store.StatusPending, afterDone.Status, "a completed blocker holds nothing back")
 		require.Equal(t, store.StatusPending, b.get(t, afterDone.ID).Status)
@@ -92,9 +82,9 @@ func testDependency(t *testing.T, newDatabase NewDatabaseFunc) {
 		x := b.insert(t, store.TaskInsertParams{})
 		y := b.insert(t, store.TaskInsertParams{})
 		z := b.insert(t, store.TaskInsertParams{DependsOn: []string{x.ID, y.ID}})
-		end(t, b, x, store.StatusCompleted)
+		b.claimAndFinish(t, x, store.StatusCompleted)
 		require.Equal(t, store.StatusBlocked, b.get(t, z.ID).Status)
-		end(t, b, y, store.StatusCompleted)
+		b.claimAndFinish(t, y, store.StatusCompleted)
 		require.Equal(t, store.StatusPending, b.get(t, z.ID).Status)
 	})
 
@@ -120,7 +110,7 @@ func testDependency(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.NoError(t, err)
 		require.Equal(t, []*store.Dependency{{TaskID: x.ID, DependsOnID: y.ID, Kind: store.DependencyBlocks}}, deps)
 
-		end(t, b, y, store.StatusCompleted)
+		b.claimAndFinish(t, y, store.StatusCompleted)
 		require.Equal(t, store.StatusPending, b.get(t, x.ID).Status)
 	})
 }

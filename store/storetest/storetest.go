@@ -354,3 +354,15 @@ func requireNoJSON(t *testing.T, raw json.RawMessage, what string) {
 	t.Helper()
 	require.Truef(t, len(raw) == 0 || string(raw) == "null", "%s: want no value, got %s", what, raw)
 }
+
+// claimAndFinish claims the task a minute in and finishes it with status
+// (a failure gets an error).
+func (b *testBundle) claimAndFinish(t *testing.T, task *store.Task, status store.Status) {
+	t.Helper()
+	claimed := b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w", Limit: 1, Now: at(time.Minute)})
+	p := store.TaskFinishParams{Lease: leaseOf(claimed), Status: status, Now: at(time.Minute)}
+	if status == store.StatusFailed {
+		p.Error = &store.TaskError{Code: "boom", Message: "boom"}
+	}
+	require.NoError(t, b.finish(t, p))
+}

@@ -17,15 +17,6 @@ func testSubtask(t *testing.T, newDatabase NewDatabaseFunc) {
 		claimed := b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w", Limit: 1, Now: at(time.Minute)})
 		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(claimed), Status: store.StatusWaitingSubtasks, Now: at(time.Minute)}))
 	}
-	end := func(t *testing.T, b *testBundle, task *store.Task, status store.Status) {
-		t.Helper()
-		claimed := b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w", Limit: 1, Now: at(time.Minute)})
-		p := store.TaskFinishParams{Lease: leaseOf(claimed), Status: status, Now: at(time.Minute)}
-		if status == store.StatusFailed {
-			p.Error = &store.TaskError{Code: "x", Message: "x"}
-		}
-		require.NoError(t, b.finish(t, p))
-	}
 
 	t.Run("ParentResumesWhenTheLastChildEnds", func(t *testing.T) {
 		t.Parallel()
@@ -41,9 +32,9 @@ func testSubtask(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Equal(t, store.StatusWaitingSubtasks, got.Status)
 		require.Zero(t, got.Attempt, "waiting is not a failed attempt")
 
-		end(t, b, kids[0], store.StatusCompleted)
+		b.claimAndFinish(t, kids[0], store.StatusCompleted)
 		require.Equal(t, store.StatusWaitingSubtasks, b.get(t, parent.ID).Status)
-		end(t, b, kids[1], store.StatusFailed)
+		b.claimAndFinish(t, kids[1], store.StatusFailed)
 		require.Equal(t, store.StatusPending, b.get(t, parent.ID).Status, "resumed in the transaction that ended the last child")
 		require.Equal(t, store.EventTaskSubtasksDone, b.lastEvent(t, parent.ID).Type)
 	})
@@ -72,7 +63,7 @@ func testSubtask(t *testing.T, newDatabase NewDatabaseFunc) {
 		t.Parallel()
 		b := newBundle(t, newDatabase)
 		parent := b.insert(t, store.TaskInsertParams{})
-		end(t, b, parent, store.StatusCompleted)
+		b.claimAndFinish(t, parent, store.StatusCompleted)
 		_, err := b.store.TaskInsert(b.ctx, &store.TaskInsertParams{ID: "tsk_late", ParentID: parent.ID, Goal: "g", Agent: "a", MaxAttempts: 1})
 		require.True(t, errors.Is(err, store.ErrParentEnded), "%v", err)
 		_, err = b.store.TaskGetByID(b.ctx, "tsk_late")
@@ -86,7 +77,7 @@ func testSubtask(t *testing.T, newDatabase NewDatabaseFunc) {
 		child := b.insert(t, store.TaskInsertParams{ParentID: root.ID, Priority: 8})
 		grandchild := b.insert(t, store.TaskInsertParams{ParentID: child.ID})
 		done := b.insert(t, store.TaskInsertParams{ParentID: root.ID, Priority: 9})
-		end(t, b, done, store.StatusCompleted)
+		b.claimAndFinish(t, done, store.StatusCompleted)
 		runningChild := b.claimOne(t, child.ID, store.TaskLeaseManyParams{Owner: "w", Limit: 1, Now: at(2 * time.Minute)})
 
 		got, err := b.store.TaskCancel(b.ctx, &store.TaskCancelParams{ID: root.ID, Reason: "stop", Actor: "user"})
