@@ -57,4 +57,20 @@ type Options struct {
 	// InputDefault is the answer it then takes (none: the task fails).
 	InputTimeout Duration `json:"input_timeout,omitzero"`
 	InputDefault *string  `json:"input_default,omitempty"`
+	// Source is who asked for the task: user (default), agent, schedule
+	// or event.
+	Source string `json:"source,omitempty"`
+	// ResultRoute is where the outcome goes besides the task itself:
+	// notify (default; the session's inbox for a top-level task) or none.
+	ResultRoute string `json:"result_route,omitempty"`
 }
+
+// Sources of tasks and result routes.
+const (
+	SourceUser        = "user"
+	SourceAgent       = "agent"
+	SourceSchedule    = "schedule"
+	SourceEvent       = "event"
+	ResultRouteNotify = "notify"
+	ResultRouteNone   = "none"
+)

@@ -32,7 +32,7 @@ func (r *run) SubmitSubtask(ctx context.Context, spec taskrun.SubtaskSpec) (*tas
 	child, err := r.x.pool.e.Submit(ctx, &SubmitParams{
 		Goal: spec.Goal, Title: spec.Title, Agent: spec.Agent, Priority: spec.Priority, DependsOn: spec.DependsOn,
 		Input: spec.Input, ParentID: t.ID, SessionID: t.SessionID, IdempotencyKey: spec.IdempotencyKey,
-		Actor: store.AgentActor(t.ID),
+		Source: store.SourceAgent, Actor: store.AgentActor(t.ID),
 	})
 	if err != nil {
 		return nil, err

@@ -70,6 +70,11 @@ type SubmitParams struct {
 	// input_timeout. Zero: questions never expire.
 	InputTimeout time.Duration
 	InputDefault *string
+	// Source is who asked: user (default), agent, schedule or event.
+	Source string
+	// ResultRoute is notify (default: a top-level task's outcome goes to
+	// its session's inbox) or none.
+	ResultRoute string
 	// Actor is recorded on the task.created event; default "user".
 	Actor string
 }
@@ -165,10 +170,22 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 	if p.InputTimeout < 0 {
 		return nil, invalid("input_timeout", "must not be negative")
 	}
-	if p.MaxSteps != 0 || len(p.Tools) > 0 || len(p.ToolsDeny) > 0 || p.SystemPrompt != "" || p.InputTimeout > 0 || p.InputDefault != nil {
+	switch p.Source {
+	case "", store.SourceUser, store.SourceAgent, store.SourceSchedule, store.SourceEvent:
+	default:
+		return nil, invalid("source", "%q is not one of user, agent, schedule, event", p.Source)
+	}
+	switch p.ResultRoute {
+	case "", store.ResultRouteNotify, store.ResultRouteNone:
+	default:
+		return nil, invalid("result_route", "%q is not one of notify, none", p.ResultRoute)
+	}
+	if p.MaxSteps != 0 || len(p.Tools) > 0 || len(p.ToolsDeny) > 0 || p.SystemPrompt != "" || p.InputTimeout > 0 || p.InputDefault != nil ||
+		p.Source != "" || p.ResultRoute != "" {
 		options = &store.Options{
 			MaxSteps: p.MaxSteps, Tools: p.Tools, ToolsDeny: p.ToolsDeny, SystemPrompt: p.SystemPrompt,
 			InputTimeout: store.Duration(p.InputTimeout), InputDefault: p.InputDefault,
+			Source: p.Source, ResultRoute: p.ResultRoute,
 		}
 	}
 

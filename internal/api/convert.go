@@ -1,0 +1,168 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/errandhq/errand/store"
+)
+
+// FromTask is the wire shape of a stored task.
+func FromTask(t *store.Task) *Task {
+	if t == nil {
+		return nil
+	}
+	w := &Task{
+		ID:          t.ID,
+		ParentID:    optString(t.ParentID),
+		RunID:       t.RunID,
+		SessionID:   optString(t.SessionID),
+		Agent:       t.Agent,
+		Title:       t.Title,
+		Goal:        t.Goal,
+		Input:       orEmptyObject(t.Input),
+		Metadata:    orEmptyObject(t.Metadata),
+		Tags:        orEmpty(t.Tags),
+		Source:      store.SourceUser,
+		ResultRoute: store.ResultRouteNotify,
+		Priority:    t.Priority,
+		Status:      t.Status,
+		Progress:    t.Progress,
+		Plan:        planOf(t.Checkpoint),
+		Result:      nullIfEmpty(t.Result),
+		Error:       t.Error,
+		Attempt:     t.Attempt,
+		MaxAttempts: t.MaxAttempts,
+		RunAt:       optTime(t.RunAt),
+		DependsOn:   orEmpty(t.DependsOn),
+		Budget:      t.Budget,
+		Consumed:    t.Consumed,
+		CreatedAt:   t.CreatedAt,
+		UpdatedAt:   t.UpdatedAt,
+		StartedAt:   optTime(t.StartedAt),
+		FinishedAt:  optTime(t.FinishedAt),
+	}
+	if o := t.Options; o != nil {
+		if o.Source != "" {
+			w.Source = o.Source
+		}
+		if o.ResultRoute != "" {
+			w.ResultRoute = o.ResultRoute
+		}
+	}
+	if w.Consumed == nil {
+		w.Consumed = &store.Consumed{}
+	}
+	return w
+}
+
+// FromTasks converts a list.
+func FromTasks(ts []*store.Task) []*Task {
+	out := make([]*Task, len(ts))
+	for i, t := range ts {
+		out[i] = FromTask(t)
+	}
+	return out
+}
+
+// planOf reads the plan an agent keeps in its checkpoint (TaskState.plan).
+func planOf(checkpoint json.RawMessage) json.RawMessage {
+	if len(checkpoint) == 0 {
+		return nil
+	}
+	var state struct {
+		Plan json.RawMessage `json:"plan"`
+	}
+	if json.Unmarshal(checkpoint, &state) != nil || len(state.Plan) == 0 || state.Plan[0] != '[' {
+		return nil
+	}
+	return state.Plan
+}
+
+// FromStep is the wire shape of a step record.
+func FromStep(s *store.Step) *Step {
+	return &Step{
+		StepNo:         s.StepNo,
+		CallIndex:      s.CallIndex,
+		Type:           s.Type,
+		Status:         s.Status,
+		Tool:           optString(s.Tool),
+		IdempotencyKey: s.IdempotencyKey,
+		Input:          nullIfEmpty(s.Input),
+		Output:         nullIfEmpty(s.Output),
+		TokensIn:       s.TokensIn,
+		TokensOut:      s.TokensOut,
+		CostUSD:        s.CostUSD,
+		DurationMS:     s.DurationMS,
+		ErrorCode:      optString(s.ErrorCode),
+		ErrorMessage:   optString(s.ErrorMessage),
+		CreatedAt:      s.CreatedAt,
+	}
+}
+
+// FromEvent is the wire shape of a journal event.
+func FromEvent(e *store.Event) *Event {
+	return &Event{
+		ID:        e.ID,
+		Type:      e.Type,
+		TaskID:    e.TaskID,
+		Actor:     e.Actor,
+		Data:      orEmptyObject(e.Data),
+		CreatedAt: e.CreatedAt,
+	}
+}
+
+// FromInput is the wire shape of an input request.
+func FromInput(in *store.InputRequest) *Input {
+	w := &Input{
+		ID:         in.ID,
+		TaskID:     in.TaskID,
+		Question:   in.Question,
+		Context:    nullIfEmpty(in.Context),
+		Status:     in.Status,
+		CreatedAt:  in.CreatedAt,
+		AnsweredAt: optTime(in.AnsweredAt),
+	}
+	if in.Status == store.InputAnswered {
+		w.Answer = &in.Answer
+	}
+	return w
+}
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+var emptyObject = json.RawMessage(`{}`)
+
+func orEmptyObject(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 || string(b) == "null" {
+		return emptyObject
+	}
+	return b
+}
+
+func nullIfEmpty(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,238 @@
+// Package api holds the daemon's wire shapes (DESIGN.md "Wire shapes"): the
+// JSON the HTTP API, the WebSocket and the CLI exchange. The server builds
+// them from store rows; the CLI's client decodes them.
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/errandhq/errand/store"
+)
+
+// Task is a task as the API returns it. Absent values are null.
+type Task struct {
+	ID          string           `json:"id"`
+	ParentID    *string          `json:"parent_id"`
+	RunID       string           `json:"run_id"`
+	SessionID   *string          `json:"session_id"`
+	Agent       string           `json:"agent"`
+	Title       string           `json:"title"`
+	Goal        string           `json:"goal"`
+	Input       json.RawMessage  `json:"input"`
+	Metadata    json.RawMessage  `json:"metadata"`
+	Tags        []string         `json:"tags"`
+	Source      string           `json:"source"`
+	ResultRoute string           `json:"result_route"`
+	Priority    int              `json:"priority"`
+	Status      store.Status     `json:"status"`
+	Progress    *store.Progress  `json:"progress"`
+	Plan        json.RawMessage  `json:"plan"`
+	Result      json.RawMessage  `json:"result"`
+	Error       *store.TaskError `json:"error"`
+	Attempt     int              `json:"attempt"`
+	MaxAttempts int              `json:"max_attempts"`
+	RunAt       *time.Time       `json:"run_at"`
+	DependsOn   []string         `json:"depends_on"`
+	Budget      *store.Budget    `json:"budget"`
+	Consumed    *store.Consumed  `json:"consumed"`
+	CreatedAt   time.Time        `json:"created_at"`
+	UpdatedAt   time.Time        `json:"updated_at"`
+	StartedAt   *time.Time       `json:"started_at"`
+	FinishedAt  *time.Time       `json:"finished_at"`
+}
+
+// CreateTask is the body of POST /api/tasks and of the WebSocket's
+// submit_task: the writable subset of Task. Unknown fields are refused.
+type CreateTask struct {
+	Goal                string          `json:"goal"`
+	Title               string          `json:"title,omitempty"`
+	Agent               string          `json:"agent,omitempty"`
+	Input               json.RawMessage `json:"input,omitempty"`
+	Metadata            json.RawMessage `json:"metadata,omitempty"`
+	Tags                []string        `json:"tags,omitempty"`
+	Priority            *int            `json:"priority,omitempty"`
+	ParentID            string          `json:"parent_id,omitempty"`
+	DependsOn           []string        `json:"depends_on,omitempty"`
+	OnDependencyFailure string          `json:"on_dependency_failure,omitempty"`
+	SessionID           string          `json:"session_id,omitempty"`
+	RunAt               *time.Time      `json:"run_at,omitempty"`
+	MaxSteps            int             `json:"max_steps,omitempty"`
+	MaxAttempts         int             `json:"max_attempts,omitempty"`
+	Budget              *store.Budget   `json:"budget,omitempty"`
+	Tools               []string        `json:"tools,omitempty"`
+	ToolsDeny           []string        `json:"tools_deny,omitempty"`
+	SystemPrompt        string          `json:"system_prompt,omitempty"`
+	ResultRoute         string          `json:"result_route,omitempty"`
+	IdempotencyKey      string          `json:"idempotency_key,omitempty"`
+}
+
+// TaskList is a page of tasks, newest first; NextCursor is empty on the
+// last page.
+type TaskList struct {
+	Tasks      []*Task `json:"tasks"`
+	NextCursor string  `json:"next_cursor"`
+}
+
+// Step is one recorded step of a task.
+type Step struct {
+	StepNo         int             `json:"step_no"`
+	CallIndex      int             `json:"call_index"`
+	Type           string          `json:"type"`
+	Status         string          `json:"status"`
+	Tool           *string         `json:"tool"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	Output         json.RawMessage `json:"output,omitempty"`
+	TokensIn       int64           `json:"tokens_in"`
+	TokensOut      int64           `json:"tokens_out"`
+	CostUSD        float64         `json:"cost_usd"`
+	DurationMS     int64           `json:"duration_ms"`
+	ErrorCode      *string         `json:"error_code"`
+	ErrorMessage   *string         `json:"error_message,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+}
+
+// StepList is GET /api/tasks/{id}/steps.
+type StepList struct {
+	Steps []*Step `json:"steps"`
+}
+
+// Event is one journal entry: the data of an SSE message, whose id: is ID
+// and event: is Type.
+type Event struct {
+	ID        int64           `json:"id"`
+	Type      string          `json:"type"`
+	TaskID    string          `json:"task_id"`
+	Actor     string          `json:"actor"`
+	Data      json.RawMessage `json:"data"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// Input is a question an agent asked a person.
+type Input struct {
+	ID         string          `json:"id"`
+	TaskID     string          `json:"task_id"`
+	Question   string          `json:"question"`
+	Context    json.RawMessage `json:"context"`
+	Status     string          `json:"status"`
+	Answer     *string         `json:"answer"`
+	CreatedAt  time.Time       `json:"created_at"`
+	AnsweredAt *time.Time      `json:"answered_at"`
+}
+
+// InputList is GET /api/inputs.
+type InputList struct {
+	Inputs []*Input `json:"inputs"`
+}
+
+// AnswerInput is the body of POST /api/tasks/{id}/input.
+type AnswerInput struct {
+	RequestID string `json:"request_id,omitempty"`
+	Answer    string `json:"answer"`
+}
+
+// AddDependency is the body of POST /api/tasks/{id}/dependencies.
+type AddDependency struct {
+	DependsOn string `json:"depends_on"`
+	Kind      string `json:"kind,omitempty"`
+}
+
+// CancelTask is the optional body of DELETE /api/tasks/{id}.
+type CancelTask struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// PauseTask is the optional body of POST /api/tasks/{id}/pause and resume.
+type PauseTask struct {
+	Subtree bool `json:"subtree,omitempty"`
+}
+
+// BlockedTask is a blocked task and the tasks it still waits for.
+type BlockedTask struct {
+	Task      *Task    `json:"task"`
+	BlockedBy []string `json:"blocked_by"`
+}
+
+// BlockedList is GET /api/tasks/blocked.
+type BlockedList struct {
+	Tasks []*BlockedTask `json:"tasks"`
+}
+
+// Notification is an inbox entry for a session: a top-level task ended or
+// asked for input.
+type Notification struct {
+	ID        int64      `json:"id"`
+	SessionID string     `json:"session_id"`
+	TaskID    string     `json:"task_id"`
+	EventType string     `json:"event_type"`
+	Text      string     `json:"text"`
+	CreatedAt time.Time  `json:"created_at"`
+	ReadAt    *time.Time `json:"read_at"`
+}
+
+// NotificationList is GET /api/inbox.
+type NotificationList struct {
+	Notifications []*Notification `json:"notifications"`
+}
+
+// Status is GET /api/status and `errand status --json`.
+type Status struct {
+	State         string         `json:"state"` // alive | stale | dead
+	PID           int            `json:"pid"`
+	StartedAt     *time.Time     `json:"started_at,omitempty"`
+	Uptime        string         `json:"uptime"`
+	Tasks         map[string]int `json:"tasks"`
+	SpendTodayUSD float64        `json:"spend_today_usd"`
+}
+
+// BudgetSummary is GET /api/tasks/budget: spend against the configured
+// daily and monthly limits (0: no limit).
+type BudgetSummary struct {
+	SpendTodayUSD float64 `json:"spend_today_usd"`
+	SpendMonthUSD float64 `json:"spend_month_usd"`
+	DailyUSD      float64 `json:"daily_usd"`
+	MonthlyUSD    float64 `json:"monthly_usd"`
+}
+
+// ErrorBody is every error response: {"error": {"code", "message"}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong; Field names the request field at fault,
+// when one is.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// Error codes.
+const (
+	CodeBadRequest       = "bad_request"        // 400: malformed
+	CodeInvalid          = "invalid"            // 400/422: a field is wrong
+	CodeUnauthorized     = "unauthorized"       // 401
+	CodeNotFound         = "not_found"          // 404
+	CodeConflict         = "conflict"           // 409: illegal transition
+	CodeParentEnded      = "parent_ended"       // 409
+	CodeInputClosed      = "input_closed"       // 409
+	CodeTooLarge         = "too_large"          // 413
+	CodeMethodNotAllowed = "method_not_allowed" // 405
+	CodeInternal         = "internal"           // 500
+	CodeUnavailable      = "unavailable"        // 503: shutting down
+)
+
+// Frame is one WebSocket message in either direction: a request
+// ("req": ID, Method, Params), its response ("res": ID, Result or Error),
+// or a pushed event ("event": Event, Data).
+type Frame struct {
+	Type   string          `json:"type"`
+	ID     *int64          `json:"id,omitempty"`
+	Method string          `json:"method,omitempty"`
+	Params json.RawMessage `json:"params,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *ErrorDetail    `json:"error,omitempty"`
+	Event  string          `json:"event,omitempty"`
+	Data   json.RawMessage `json:"data,omitempty"`
+}
