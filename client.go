@@ -221,7 +221,7 @@ func (c *Client) checkAgent(name string) error {
 		return nil
 	}
 	known := slices.Sorted(maps.Keys(c.agents))
-	return &ValidationError{Field: "agent", Message: fmt.Sprintf("%q is not a registered agent (have: %s)", name, strings.Join(known, ", "))}
+	return &ValidationError{Field: "agent", Message: fmt.Sprintf("%q is not a registered agent (have: %s)", name, strings.Join(known, ", ")), Unprocessable: true}
 }
 
 // Get returns a task by id; an unknown id matches ErrNotFound.
@@ -272,6 +272,17 @@ func (c *Client) Answer(ctx context.Context, requestOrTaskID, answer string) (*I
 // PendingInputs lists the questions agents are waiting on, oldest first.
 func (c *Client) PendingInputs(ctx context.Context) ([]*InputRequest, error) {
 	return c.engine.PendingInputs(ctx)
+}
+
+// CountByStatus counts the tasks in each status.
+func (c *Client) CountByStatus(ctx context.Context) (map[Status]int, error) {
+	return c.store.TaskCountByStatus(ctx)
+}
+
+// Inputs lists input requests, oldest first, in status (pending, answered
+// or expired; empty for all), of taskID's task or, when empty, of all.
+func (c *Client) Inputs(ctx context.Context, status, taskID string) ([]*InputRequest, error) {
+	return c.engine.Inputs(ctx, status, taskID)
 }
 
 // AddDependency records that taskID depends on blockerID. Kind "blocks"

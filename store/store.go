@@ -189,6 +189,44 @@ type Store interface {
 	// EventList returns journal events with id > AfterID in id order.
 	EventList(ctx context.Context, params *EventListParams) ([]*Event, error)
 
+	// EventLastID returns the id of the newest journal event, 0 for an
+	// empty journal.
+	EventLastID(ctx context.Context) (int64, error)
+
+	// NotificationList returns inbox notifications, oldest first. With
+	// MarkRead, the returned ones are marked read in the same transaction.
+	// Every event for which Notifies holds, about a task with no parent
+	// whose Options.ResultRoute is not none, writes one notification (text
+	// from NotificationText) in the transaction that appends the event.
+	NotificationList(ctx context.Context, params *NotificationListParams) ([]*Notification, error)
+
+	// CursorGet returns the event id a journal consumer stored under name;
+	// found is false when it stored none.
+	CursorGet(ctx context.Context, name string) (eventID int64, found bool, err error)
+
+	// CursorSet stores (inserts or replaces) a journal consumer's event id.
+	CursorSet(ctx context.Context, params *CursorSetParams) error
+
+	// SpendSince returns the total cost_usd of the step records created at
+	// or after since.
+	SpendSince(ctx context.Context, since time.Time) (float64, error)
+
+	// BatchExport returns one page of tasks, in id order (oldest first),
+	// with every step, input request and dependency edge (from them) of
+	// those tasks, read in one transaction: steps by task id, step number
+	// and call index, input requests by task id and age, edges by task id
+	// and blocker. Events and Notifications stay empty: EventList and
+	// NotificationList page through them.
+	BatchExport(ctx context.Context, params *BatchExportParams) (*Batch, error)
+
+	// BatchImport writes the rows as they are, ids, times and statuses
+	// included, in one transaction, and writes no event of its own: it
+	// loads an export. Events keep their ids and later events get larger
+	// ones. A row whose id or unique key exists already fails the batch
+	// with ErrConflict and nothing is written. References between rows are
+	// not checked.
+	BatchImport(ctx context.Context, batch *Batch) error
+
 	// Close releases the store's connections.
 	Close() error
 }
@@ -345,7 +383,8 @@ type EventListParams struct {
 	AfterID int64
 	TaskID  string
 	Types   []string
-	Limit   int // ≥ 1
+	Since   time.Time // events created at or after it
+	Limit   int       // ≥ 1
 }
 
 // TransitionData is the payload of the event a status change writes.

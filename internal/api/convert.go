@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
 
@@ -129,6 +130,20 @@ func FromInput(in *store.InputRequest) *Input {
 	return w
 }
 
+// FromNotification is the wire shape of an inbox entry.
+func FromNotification(n *store.Notification) *Notification {
+	return &Notification{
+		ID:        n.ID,
+		SessionID: n.SessionID,
+		TaskID:    n.TaskID,
+		EventID:   n.EventID,
+		EventType: n.EventType,
+		Text:      n.Text,
+		CreatedAt: n.CreatedAt,
+		ReadAt:    optTime(n.ReadAt),
+	}
+}
+
 func optString(s string) *string {
 	if s == "" {
 		return nil
@@ -165,4 +180,24 @@ func nullIfEmpty(b json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return b
+}
+
+// ResultText is a task result for people: its output when that is a
+// string, else the output (or the whole result) as indented JSON.
+func ResultText(result json.RawMessage) string {
+	var r struct {
+		Output json.RawMessage `json:"output"`
+	}
+	if json.Unmarshal(result, &r) != nil || len(r.Output) == 0 {
+		r.Output = result
+	}
+	var s string
+	if json.Unmarshal(r.Output, &s) == nil {
+		return s
+	}
+	var buf bytes.Buffer
+	if json.Indent(&buf, r.Output, "", "  ") != nil {
+		return string(r.Output)
+	}
+	return buf.String()
 }

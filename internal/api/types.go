@@ -165,6 +165,7 @@ type Notification struct {
 	ID        int64      `json:"id"`
 	SessionID string     `json:"session_id"`
 	TaskID    string     `json:"task_id"`
+	EventID   int64      `json:"event_id"`
 	EventType string     `json:"event_type"`
 	Text      string     `json:"text"`
 	CreatedAt time.Time  `json:"created_at"`

@@ -128,6 +128,20 @@ type Config struct {
 	// Retention is how long finished tasks are kept; default 720h (30
 	// days), 0 keeps them forever.
 	Retention Duration `yaml:"retention"`
+	// Auth is how API clients prove who they are.
+	Auth Auth `yaml:"auth"`
+}
+
+// Auth configures the API's bearer token. Every /api route and the
+// WebSocket require it; /healthz never does.
+type Auth struct {
+	// TokenEnv names the environment variable holding the token. Empty
+	// (the default) uses $ERRAND_HOME/token, created with a random token
+	// on first start. Required to listen on a non-loopback address, so
+	// that remote clients have a token someone chose to share.
+	TokenEnv string `yaml:"token_env,omitempty"`
+	// ProtectMetrics puts /metrics behind the token too; default false.
+	ProtectMetrics bool `yaml:"protect_metrics,omitempty"`
 }
 
 // Agent is one entry of agents:, an llm or an exec agent. Decoding fills the

@@ -114,6 +114,9 @@ func (c *Config) Validate() error {
 		checkEnv(&p, path+".env", s.Env)
 	}
 	p.check("retention", atLeast(c.Retention, 0))
+	if c.Auth.TokenEnv != "" {
+		p.check("auth.token_env", checkEnvName(c.Auth.TokenEnv))
+	}
 	return errors.Join(p...)
 }
 
@@ -245,6 +248,21 @@ func (w Webhook) validate(p *problems, path string) {
 			p.add(fmt.Sprintf("%s.events[%d]", path, i), "%q is not an event type like task.completed", e)
 		}
 	}
+}
+
+// IsLoopback reports whether the host of a host:port listen address is
+// a loopback address (localhost, 127.0.0.0/8, ::1). An empty host or a
+// wildcard listens on every interface, so it is not.
+func IsLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // The checks below return "" for a good value, else the message. ApplyEnv

@@ -1,11 +1,29 @@
 // Package daemon runs `errand serve`: the store, the worker pool, the HTTP
-// API, the heartbeat, webhooks and the inbox, in one process.
+// API, the heartbeat, webhooks and metrics, in one process.
 package daemon
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/internal/config"
+	"github.com/errandhq/errand/internal/heartbeat"
+	"github.com/errandhq/errand/internal/metrics"
+	"github.com/errandhq/errand/internal/server"
+	"github.com/errandhq/errand/internal/webhook"
+	"github.com/errandhq/errand/store"
 )
 
 // Options are the serve command's flags; empty fields take the config
@@ -19,10 +37,376 @@ type Options struct {
 	Stderr     io.Writer
 	// Lookup reads the environment; nil means os.LookupEnv.
 	Lookup func(string) (string, bool)
+	// Ready, when set, is called once the API is listening, with its
+	// address.
+	Ready func(addr net.Addr)
 }
 
+// shutdownGrace bounds how long a stopping daemon waits for running steps
+// before handing their tasks back.
+const shutdownGrace = 10 * time.Second
+
 // Run serves until ctx is done (SIGINT/SIGTERM in the CLI), then shuts down
-// gracefully.
+// gracefully. Any problem found at start-up — a bad config key, a port in
+// use, an unreadable store — is returned before anything is served.
 func Run(ctx context.Context, opts *Options) error {
-	return errors.New("errand serve: not built yet")
+	d, err := start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	return d.serve(ctx)
+}
+
+// daemon is one running errand serve.
+type daemon struct {
+	home      string
+	cfg       *config.Config
+	cfgPath   string
+	log       *slog.Logger
+	startedAt time.Time
+
+	listener net.Listener
+	client   *errand.Client
+	engine   *errand.Engine
+	api      *server.Server
+	http     *http.Server
+	metrics  *metrics.Metrics
+	hooks    *webhook.Dispatcher
+}
+
+func start(ctx context.Context, opts *Options) (d *daemon, err error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	lookup := opts.Lookup
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	stderr := opts.Stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	log, err := newLogger(stderr, opts.LogFormat)
+	if err != nil {
+		return nil, err
+	}
+	home, err := config.Home(lookup)
+	if err != nil {
+		return nil, err
+	}
+	cfg, cfgPath, err := loadConfig(home, opts, lookup)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	token, err := loadToken(home, cfg, lookup)
+	if err != nil {
+		return nil, err
+	}
+	hooks, err := webhook.HooksFromConfig(cfg.Webhooks, lookup)
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: %w", err)
+	}
+
+	d = &daemon{home: home, cfg: cfg, cfgPath: cfgPath, log: log, startedAt: time.Now()}
+	defer func() {
+		if err != nil {
+			d.close()
+		}
+	}()
+	// Listen first: a port in use stops us before any work is claimed.
+	if d.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	clientCfg := &errand.Config{
+		Durability:      cfg.Durability,
+		LeaseTTL:        time.Duration(cfg.LeaseTTL),
+		MaxSubtaskDepth: cfg.MaxSubtaskDepth,
+		Logger:          log,
+	}
+	if _, statErr := os.Stat(cfgPath); statErr == nil {
+		clientCfg.ConfigFile = cfgPath
+	}
+	if d.client, err = errand.Open(ctx, cfg.StoreDSN(home), clientCfg); err != nil {
+		return nil, err
+	}
+	if _, ok := cfg.Agents["default"]; !ok {
+		if err = d.client.RegisterAgent("default", unconfiguredAgent(cfgPath)); err != nil {
+			return nil, err
+		}
+	}
+	d.metrics = metrics.New(func(ctx context.Context) (map[store.Status]int, error) {
+		return d.client.CountByStatus(ctx)
+	})
+	if len(hooks) > 0 {
+		d.hooks, err = webhook.New(webhook.Config{
+			Hooks: hooks, Journal: journal{d.client}, Logger: log,
+			OnAttemptFunc: func(_ string, _ int64, err error) { d.metrics.WebhookAttempt(err) },
+		})
+		if err != nil {
+			return nil, fmt.Errorf("webhooks: %w", err)
+		}
+	}
+	if d.engine, err = errand.NewEngine(d.client, &errand.EngineConfig{Workers: cfg.Workers, ShutdownGrace: shutdownGrace}); err != nil {
+		return nil, err
+	}
+	d.api = server.New(server.Config{
+		Client:           d.client,
+		Token:            token,
+		Metrics:          d.metrics.Handler(),
+		MetricsNeedToken: cfg.Auth.ProtectMetrics,
+		Status:           d.status,
+		Budget:           d.budget,
+		OnStream: func(open bool) {
+			if open {
+				d.metrics.StreamOpened()
+			} else {
+				d.metrics.StreamClosed()
+			}
+		},
+		Logger: log,
+	})
+	d.http = &http.Server{
+		Handler:           d.api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	if opts.Ready != nil {
+		defer func() {
+			if err == nil {
+				opts.Ready(d.listener.Addr())
+			}
+		}()
+	}
+	return d, nil
+}
+
+// serve runs every part until ctx is done or one part fails, then stops
+// them in order: no new requests, no new claims, running steps get their
+// grace period, the heartbeat file goes last.
+func (d *daemon) serve(ctx context.Context) error {
+	defer d.close()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// The engine recovers leases of dead local owners as it starts.
+	if err := d.engine.Start(ctx); err != nil {
+		return fmt.Errorf("start workers: %w", err)
+	}
+	addr := d.listener.Addr().String()
+	d.log.Info("errand serving", "listen", addr, "home", d.home, "config", d.cfgPath,
+		"store", redactDSN(d.cfg.StoreDSN(d.home)), "workers", d.cfg.Workers, "pid", os.Getpid())
+
+	var wg sync.WaitGroup
+	fail := func(what string, err error) {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			cancel(fmt.Errorf("%s: %w", what, err))
+		}
+	}
+	partsCtx, stopParts := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopParts()
+	wg.Go(func() {
+		if err := d.http.Serve(d.listener); !errors.Is(err, http.ErrServerClosed) {
+			fail("http", err)
+		}
+	})
+	beat := &heartbeat.Writer{
+		Path:      filepath.Join(d.home, heartbeat.FileName),
+		Interval:  time.Duration(d.cfg.HeartbeatInterval),
+		Listen:    addr,
+		StartedAt: d.startedAt,
+		Logger:    d.log,
+		InfoFunc:  d.counts,
+	}
+	beatDone := make(chan struct{})
+	beatCtx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBeat()
+	go func() {
+		defer close(beatDone)
+		fail("heartbeat", beat.Run(beatCtx))
+	}()
+	if d.hooks != nil {
+		wg.Go(func() { fail("webhooks", d.hooks.Run(partsCtx)) })
+	}
+	wg.Go(func() { fail("observer", d.observe(partsCtx)) })
+
+	<-ctx.Done()
+	cause := context.Cause(ctx)
+	if errors.Is(cause, context.Canceled) {
+		cause = nil
+		d.log.Info("shutting down")
+	} else {
+		d.log.Error("stopping after a failure", "err", cause)
+	}
+
+	shutdownCtx, done := context.WithTimeout(context.Background(), shutdownGrace+5*time.Second)
+	defer done()
+	d.api.CloseStreams()
+	if err := d.http.Shutdown(shutdownCtx); err != nil {
+		d.http.Close()
+	}
+	if err := d.engine.Stop(shutdownCtx); err != nil {
+		d.log.Warn("workers stopped uncleanly", "err", err)
+	}
+	stopParts()
+	wg.Wait()
+	stopBeat()
+	<-beatDone
+	return cause
+}
+
+// observe follows the journal for metrics and artifacts.
+func (d *daemon) observe(ctx context.Context) error {
+	after, err := d.client.LastEventID(ctx)
+	if err != nil {
+		return err
+	}
+	sub, err := d.client.Subscribe(ctx, errand.EventFilter{}, after)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	for ev := range sub.Events() {
+		d.metrics.Observe(ev)
+		if ev.Type == errand.EventTaskCompleted {
+			d.writeArtifact(ctx, ev.TaskID)
+		}
+	}
+	return sub.Err()
+}
+
+// writeArtifact saves a completed task's output as
+// artifacts/<task_id>/output.md, readable without errand.
+func (d *daemon) writeArtifact(ctx context.Context, taskID string) {
+	t, err := d.client.Get(ctx, taskID)
+	if err != nil || len(t.Result) == 0 {
+		return
+	}
+	dir := filepath.Join(d.home, "artifacts", taskID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		d.log.Warn("write artifact", "task", taskID, "err", err)
+		return
+	}
+	text := api.ResultText(t.Result)
+	body := "# " + t.Title + "\n\n" + text + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "output.md"), []byte(body), 0o600); err != nil {
+		d.log.Warn("write artifact", "task", taskID, "err", err)
+	}
+}
+
+func (d *daemon) counts(ctx context.Context) (map[string]int, error) {
+	counts, err := d.client.CountByStatus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(store.AllStatuses))
+	for _, st := range store.AllStatuses {
+		out[string(st)] = counts[st]
+	}
+	return out, nil
+}
+
+func (d *daemon) status(ctx context.Context) (*api.Status, error) {
+	counts, err := d.counts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	spend, err := d.client.SpendSince(ctx, startOfDay(now))
+	if err != nil {
+		return nil, err
+	}
+	started := d.startedAt.UTC()
+	return &api.Status{
+		State:         string(heartbeat.StateAlive),
+		PID:           os.Getpid(),
+		StartedAt:     &started,
+		Uptime:        now.Sub(d.startedAt).Round(time.Second).String(),
+		Tasks:         counts,
+		SpendTodayUSD: spend,
+	}, nil
+}
+
+func (d *daemon) budget(ctx context.Context) (*api.BudgetSummary, error) {
+	now := time.Now()
+	today, err := d.client.SpendSince(ctx, startOfDay(now))
+	if err != nil {
+		return nil, err
+	}
+	y, m, _ := now.UTC().Date()
+	month, err := d.client.SpendSince(ctx, time.Date(y, m, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		return nil, err
+	}
+	return &api.BudgetSummary{
+		SpendTodayUSD: today, SpendMonthUSD: month,
+		DailyUSD: d.cfg.Budget.DailyUSD, MonthlyUSD: d.cfg.Budget.MonthlyUSD,
+	}, nil
+}
+
+func (d *daemon) close() {
+	if d.listener != nil {
+		d.listener.Close()
+	}
+	if d.client != nil {
+		d.client.Close()
+	}
+}
+
+// startOfDay is midnight UTC of t's day: "today" for spend.
+func startOfDay(t time.Time) time.Time {
+	y, m, day := t.UTC().Date()
+	return time.Date(y, m, day, 0, 0, 0, 0, time.UTC)
+}
+
+func newLogger(w io.Writer, format string) (*slog.Logger, error) {
+	switch format {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	default:
+		return nil, fmt.Errorf("--log-format: %q is not text or json", format)
+	}
+}
+
+// loadConfig reads errand.yaml (the named file, which must exist, or the
+// one in home, which may not), the ERRAND_* variables, then the flags,
+// and validates the result.
+func loadConfig(home string, opts *Options, lookup func(string) (string, bool)) (*config.Config, string, error) {
+	path := opts.ConfigFile
+	if path == "" {
+		path = filepath.Join(home, config.FileName)
+	}
+	cfg, err := config.LoadEnv(opts.ConfigFile, lookup)
+	if err != nil {
+		return nil, "", err
+	}
+	if opts.Listen != "" {
+		cfg.Listen = opts.Listen
+	}
+	if opts.Store != "" {
+		cfg.Store = opts.Store
+	}
+	if opts.Workers != 0 {
+		cfg.Workers = opts.Workers
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, "", fmt.Errorf("config (after flags): %w", err)
+	}
+	if cfg.Auth.TokenEnv == "" && !config.IsLoopback(cfg.Listen) {
+		return nil, "", fmt.Errorf("refusing to listen on %s, which is not a loopback address, without auth.token_env: "+
+			"set auth.token_env in %s to the name of an environment variable holding the API token, or listen on 127.0.0.1", cfg.Listen, path)
+	}
+	return cfg, path, nil
+}
+
+func redactDSN(dsn string) string {
+	if i := strings.Index(dsn, "@"); i > 0 && strings.Contains(dsn, "://") {
+		scheme, _, _ := strings.Cut(dsn, "://")
+		return scheme + "://…" + dsn[i:]
+	}
+	return dsn
 }

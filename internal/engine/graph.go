@@ -36,10 +36,10 @@ func (e *Engine) AddDependency(ctx context.Context, taskID, blockerID, kind, act
 	case errors.As(err, &ref) && ref.Field == "task_id":
 		return nil, store.ErrNotFound
 	case errors.As(err, &ref):
-		return nil, invalid(ref.Field, "task %s does not exist", ref.ID)
+		return nil, unprocessable(ref.Field, "task %s does not exist", ref.ID)
 	case errors.Is(err, store.ErrCycle):
 		_, msg, _ := strings.Cut(err.Error(), store.ErrCycle.Error()+": ")
-		return nil, invalid("depends_on", "would close a cycle: %s", msg)
+		return nil, unprocessable("depends_on", "would close a cycle: %s", msg)
 	case err != nil:
 		return nil, err
 	}

@@ -22,6 +22,10 @@ var ErrInvalid = errors.New("errand: invalid request")
 type ValidationError struct {
 	Field   string
 	Message string
+	// Unprocessable marks a well-formed request that cannot be carried
+	// out as it stands: an unknown agent or task id, a dependency cycle, a
+	// subtree too deep (HTTP 422 rather than 400).
+	Unprocessable bool
 }
 
 func (e *ValidationError) Error() string {
@@ -33,6 +37,10 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 
 func invalid(field, format string, args ...any) *ValidationError {
 	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+func unprocessable(field, format string, args ...any) *ValidationError {
+	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...), Unprocessable: true}
 }
 
 // SubmitParams is a task to submit. Goal is required; the rest is optional.
@@ -284,11 +292,11 @@ func (e *Engine) Submit(ctx context.Context, p *SubmitParams) (*store.Task, erro
 	if err != nil {
 		var ref *store.ReferenceError
 		if errors.As(err, &ref) {
-			return nil, invalid(ref.Field, "task %s does not exist", ref.ID)
+			return nil, unprocessable(ref.Field, "task %s does not exist", ref.ID)
 		}
 		if errors.Is(err, store.ErrTooDeep) {
 			_, msg, _ := strings.Cut(err.Error(), store.ErrTooDeep.Error()+": ")
-			return nil, invalid("parent_id", "%s", msg)
+			return nil, unprocessable("parent_id", "%s", msg)
 		}
 		return nil, fmt.Errorf("submit: %w", err)
 	}

@@ -150,7 +150,18 @@ func (e *Engine) History(ctx context.Context, taskID string) ([]*store.Event, er
 
 // PendingInputs lists the questions waiting for an answer, oldest first.
 func (e *Engine) PendingInputs(ctx context.Context) ([]*store.InputRequest, error) {
-	return e.store.InputList(ctx, &store.InputListParams{Status: store.InputPending, Limit: MaxListLimit})
+	return e.Inputs(ctx, store.InputPending, "")
+}
+
+// Inputs lists input requests, oldest first: those in status (pending,
+// answered or expired; empty for all), of one task or of all.
+func (e *Engine) Inputs(ctx context.Context, status, taskID string) ([]*store.InputRequest, error) {
+	switch status {
+	case "", store.InputPending, store.InputAnswered, store.InputExpired:
+	default:
+		return nil, invalid("status", "%q is not one of pending, answered, expired", status)
+	}
+	return e.store.InputList(ctx, &store.InputListParams{Status: status, TaskID: taskID, Limit: MaxListLimit})
 }
 
 // Pause holds a task, and with subtree its unfinished descendants: a

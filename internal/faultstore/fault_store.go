@@ -44,6 +44,13 @@ var Points = [...]string{
 	"StepFinish",
 	"StepListByTask",
 	"EventList",
+	"EventLastID",
+	"NotificationList",
+	"CursorGet",
+	"CursorSet",
+	"SpendSince",
+	"BatchExport",
+	"BatchImport",
 }
 
 // When says on which side of the inner call an injected fault strikes.
@@ -328,6 +335,49 @@ func (s *Store) StepFinish(ctx context.Context, params *store.StepFinishParams) 
 // StepListByTask calls the inner store's StepListByTask under the faults at point "StepListByTask".
 func (s *Store) StepListByTask(ctx context.Context, params *store.StepListParams) ([]*store.Step, error) {
 	return call(ctx, s, "StepListByTask", func() ([]*store.Step, error) { return s.inner.StepListByTask(ctx, params) })
+}
+
+// EventLastID calls the inner store's EventLastID under the faults at point "EventLastID".
+func (s *Store) EventLastID(ctx context.Context) (int64, error) {
+	return call(ctx, s, "EventLastID", func() (int64, error) { return s.inner.EventLastID(ctx) })
+}
+
+// NotificationList calls the inner store's NotificationList under the faults at point "NotificationList".
+func (s *Store) NotificationList(ctx context.Context, params *store.NotificationListParams) ([]*store.Notification, error) {
+	return call(ctx, s, "NotificationList", func() ([]*store.Notification, error) { return s.inner.NotificationList(ctx, params) })
+}
+
+// CursorGet calls the inner store's CursorGet under the faults at point "CursorGet".
+func (s *Store) CursorGet(ctx context.Context, name string) (int64, bool, error) {
+	type cursor struct {
+		eventID int64
+		found   bool
+	}
+	c, err := call(ctx, s, "CursorGet", func() (cursor, error) {
+		id, found, err := s.inner.CursorGet(ctx, name)
+		return cursor{id, found}, err
+	})
+	return c.eventID, c.found, err
+}
+
+// CursorSet calls the inner store's CursorSet under the faults at point "CursorSet".
+func (s *Store) CursorSet(ctx context.Context, params *store.CursorSetParams) error {
+	return call0(ctx, s, "CursorSet", func() error { return s.inner.CursorSet(ctx, params) })
+}
+
+// SpendSince calls the inner store's SpendSince under the faults at point "SpendSince".
+func (s *Store) SpendSince(ctx context.Context, since time.Time) (float64, error) {
+	return call(ctx, s, "SpendSince", func() (float64, error) { return s.inner.SpendSince(ctx, since) })
+}
+
+// BatchExport calls the inner store's BatchExport under the faults at point "BatchExport".
+func (s *Store) BatchExport(ctx context.Context, params *store.BatchExportParams) (*store.Batch, error) {
+	return call(ctx, s, "BatchExport", func() (*store.Batch, error) { return s.inner.BatchExport(ctx, params) })
+}
+
+// BatchImport calls the inner store's BatchImport under the faults at point "BatchImport".
+func (s *Store) BatchImport(ctx context.Context, batch *store.Batch) error {
+	return call0(ctx, s, "BatchImport", func() error { return s.inner.BatchImport(ctx, batch) })
 }
 
 // Close closes the inner store. It cannot be faulted.

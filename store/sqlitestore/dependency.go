@@ -233,19 +233,9 @@ func (s *Store) DependencyList(ctx context.Context, taskIDs []string) ([]*store.
 	if len(taskIDs) == 0 {
 		return nil, nil
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT task_id, depends_on_id, kind FROM task_dependencies
-		WHERE task_id IN (SELECT value FROM json_each(?)) ORDER BY task_id, depends_on_id`, marshalList(taskIDs))
+	deps, err := listDependencies(ctx, s.reader, marshalList(taskIDs))
 	if err != nil {
 		return nil, fmt.Errorf("list dependencies: %w", err)
 	}
-	defer rows.Close()
-	var out []*store.Dependency
-	for rows.Next() {
-		var d store.Dependency
-		if err := rows.Scan(&d.TaskID, &d.DependsOnID, &d.Kind); err != nil {
-			return nil, fmt.Errorf("list dependencies: %w", err)
-		}
-		out = append(out, &d)
-	}
-	return out, rows.Err()
+	return deps, nil
 }

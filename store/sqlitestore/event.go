@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,7 +12,8 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-// appendEvent writes one journal entry inside tx.
+// appendEvent writes one journal entry inside tx, and the inbox
+// notification it calls for (see notify).
 func (s *Store) appendEvent(ctx context.Context, tx *sql.Tx, taskID, typ, actor string, data any, at time.Time) error {
 	b, err := json.Marshal(data)
 	if err != nil {
@@ -20,8 +22,58 @@ func (s *Store) appendEvent(ctx context.Context, tx *sql.Tx, taskID, typ, actor 
 	if actor == "" {
 		actor = store.ActorSystem
 	}
-	_, err = tx.StmtContext(ctx, s.stmts.insertEvent).ExecContext(ctx, taskID, typ, actor, string(b), micros(at))
-	return err
+	res, err := tx.StmtContext(ctx, s.stmts.insertEvent).ExecContext(ctx, taskID, typ, actor, string(b), micros(at))
+	if err != nil || !store.Notifies(typ) {
+		return err
+	}
+	eventID, err := res.LastInsertId()
+	if err != nil {
+		return fmt.Errorf("event %s id: %w", typ, err)
+	}
+	return s.notify(ctx, tx, taskID, typ, eventID, data, b, at)
+}
+
+const (
+	// sqlNotifyTarget reads, in one point lookup, whether a task's events
+	// go to an inbox and what the notification needs.
+	sqlNotifyTarget = `SELECT parent_id IS NULL, session_id,
+		CASE WHEN title != '' THEN title ELSE substr(goal, 1, 200) END,
+		coalesce(json_extract(options, '$.result_route'), '')
+		FROM tasks WHERE id = ?`
+
+	sqlInsertNotification = `INSERT INTO notifications (session_id, task_id, event_id, event_type, text, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)`
+)
+
+// notify writes, inside the event's transaction, the inbox notification of
+// an event for which store.Notifies holds, when its task is a top-level
+// one whose result route is not none.
+func (s *Store) notify(ctx context.Context, tx *sql.Tx, taskID, typ string, eventID int64, data any, raw []byte, at time.Time) error {
+	var (
+		topLevel              bool
+		session, title, route string
+	)
+	err := tx.StmtContext(ctx, s.stmts.notifyTarget).QueryRowContext(ctx, taskID).Scan(&topLevel, &session, &title, &route)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("notify %s of %s: %w", typ, taskID, err)
+	}
+	if !topLevel || route == store.ResultRouteNone {
+		return nil
+	}
+	td, ok := data.(*store.TransitionData)
+	if !ok {
+		td = new(store.TransitionData)
+		_ = json.Unmarshal(raw, td) // another payload: the text does without its details
+	}
+	_, err = tx.StmtContext(ctx, s.stmts.insertNotification).ExecContext(ctx,
+		session, taskID, eventID, typ, store.NotificationText(title, typ, td), micros(at))
+	if err != nil {
+		return fmt.Errorf("notify %s of %s: %w", typ, taskID, err)
+	}
+	return nil
 }
 
 // EventList implements store.Store.
@@ -31,6 +83,10 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*sto
 	if p.TaskID != "" {
 		where = append(where, `task_id = ?`)
 		args = append(args, p.TaskID)
+	}
+	if !p.Since.IsZero() {
+		where = append(where, `created_at >= ?`)
+		args = append(args, ceilMicros(p.Since))
 	}
 	if len(p.Types) > 0 {
 		where = append(where, `type IN (`+placeholders(len(p.Types))+`)`)

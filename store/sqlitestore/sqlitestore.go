@@ -243,6 +243,15 @@ func now(p *time.Time) time.Time {
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
+// ceilMicros is t in microseconds, rounded up: the first stored time at or
+// after t.
+func ceilMicros(t time.Time) int64 {
+	if t.Equal(t.Truncate(time.Microsecond)) {
+		return t.UnixMicro()
+	}
+	return t.Truncate(time.Microsecond).UnixMicro() + 1
+}
+
 func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
 
 func nullMicros(v sql.NullInt64) time.Time {

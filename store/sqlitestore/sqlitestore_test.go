@@ -110,6 +110,12 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 	require.Contains(t, plan(sqlClaim, "o", 0, 0, "[1,2]"), "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)")
 	require.Contains(t, plan(`SELECT id FROM tasks WHERE status = 'running' AND lease_expires_at < 5`), "tasks_status (status=?)")
 	require.Contains(t, plan(`SELECT id FROM tasks WHERE status IN ('pending') AND id < 'x' ORDER BY id DESC LIMIT 5`), "tasks_status")
+	// The finish of a top-level task looks its inbox up by primary key.
+	require.Contains(t, plan(sqlNotifyTarget, "tsk_1"), "USING INDEX sqlite_autoindex_tasks_1 (id=?)")
+	require.Contains(t, plan(`SELECT coalesce(sum(cost_usd), 0) FROM task_steps WHERE created_at >= ?`, 0),
+		"USING COVERING INDEX task_steps_created (created_at>?)")
+	require.Contains(t, plan(`SELECT `+notificationColumns+` FROM notifications WHERE session_id = ? AND read_at IS NULL ORDER BY id LIMIT 5`, "s"),
+		"notifications_unread (session_id=?)")
 }
 
 func TestWritesAfterCloseFail(t *testing.T) {

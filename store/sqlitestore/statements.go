@@ -20,6 +20,9 @@ type statements struct {
 	progress    *sql.Stmt
 	dependents  *sql.Stmt
 	parentOf    *sql.Stmt
+
+	notifyTarget       *sql.Stmt
+	insertNotification *sql.Stmt
 }
 
 const sqlInsertTask = `INSERT INTO tasks (
@@ -46,6 +49,8 @@ func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
 		{&st.progress, sqlProgress},
 		{&st.dependents, sqlDependents},
 		{&st.parentOf, sqlParentOf},
+		{&st.notifyTarget, sqlNotifyTarget},
+		{&st.insertNotification, sqlInsertNotification},
 	} {
 		stmt, err := db.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -59,7 +64,8 @@ func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
 func (st *statements) close() error {
 	var errs []error
 	for _, s := range []*sql.Stmt{st.insertTask, st.insertEvent, st.selectReady, st.claim, st.renew,
-		st.leaseState, st.finish, st.checkpoint, st.progress, st.dependents, st.parentOf} {
+		st.leaseState, st.finish, st.checkpoint, st.progress, st.dependents, st.parentOf,
+		st.notifyTarget, st.insertNotification} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}

@@ -63,6 +63,10 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"Dependency", testDependency},
 		{"Subtask", testSubtask},
 		{"Pause", testPause},
+		{"Notification", testNotification},
+		{"Cursor", testCursor},
+		{"Spend", testSpend},
+		{"Transfer", testTransfer},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/store"
+)
+
+func (a *app) newAskCmd() *cobra.Command {
+	var (
+		p            api.CreateTask
+		priority     int
+		budgetTokens int64
+		input        string
+		wait         bool
+	)
+	cmd := &cobra.Command{
+		Use:   `ask "<goal>"`,
+		Short: "Submit a task; with --wait, follow it to the end",
+		Long: `ask submits a task and prints its id.
+
+With --wait it follows the task's events: a live progress line on a terminal,
+one line per event otherwise. When the task completes it prints the result's
+output (a string as it is, other JSON indented) and exits 0; when it fails or
+is cancelled it prints the error and exits 1. If the task asks a question, ask
+prints it with the command that answers it, and keeps waiting.
+
+With --json it prints the task as JSON instead: the new task, or with --wait
+the finished one.`,
+		Example: `  errand ask "Summarize https://example.com/report.pdf" --wait
+  errand ask "Write the release notes" --agent writer --priority 8 --depends-on tsk_01J…`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p.Goal = strings.Join(args, " ")
+			if strings.TrimSpace(p.Goal) == "" {
+				return fmt.Errorf("the goal is empty")
+			}
+			f := cmd.Flags()
+			if f.Changed("priority") {
+				p.Priority = &priority
+			}
+			if f.Changed("budget-tokens") {
+				if budgetTokens < 1 {
+					return fmt.Errorf("--budget-tokens %d: must be at least 1", budgetTokens)
+				}
+				p.Budget = &store.Budget{MaxTokens: budgetTokens}
+			}
+			if input != "" {
+				if !json.Valid([]byte(input)) {
+					return fmt.Errorf("--input: not valid JSON")
+				}
+				p.Input = json.RawMessage(input)
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			task, err := c.CreateTask(ctx, &p)
+			if err != nil {
+				return fmt.Errorf("submit: %w", err)
+			}
+			if !wait {
+				if a.asJSON {
+					return printJSON(a.stdout, task)
+				}
+				_, err := fmt.Fprintln(a.stdout, task.ID)
+				return err
+			}
+			if !a.asJSON {
+				fmt.Fprintln(a.stdout, task.ID)
+			}
+			return a.follow(ctx, c, task.ID, false)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&p.Agent, "agent", "", "agent to run the task (default: the daemon's default agent)")
+	f.IntVar(&priority, "priority", 0, "priority; higher runs first")
+	f.StringVar(&p.ParentID, "parent", "", "parent task id: submit as its subtask")
+	f.StringSliceVar(&p.DependsOn, "depends-on", nil, "task id this task waits for (repeat, or separate with commas)")
+	f.StringVar(&p.SessionID, "session", "", "session id; its inbox is told when the task ends")
+	f.Int64Var(&budgetTokens, "budget-tokens", 0, "most tokens the task may use")
+	f.StringVar(&p.Title, "title", "", "short title (default: derived from the goal)")
+	f.StringVar(&input, "input", "", "input for the agent, as JSON")
+	f.BoolVar(&wait, "wait", false, "follow the task until it ends; exit 0 if it completes, 1 if not")
+	return cmd
+}

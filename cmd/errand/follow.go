@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/internal/apiclient"
+	"github.com/errandhq/errand/store"
+)
+
+// follow streams a task's events until the task ends, then prints its
+// result (or returns its error with exit code 1). With --json, events
+// are printed as JSON lines when eventsJSON is set (tasks watch), else only
+// the finished task (ask --wait).
+func (a *app) follow(ctx context.Context, c *apiclient.Client, id string, eventsJSON bool) error {
+	color := a.color()
+	live := a.tty() && !a.asJSON
+	defer a.clearLine()
+	// On a terminal the last progress report is a live line, redrawn
+	// below each other line; elsewhere every report is a line of its own.
+	var progress string
+	show := func(s string, isProgress bool) {
+		a.clearLine()
+		switch {
+		case !live:
+			fmt.Fprintln(a.stdout, s)
+			return
+		case isProgress:
+			progress = s
+		default:
+			fmt.Fprintln(a.stdout, s)
+		}
+		if progress != "" {
+			fmt.Fprint(a.stdout, progress)
+			a.live = true
+		}
+	}
+
+	for ev, err := range c.Events(ctx, apiclient.EventsPath(id), 0) {
+		if err != nil {
+			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				return err
+			}
+			return fmt.Errorf("follow %s: %w", id, err)
+		}
+		if ev.TaskID != "" && ev.TaskID != id {
+			continue
+		}
+		if a.asJSON {
+			if eventsJSON {
+				if err := writeJSONLine(a, ev); err != nil {
+					return err
+				}
+			}
+		} else {
+			stamp := style(color, ansiDim, ev.CreatedAt.Local().Format("15:04:05"))
+			if text, isProgress := eventText(ev, id, color); text != "" {
+				show(stamp+" "+text, isProgress)
+			}
+		}
+		switch ev.Type {
+		case store.EventTaskCompleted, store.EventTaskFailed, store.EventTaskCancelled:
+		default:
+			continue
+		}
+		// A replay may hold an end that an operator retry undid: only the
+		// task's current status says it is over.
+		task, err := c.GetTask(ctx, id)
+		if err != nil {
+			return fmt.Errorf("follow %s: %w", id, err)
+		}
+		if task.Status.Terminal() {
+			a.clearLine()
+			return a.finish(task, eventsJSON)
+		}
+	}
+	return ctx.Err() // the iterator always ends with an error; not reached
+}
+
+func writeJSONLine(a *app, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(a.stdout, "%s\n", b)
+	return err
+}
+
+// finish reports a task that ended: its result, or an error with exit
+// code 1.
+func (a *app) finish(t *api.Task, eventsJSON bool) error {
+	if a.asJSON && !eventsJSON {
+		if err := printJSON(a.stdout, t); err != nil {
+			return err
+		}
+	}
+	switch t.Status {
+	case store.StatusCompleted:
+		if a.asJSON {
+			return nil
+		}
+		warning, err := printResult(a.stdout, t.Result)
+		if warning != "" {
+			fmt.Fprintf(a.stderr, "errand: warning: %s\n", warning)
+		}
+		return err
+	case store.StatusCancelled:
+		msg := fmt.Sprintf("task %s was cancelled", t.ID)
+		if t.Error != nil {
+			msg += ": " + errorText(t.Error)
+		}
+		return &exitError{code: 1, err: errors.New(msg)}
+	default:
+		msg := fmt.Sprintf("task %s failed", t.ID)
+		if t.Error != nil {
+			msg += ": " + errorText(t.Error)
+		}
+		return &exitError{code: 1, err: errors.New(msg)}
+	}
+}
+
+func errorText(e *store.TaskError) string {
+	switch {
+	case e.Code == "":
+		return e.Message
+	case e.Message == "":
+		return e.Code
+	}
+	return e.Code + ": " + e.Message
+}
+
+// eventText is one event in words, and whether it is a progress report
+// (the live line). "" hides the event.
+func eventText(ev *api.Event, id string, color bool) (string, bool) {
+	name := strings.TrimPrefix(ev.Type, "task.")
+	var td store.TransitionData
+	_ = json.Unmarshal(ev.Data, &td)
+	switch ev.Type {
+	case "heartbeat":
+		return "", false
+	case store.EventTaskProgress:
+		var p store.Progress
+		if json.Unmarshal(ev.Data, &p) != nil {
+			return "", false
+		}
+		return progressText(&p), true
+	case store.EventTaskStarted:
+		if td.Attempt > 0 {
+			return fmt.Sprintf("started (attempt %d)", td.Attempt), false
+		}
+		return "started", false
+	case store.EventTaskStep:
+		return stepText(ev.Data), false
+	case store.EventTaskInputRequired:
+		q := td.Question
+		if q == "" {
+			q = "(no question text)"
+		}
+		return style(color, ansiYellow, "needs input: "+q) +
+			fmt.Sprintf("\n         answer with: errand tasks answer %s \"…\"", id), false
+	case store.EventTaskCompleted:
+		return style(color, ansiGreen, "completed"), false
+	case store.EventTaskFailed:
+		s := "failed"
+		if td.Error != nil {
+			s += ": " + errorText(td.Error)
+		}
+		return style(color, ansiRed, s), false
+	case store.EventTaskCancelled:
+		s := "cancelled"
+		switch {
+		case td.Reason != "":
+			s += ": " + td.Reason
+		case td.Error != nil:
+			s += ": " + errorText(td.Error)
+		}
+		return style(color, ansiDim, s), false
+	case store.EventTaskRetryScheduled:
+		s := "retry scheduled"
+		if td.RunAt != nil {
+			s += " at " + td.RunAt.Local().Format("15:04:05")
+		}
+		if td.Error != nil {
+			s += ": " + errorText(td.Error)
+		}
+		return style(color, ansiPurple, s), false
+	case store.EventTaskBudgetWarning, store.EventTaskBudgetExceeded:
+		s := strings.ReplaceAll(name, "_", " ")
+		if d := compactJSON(ev.Data); d != "" {
+			s += " " + d
+		}
+		return style(color, ansiYellow, s), false
+	}
+	s := strings.ReplaceAll(name, "_", " ")
+	if td.Reason != "" {
+		s += ": " + td.Reason
+	}
+	return s, false
+}
+
+// stepText is a task.step event: step 3: tool_call web_search done (1.2s,
+// 340 tokens).
+func stepText(data json.RawMessage) string {
+	var st struct {
+		StepNo     int     `json:"step_no"`
+		CallIndex  int     `json:"call_index"`
+		Type       string  `json:"type"`
+		Status     string  `json:"status"`
+		Tool       string  `json:"tool"`
+		TokensIn   int64   `json:"tokens_in"`
+		TokensOut  int64   `json:"tokens_out"`
+		CostUSD    float64 `json:"cost_usd"`
+		DurationMS int64   `json:"duration_ms"`
+		ErrorCode  string  `json:"error_code"`
+	}
+	_ = json.Unmarshal(data, &st)
+	s := fmt.Sprintf("step %s: %s", stepNo(st.StepNo, st.CallIndex), st.Type)
+	if st.Tool != "" {
+		s += " " + st.Tool
+	}
+	s += " " + st.Status
+	var details []string
+	if st.DurationMS > 0 {
+		details = append(details, duration(st.DurationMS))
+	}
+	if n := st.TokensIn + st.TokensOut; n > 0 {
+		details = append(details, fmt.Sprintf("%d tokens", n))
+	}
+	if st.ErrorCode != "" {
+		details = append(details, st.ErrorCode)
+	}
+	if len(details) > 0 {
+		s += " (" + strings.Join(details, ", ") + ")"
+	}
+	return s
+}
+
+// stepNo shows a step's number, with its call index when it is not the
+// first call of the step: 3, 3.1.
+func stepNo(n, call int) string {
+	if call == 0 {
+		return itoa(n)
+	}
+	return fmt.Sprintf("%d.%d", n, call)
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/errandhq/errand/internal/daemon"
+)
+
+func (a *app) newServeCmd() *cobra.Command {
+	opts := daemon.Options{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon: workers, the HTTP API, the heartbeat",
+		Long: `serve runs errand's daemon in the foreground until SIGINT or SIGTERM, then
+shuts down gracefully (a second signal kills it at once).
+
+It reads --config (default $ERRAND_HOME/errand.yaml; a missing default file
+means the defaults), then ERRAND_* environment variables, then these flags.
+On first start it creates $ERRAND_HOME with the API token the CLI reads.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			if f.Changed("workers") && opts.Workers < 1 {
+				return fmt.Errorf("--workers %d: must be at least 1", opts.Workers)
+			}
+			switch opts.LogFormat {
+			case "", "text", "json":
+			default:
+				return fmt.Errorf("--log-format %q: want text or json", opts.LogFormat)
+			}
+			opts.Stderr = a.stderr
+			opts.Lookup = a.lookup
+			if err := daemon.Run(cmd.Context(), &opts); err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.ConfigFile, "config", "", "config file (default $ERRAND_HOME/errand.yaml)")
+	f.StringVar(&opts.Listen, "listen", "", "HTTP address, host:port (default from the config: 127.0.0.1:7780)")
+	f.StringVar(&opts.Store, "store", "", "store: sqlite, a SQLite path or a postgres:// URL (default from the config: sqlite)")
+	f.IntVar(&opts.Workers, "workers", 0, "tasks run at once (default from the config: 4)")
+	f.StringVar(&opts.LogFormat, "log-format", "text", "log format: text or json")
+	return cmd
+}

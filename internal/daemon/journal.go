@@ -1,0 +1,29 @@
+package daemon
+
+import (
+	"context"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/store"
+)
+
+// journal is the webhook dispatcher's view of the client.
+type journal struct{ c *errand.Client }
+
+func (j journal) Follow(ctx context.Context, afterID int64) (<-chan *store.Event, error) {
+	sub, err := j.c.Subscribe(ctx, errand.EventFilter{}, afterID)
+	if err != nil {
+		return nil, err
+	}
+	return sub.Events(), nil
+}
+
+func (j journal) Cursor(ctx context.Context, name string) (int64, bool, error) {
+	return j.c.Cursor(ctx, name)
+}
+
+func (j journal) SetCursor(ctx context.Context, name string, eventID int64) error {
+	return j.c.SetCursor(ctx, name, eventID)
+}
+
+func (j journal) LastEventID(ctx context.Context) (int64, error) { return j.c.LastEventID(ctx) }

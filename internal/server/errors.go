@@ -1,0 +1,170 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/store"
+)
+
+// badRequest is a malformed request: bad JSON, an unknown field, a bad
+// query parameter. It is always a 400.
+type badRequest struct {
+	field, msg string
+}
+
+func (e *badRequest) Error() string { return e.msg }
+
+func malformed(field, format string, args ...any) error {
+	return &badRequest{field: field, msg: fmt.Sprintf(format, args...)}
+}
+
+// fail writes the response fitting err.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return // the client went away; there is nobody to answer
+	}
+	status, detail := s.classify(err, r.Method+" "+r.URL.Path)
+	if status == http.StatusNotFound && detail.Message == "" {
+		detail.Message = notFoundMessage(r)
+	}
+	writeJSON(w, status, api.ErrorBody{Error: detail})
+}
+
+// classify maps err to a status and error body. Anything not recognised
+// is a real fault: logged with what, and answered with a 500 that shows
+// no internals.
+func (s *Server) classify(err error, what string) (int, api.ErrorDetail) {
+	var (
+		bad   *badRequest
+		inv   *errand.ValidationError
+		tr    *errand.TransitionError
+		big   *http.MaxBytesError
+		limit *store.BudgetExceededError
+	)
+	d := func(code, msg, field string) api.ErrorDetail {
+		return api.ErrorDetail{Code: code, Message: msg, Field: field}
+	}
+	switch {
+	case errors.As(err, &bad):
+		return http.StatusBadRequest, d(api.CodeBadRequest, bad.msg, bad.field)
+	case errors.As(err, &big):
+		return http.StatusRequestEntityTooLarge, d(api.CodeTooLarge, fmt.Sprintf("the request body is larger than %d bytes", big.Limit), "")
+	case errors.As(err, &inv) && inv.Unprocessable:
+		return http.StatusUnprocessableEntity, d(api.CodeInvalid, inv.Error(), inv.Field)
+	case errors.As(err, &inv):
+		return http.StatusBadRequest, d(api.CodeInvalid, inv.Error(), inv.Field)
+	case errors.Is(err, errand.ErrParentEnded):
+		return http.StatusConflict, d(api.CodeParentEnded, err.Error(), "parent_id")
+	case errors.As(err, &tr):
+		return http.StatusConflict, d(api.CodeConflict, err.Error(), "")
+	case errors.Is(err, errand.ErrInputClosed):
+		return http.StatusConflict, d(api.CodeInputClosed, err.Error(), "")
+	case errors.As(err, &limit):
+		return http.StatusConflict, d("budget_exceeded", err.Error(), "")
+	case errors.Is(err, errand.ErrNotFound):
+		return http.StatusNotFound, d(api.CodeNotFound, "", "")
+	default:
+		s.log.Error("request failed", "request", what, "err", err)
+		return http.StatusInternalServerError, d(api.CodeInternal, "internal error", "")
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg, field string) {
+	writeJSON(w, status, api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: msg, Field: field}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// decode reads one JSON value of the body into v, strictly: unknown
+// fields and trailing bytes are errors. An empty body is allowed when
+// optional is true (v keeps its zero value).
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		return err
+	}
+	return decodeStrict(body, v, optional)
+}
+
+func decodeStrict(body []byte, v any, optional bool) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return nil
+		}
+		return malformed("", "a JSON request body is required")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return describeJSONError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return malformed("", "unexpected data after the JSON body")
+	}
+	return nil
+}
+
+func describeJSONError(err error) error {
+	var (
+		syn *json.SyntaxError
+		typ *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &syn):
+		return malformed("", "malformed JSON at byte %d: %v", syn.Offset, syn)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return malformed("", "the body must be a JSON object")
+		}
+		return malformed(field, "%s must be %s, not %s", field, describeType(typ.Type.String()), typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return malformed("", "the JSON body ends too early")
+	default:
+		// Unknown fields ("json: unknown field \"x\"") and custom
+		// unmarshallers' errors (durations, times).
+		return malformed("", "%s", err.Error())
+	}
+}
+
+func describeType(t string) string {
+	switch t {
+	case "string":
+		return "a string"
+	case "int", "int64":
+		return "an integer"
+	case "float64":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "[]string":
+		return "a list of strings"
+	default:
+		return "a " + t
+	}
+}
+
+func notFoundMessage(r *http.Request) string {
+	if id := r.PathValue("id"); id != "" {
+		return "no task " + id
+	}
+	return "not found"
+}

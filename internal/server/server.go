@@ -1,0 +1,170 @@
+// Package server is errand's HTTP API: REST under /api, Server-Sent Events,
+// the WebSocket at /api/ws, /healthz and /metrics. Every handler is a thin
+// translation to the errand.Client; the server holds no task state of its
+// own.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/internal/clock"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes  = 1 << 20
+	DefaultKeepAlive     = 15 * time.Second
+	DefaultWriteTimeout  = 10 * time.Second
+	DefaultStreamBacklog = 256
+)
+
+// Config wires a Server.
+type Config struct {
+	Client *errand.Client
+	// Token is the bearer token every /api route requires. Empty refuses
+	// every /api request: the server never runs open by accident.
+	Token string
+	// Metrics serves /metrics when set; MetricsNeedToken puts it behind
+	// the token too.
+	Metrics          http.Handler
+	MetricsNeedToken bool
+	// Status and Budget answer GET /api/status and GET /api/tasks/budget.
+	Status func(ctx context.Context) (*api.Status, error)
+	Budget func(ctx context.Context) (*api.BudgetSummary, error)
+	// OnStream is told when an SSE or WebSocket client connects (true) and
+	// leaves (false).
+	OnStream func(open bool)
+
+	MaxBodyBytes int64
+	// KeepAlive is how often an idle stream gets a comment line.
+	KeepAlive time.Duration
+	// WriteTimeout bounds one write to a stream client; a client that
+	// cannot take its events that fast is disconnected and resumes from
+	// its last event id.
+	WriteTimeout time.Duration
+	Clock        clock.Clock
+	Logger       *slog.Logger
+}
+
+// Server is the HTTP API. Create one with New.
+type Server struct {
+	cfg    Config
+	client *errand.Client
+	log    *slog.Logger
+	mux    *http.ServeMux
+
+	streams streams
+}
+
+// New returns a server for cfg.
+func New(cfg Config) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.New()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.OnStream == nil {
+		cfg.OnStream = func(bool) {}
+	}
+	s := &Server{cfg: cfg, client: cfg.Client, log: cfg.Logger, mux: http.NewServeMux(), streams: streams{done: make(chan struct{})}}
+	s.routes()
+	return s
+}
+
+// Handler returns the root handler: recovery, then auth, then routes.
+func (s *Server) Handler() http.Handler { return s.recoverer(s.mux) }
+
+func (s *Server) routes() {
+	api := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.authed(h)) }
+
+	api("POST /api/tasks", s.createTask)
+	api("GET /api/tasks", s.listTasks)
+	api("GET /api/tasks/ready", s.readyTasks)
+	api("GET /api/tasks/blocked", s.blockedTasks)
+	api("GET /api/tasks/budget", s.budget)
+	api("GET /api/tasks/{id}", s.getTask)
+	api("DELETE /api/tasks/{id}", s.cancelTask)
+	api("POST /api/tasks/{id}/retry", s.retryTask)
+	api("POST /api/tasks/{id}/pause", s.pauseTask)
+	api("POST /api/tasks/{id}/resume", s.resumeTask)
+	api("POST /api/tasks/{id}/dependencies", s.addDependency)
+	api("POST /api/tasks/{id}/input", s.answer)
+	api("GET /api/tasks/{id}/steps", s.steps)
+	api("GET /api/tasks/{id}/events", s.taskEvents)
+	api("GET /api/events", s.allEvents)
+	api("GET /api/inputs", s.inputs)
+	api("GET /api/inbox", s.inbox)
+	api("GET /api/status", s.status)
+	api("GET /api/ws", s.websocket)
+	// Anything else under /api is a JSON 404 (or 405), behind the token
+	// too, so probing reveals nothing.
+	api("/api/", s.unknownRoute)
+
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	if s.cfg.Metrics != nil {
+		if s.cfg.MetricsNeedToken {
+			s.mux.Handle("GET /metrics", s.authed(s.cfg.Metrics.ServeHTTP))
+		} else {
+			s.mux.Handle("GET /metrics", s.cfg.Metrics)
+		}
+	}
+}
+
+// authed requires the bearer token (or, for the WebSocket, which browsers
+// cannot give headers, ?token=).
+func (s *Server) authed(h http.HandlerFunc) http.Handler {
+	want := []byte(s.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok && r.URL.Path == "/api/ws" {
+			got, ok = r.URL.Query().Get("token"), true
+		}
+		if !ok || len(want) == 0 || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="errand"`)
+			writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "a valid bearer token is required (Authorization: Bearer <token>; see $ERRAND_HOME/token)", "")
+			return
+		}
+		h(w, r)
+	})
+}
+
+// recoverer turns a panic in a handler into a logged 500; nothing a client
+// sends may take the daemon down.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				writeError(w, http.StatusInternalServerError, api.CodeInternal, "internal error", "")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) unknownRoute(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, api.CodeNotFound, "no route "+r.Method+" "+r.URL.Path, "")
+}

@@ -1,0 +1,187 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/api"
+)
+
+// streams ends every open stream when the server shuts down: an
+// http.Server waits for idle connections, and a stream is never idle.
+type streams struct {
+	once sync.Once
+	done chan struct{}
+}
+
+// CloseStreams ends every open SSE and WebSocket stream; clients resume
+// from their last event id. Call it when shutting the HTTP server down.
+func (s *Server) CloseStreams() {
+	s.streams.once.Do(func() { close(s.streams.done) })
+}
+
+// streamContext is the request's context, also cancelled by CloseStreams.
+func (s *Server) streamContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	go func() {
+		select {
+		case <-s.streams.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// streamAfter reads where a stream starts: Last-Event-ID (a reconnecting
+// EventSource) wins over ?after=; ok is false when neither is given.
+func streamAfter(r *http.Request) (after int64, ok bool, err error) {
+	v, name := r.Header.Get("Last-Event-ID"), "Last-Event-ID"
+	if v == "" {
+		v, name = r.URL.Query().Get("after"), "after"
+	}
+	if v == "" {
+		return 0, false, nil
+	}
+	n, perr := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if perr != nil || n < 0 {
+		return 0, false, malformed(name, "%s must be an event id (an integer ≥ 0), not %q", name, v)
+	}
+	return n, true, nil
+}
+
+func streamTypes(r *http.Request) []string {
+	var types []string
+	for _, v := range r.URL.Query()["types"] {
+		for t := range strings.SplitSeq(v, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				types = append(types, t)
+			}
+		}
+	}
+	return types
+}
+
+// allEvents streams the journal: live events only, unless the client
+// names where to resume.
+func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
+	after, ok, err := streamAfter(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !ok {
+		if after, err = s.client.LastEventID(r.Context()); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	s.stream(w, r, errand.EventFilter{Types: streamTypes(r)}, after)
+}
+
+// taskEvents streams one task's events, from its first unless the client
+// names where to resume: a task's history is short, and a watcher that
+// connects just after submitting must not miss its start.
+func (s *Server) taskEvents(w http.ResponseWriter, r *http.Request) {
+	after, _, err := streamAfter(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	if _, err := s.client.Get(r.Context(), id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.stream(w, r, errand.EventFilter{TaskID: id, Types: streamTypes(r)}, after)
+}
+
+// stream writes events as Server-Sent Events until the client leaves,
+// the server shuts down, or the client cannot keep up (a write blocks
+// longer than WriteTimeout): then the stream ends and the client resumes
+// with Last-Event-ID. Events come from the journal by id, so a resumed
+// stream has no gap and no duplicate; workers never wait for a reader.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter errand.EventFilter, after int64) {
+	ctx, cancel := s.streamContext(r)
+	defer cancel()
+	sub, err := s.client.Subscribe(ctx, filter, after)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer sub.Close()
+	s.cfg.OnStream(true)
+	defer s.cfg.OnStream(false)
+
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	write := func(b []byte) bool {
+		rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	// A first comment line lets clients know the stream is open.
+	if !write([]byte(": stream open\n\n")) {
+		return
+	}
+	keepAlive := s.cfg.Clock.NewTicker(s.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	var buf []byte
+	for {
+		select {
+		case ev, ok := <-sub.Events():
+			if !ok {
+				if err := sub.Err(); err != nil {
+					s.log.Warn("event stream ended", "err", err)
+				}
+				return
+			}
+			buf = appendSSE(buf[:0], ev)
+			// Send what is already queued with it, in one flush.
+			for more := true; more && len(buf) < 64<<10; {
+				select {
+				case ev, ok := <-sub.Events():
+					if !ok {
+						more = false
+						break
+					}
+					buf = appendSSE(buf, ev)
+				default:
+					more = false
+				}
+			}
+			if !write(buf) {
+				return
+			}
+		case <-keepAlive.C():
+			if !write([]byte(": keepalive\n\n")) {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func appendSSE(b []byte, ev *errand.Event) []byte {
+	data, _ := json.Marshal(api.FromEvent(ev))
+	b = append(b, "id: "...)
+	b = strconv.AppendInt(b, ev.ID, 10)
+	b = append(b, "\nevent: "...)
+	b = append(b, ev.Type...)
+	b = append(b, "\ndata: "...)
+	b = append(b, data...) // compact JSON has no newlines
+	return append(b, "\n\n"...)
+}

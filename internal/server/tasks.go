@@ -1,0 +1,402 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/store"
+)
+
+// maxDependsOn bounds the depends_on list of one request.
+const maxDependsOn = 1000
+
+// submitParams turns the wire body into the engine's request. What the
+// engine validates (goal, sizes, priority…) it validates; here only what
+// the wire adds.
+func submitParams(body *api.CreateTask) (*errand.SubmitParams, error) {
+	if len(body.DependsOn) > maxDependsOn {
+		return nil, &errand.ValidationError{Field: "depends_on", Message: "lists " + strconv.Itoa(len(body.DependsOn)) + " ids; the limit is 1000"}
+	}
+	if body.MaxSteps < 0 {
+		return nil, &errand.ValidationError{Field: "max_steps", Message: "must not be negative"}
+	}
+	return &errand.SubmitParams{
+		Goal:                body.Goal,
+		Title:               body.Title,
+		Agent:               body.Agent,
+		Input:               body.Input,
+		Metadata:            body.Metadata,
+		Tags:                body.Tags,
+		Priority:            body.Priority,
+		ParentID:            body.ParentID,
+		DependsOn:           body.DependsOn,
+		OnDependencyFailure: body.OnDependencyFailure,
+		SessionID:           body.SessionID,
+		RunAt:               body.RunAt,
+		MaxAttempts:         body.MaxAttempts,
+		IdempotencyKey:      body.IdempotencyKey,
+		Budget:              body.Budget,
+		MaxSteps:            body.MaxSteps,
+		Tools:               body.Tools,
+		ToolsDeny:           body.ToolsDeny,
+		SystemPrompt:        body.SystemPrompt,
+		ResultRoute:         body.ResultRoute,
+		Source:              store.SourceUser,
+	}, nil
+}
+
+func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
+	var body api.CreateTask
+	if err := s.decode(w, r, &body, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t, err := s.submit(r.Context(), &body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/api/tasks/"+t.ID)
+	writeJSON(w, http.StatusCreated, api.FromTask(t))
+}
+
+func (s *Server) submit(ctx context.Context, body *api.CreateTask) (*errand.Task, error) {
+	p, err := submitParams(body)
+	if err != nil {
+		return nil, err
+	}
+	return s.client.Submit(ctx, p)
+}
+
+// listParams reads the list filters of GET /api/tasks (and the
+// WebSocket's list_tasks). Unknown statuses and a bad limit or cursor are
+// malformed requests.
+func listParams(q listQuery) (*errand.ListParams, error) {
+	p := &errand.ListParams{
+		SessionID: q.Session,
+		ParentID:  q.Parent,
+		Agent:     q.Agent,
+		Tag:       q.Tag,
+		Cursor:    q.Cursor,
+	}
+	for _, st := range q.Status {
+		for part := range strings.SplitSeq(st, ",") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			if !slices.Contains(store.AllStatuses, store.Status(part)) {
+				return nil, malformed("status", "unknown status %q (want one of %s)", part, statusNames())
+			}
+			p.Statuses = append(p.Statuses, store.Status(part))
+		}
+	}
+	if q.Limit != "" {
+		n, err := strconv.Atoi(q.Limit)
+		if err != nil || n < 1 || n > 1000 {
+			return nil, malformed("limit", "limit must be an integer from 1 to 1000, not %q", q.Limit)
+		}
+		p.Limit = n
+	}
+	return p, nil
+}
+
+type listQuery struct {
+	Status                             []string
+	Session, Parent, Agent, Tag, Limit string
+	Cursor                             string
+}
+
+func statusNames() string {
+	names := make([]string, len(store.AllStatuses))
+	for i, st := range store.AllStatuses {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
+}
+
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p, err := listParams(listQuery{
+		Status: q["status"], Session: q.Get("session"), Parent: q.Get("parent"), Agent: q.Get("agent"),
+		Tag: q.Get("tag"), Limit: q.Get("limit"), Cursor: q.Get("cursor"),
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.client.List(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.TaskList{Tasks: api.FromTasks(res.Tasks), NextCursor: res.NextCursor})
+}
+
+func queryLimit(r *http.Request, def int) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, malformed("limit", "limit must be an integer from 1 to 1000, not %q", v)
+	}
+	return n, nil
+}
+
+func (s *Server) readyTasks(w http.ResponseWriter, r *http.Request) {
+	limit, err := queryLimit(r, 100)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ts, err := s.client.Ready(r.Context(), limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.TaskList{Tasks: api.FromTasks(ts)})
+}
+
+func (s *Server) blockedTasks(w http.ResponseWriter, r *http.Request) {
+	limit, err := queryLimit(r, 100)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	bs, err := s.client.Blocked(r.Context(), limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := api.BlockedList{Tasks: make([]*api.BlockedTask, len(bs))}
+	for i, b := range bs {
+		out.Tasks[i] = &api.BlockedTask{Task: api.FromTask(b.Task), BlockedBy: b.BlockedBy}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// taskWrite answers a request that changes one task and returns it.
+func (s *Server) taskWrite(w http.ResponseWriter, r *http.Request, t *errand.Task, err error) {
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FromTask(t))
+}
+
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
+	t, err := s.client.Get(r.Context(), r.PathValue("id"))
+	s.taskWrite(w, r, t, err)
+}
+
+func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
+	var body api.CancelTask
+	if err := s.decode(w, r, &body, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if body.Reason == "" {
+		body.Reason = r.URL.Query().Get("reason")
+	}
+	t, err := s.client.Cancel(r.Context(), r.PathValue("id"), body.Reason)
+	s.taskWrite(w, r, t, err)
+}
+
+func (s *Server) retryTask(w http.ResponseWriter, r *http.Request) {
+	if err := s.decode(w, r, &struct{}{}, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t, err := s.client.Retry(r.Context(), r.PathValue("id"))
+	s.taskWrite(w, r, t, err)
+}
+
+func (s *Server) pauseTask(w http.ResponseWriter, r *http.Request) {
+	var body api.PauseTask
+	if err := s.decode(w, r, &body, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t, err := s.client.Pause(r.Context(), r.PathValue("id"), body.Subtree)
+	s.taskWrite(w, r, t, err)
+}
+
+func (s *Server) resumeTask(w http.ResponseWriter, r *http.Request) {
+	var body api.PauseTask
+	if err := s.decode(w, r, &body, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t, err := s.client.Resume(r.Context(), r.PathValue("id"), body.Subtree)
+	s.taskWrite(w, r, t, err)
+}
+
+func (s *Server) addDependency(w http.ResponseWriter, r *http.Request) {
+	var body api.AddDependency
+	if err := s.decode(w, r, &body, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if body.DependsOn == "" {
+		s.fail(w, r, &errand.ValidationError{Field: "depends_on", Message: "must name a task"})
+		return
+	}
+	t, err := s.client.AddDependency(r.Context(), r.PathValue("id"), body.DependsOn, body.Kind)
+	s.taskWrite(w, r, t, err)
+}
+
+func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
+	var body api.AnswerInput
+	if err := s.decode(w, r, &body, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	in, err := s.answerTask(r.Context(), r.PathValue("id"), body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FromInput(in))
+}
+
+// answerTask answers the task's open question, or the named request,
+// which must belong to the task.
+func (s *Server) answerTask(ctx context.Context, taskID string, body api.AnswerInput) (*errand.InputRequest, error) {
+	if strings.TrimSpace(body.Answer) == "" {
+		return nil, &errand.ValidationError{Field: "answer", Message: "must not be empty"}
+	}
+	if len(body.Answer) > 64<<10 {
+		return nil, &errand.ValidationError{Field: "answer", Message: "is longer than 64 KiB"}
+	}
+	if _, err := s.client.Get(ctx, taskID); err != nil {
+		return nil, err
+	}
+	target := taskID
+	if body.RequestID != "" {
+		reqs, err := s.client.Inputs(ctx, "", taskID)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.ContainsFunc(reqs, func(in *errand.InputRequest) bool { return in.ID == body.RequestID }) {
+			return nil, &errand.ValidationError{Field: "request_id", Message: body.RequestID + " is not a question of task " + taskID, Unprocessable: true}
+		}
+		target = body.RequestID
+	}
+	in, err := s.client.Answer(ctx, target, body.Answer)
+	if errors.Is(err, errand.ErrNotFound) && body.RequestID == "" {
+		return nil, fmt.Errorf("task %s has no open question: %w", taskID, errand.ErrInputClosed)
+	}
+	return in, err
+}
+
+func (s *Server) steps(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.client.Get(r.Context(), id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	steps, err := s.client.Steps(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := api.StepList{Steps: make([]*api.Step, len(steps))}
+	for i, st := range steps {
+		out.Steps[i] = api.FromStep(st)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) inputs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	status := q.Get("status")
+	switch status {
+	case "", store.InputPending, store.InputAnswered, store.InputExpired:
+	default:
+		s.fail(w, r, malformed("status", "unknown status %q (want pending, answered or expired)", status))
+		return
+	}
+	ins, err := s.client.Inputs(r.Context(), status, q.Get("task_id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := api.InputList{Inputs: make([]*api.Input, len(ins))}
+	for i, in := range ins {
+		out.Inputs[i] = api.FromInput(in)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	all, err := queryBool(r, "all")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	limit, err := queryLimit(r, 100)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ns, err := s.client.Inbox(r.Context(), &errand.InboxParams{
+		SessionID: q.Get("session"), Unread: !all, MarkRead: true, Limit: limit,
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := api.NotificationList{Notifications: make([]*api.Notification, len(ns))}
+	for i, n := range ns {
+		out.Notifications[i] = api.FromNotification(n)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func queryBool(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, malformed(name, "%s must be true or false, not %q", name, v)
+	}
+	return b, nil
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Status == nil {
+		writeJSON(w, http.StatusOK, api.Status{State: "alive", Tasks: map[string]int{}})
+		return
+	}
+	st, err := s.cfg.Status(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) budget(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Budget == nil {
+		writeJSON(w, http.StatusOK, api.BudgetSummary{})
+		return
+	}
+	b, err := s.cfg.Budget(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}

@@ -1,0 +1,267 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/api"
+)
+
+// wsOutbox bounds the frames waiting for one WebSocket client; a client
+// that lets it fill is disconnected (it can reconnect and list what it
+// missed) so it never holds up anything else.
+const wsOutbox = 256
+
+// websocket serves /api/ws: requests in, responses and events out (see
+// DESIGN.md "Surfaces"). Every live event is pushed unless the client
+// narrows them with subscribe.
+func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
+	conn, err := websocket.Accept(w, r, nil) // browsers: same origin only
+	if err != nil {
+		return // Accept has answered
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(s.cfg.MaxBodyBytes)
+
+	ctx, cancel := s.streamContext(r)
+	defer cancel()
+	after, err := s.client.LastEventID(ctx)
+	if err != nil {
+		conn.Close(websocket.StatusInternalError, "internal error")
+		return
+	}
+	sub, err := s.client.Subscribe(ctx, errand.EventFilter{}, after)
+	if err != nil {
+		conn.Close(websocket.StatusInternalError, "internal error")
+		return
+	}
+	defer sub.Close()
+	s.cfg.OnStream(true)
+	defer s.cfg.OnStream(false)
+
+	ws := &wsSession{s: s, conn: conn, out: make(chan []byte, wsOutbox), cancel: cancel}
+	var wg sync.WaitGroup
+	wg.Go(func() { ws.writeLoop(ctx) })
+	wg.Go(func() { ws.pushEvents(ctx, sub) })
+	ws.readLoop(ctx)
+	cancel()
+	wg.Wait()
+}
+
+type wsSession struct {
+	s      *Server
+	conn   *websocket.Conn
+	out    chan []byte
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	taskID string
+	types  []string
+}
+
+func (ws *wsSession) writeLoop(ctx context.Context) {
+	for {
+		select {
+		case b := <-ws.out:
+			wctx, cancel := context.WithTimeout(ctx, ws.s.cfg.WriteTimeout)
+			err := ws.conn.Write(wctx, websocket.MessageText, b)
+			cancel()
+			if err != nil {
+				ws.cancel()
+				return
+			}
+		case <-ctx.Done():
+			ws.conn.Close(websocket.StatusGoingAway, "closing")
+			return
+		}
+	}
+}
+
+func (ws *wsSession) pushEvents(ctx context.Context, sub *errand.Subscription) {
+	for ev := range sub.Events() {
+		if !ws.wants(ev) {
+			continue
+		}
+		data, _ := json.Marshal(api.FromEvent(ev))
+		frame, _ := json.Marshal(api.Frame{Type: "event", Event: ev.Type, Data: data})
+		select {
+		case ws.out <- frame:
+		default:
+			ws.conn.Close(websocket.StatusPolicyViolation, "too slow: events dropped; reconnect")
+			ws.cancel()
+			return
+		}
+	}
+}
+
+func (ws *wsSession) wants(ev *errand.Event) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.taskID != "" && ev.TaskID != ws.taskID {
+		return false
+	}
+	return len(ws.types) == 0 || slices.Contains(ws.types, ev.Type)
+}
+
+func (ws *wsSession) readLoop(ctx context.Context) {
+	for {
+		typ, data, err := ws.conn.Read(ctx)
+		if err != nil {
+			return
+		}
+		var res api.Frame
+		if typ != websocket.MessageText {
+			res = api.Frame{Type: "res", Error: &api.ErrorDetail{Code: api.CodeBadRequest, Message: "frames must be JSON text"}}
+		} else {
+			res = ws.handle(ctx, data)
+		}
+		b, _ := json.Marshal(res)
+		select {
+		case ws.out <- b:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// handle answers one request frame.
+func (ws *wsSession) handle(ctx context.Context, data []byte) api.Frame {
+	var req api.Frame
+	if err := decodeStrict(data, &req, false); err != nil {
+		return api.Frame{Type: "res", Error: &api.ErrorDetail{Code: api.CodeBadRequest, Message: err.Error()}}
+	}
+	res := api.Frame{Type: "res", ID: req.ID}
+	if req.Type != "req" || req.ID == nil || req.Method == "" {
+		res.Error = &api.ErrorDetail{Code: api.CodeBadRequest, Message: `a request frame is {"type":"req","id":N,"method":"…","params":{…}}`}
+		return res
+	}
+	result, err := ws.call(ctx, req.Method, req.Params)
+	if err != nil {
+		_, detail := ws.s.classify(err, "ws "+req.Method)
+		if detail.Code == api.CodeNotFound && detail.Message == "" {
+			detail.Message = "no such task"
+		}
+		res.Error = &detail
+		return res
+	}
+	res.Result, _ = json.Marshal(result)
+	return res
+}
+
+type wsTaskParams struct {
+	TaskID string `json:"task_id"`
+	Reason string `json:"reason,omitempty"`
+	Answer string `json:"answer,omitempty"`
+}
+
+type wsListParams struct {
+	Status  []string `json:"status,omitempty"`
+	Session string   `json:"session,omitempty"`
+	Parent  string   `json:"parent,omitempty"`
+	Agent   string   `json:"agent,omitempty"`
+	Tag     string   `json:"tag,omitempty"`
+	Limit   int      `json:"limit,omitempty"`
+	Cursor  string   `json:"cursor,omitempty"`
+}
+
+type wsSubscribeParams struct {
+	TaskID string   `json:"task_id,omitempty"`
+	Types  []string `json:"types,omitempty"`
+}
+
+func (ws *wsSession) call(ctx context.Context, method string, raw json.RawMessage) (any, error) {
+	c := ws.s.client
+	params := func(v any) error { return decodeStrict(raw, v, true) }
+	taskParams := func() (wsTaskParams, error) {
+		var p wsTaskParams
+		if err := params(&p); err != nil {
+			return p, err
+		}
+		if p.TaskID == "" {
+			return p, malformed("task_id", "params.task_id is required")
+		}
+		return p, nil
+	}
+	switch method {
+	case "submit_task":
+		var body api.CreateTask
+		if err := decodeStrict(raw, &body, false); err != nil {
+			return nil, err
+		}
+		t, err := ws.s.submit(ctx, &body)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"task": api.FromTask(t)}, nil
+	case "check_task":
+		p, err := taskParams()
+		if err != nil {
+			return nil, err
+		}
+		t, err := c.Get(ctx, p.TaskID)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"task": api.FromTask(t)}, nil
+	case "cancel_task":
+		p, err := taskParams()
+		if err != nil {
+			return nil, err
+		}
+		t, err := c.Cancel(ctx, p.TaskID, p.Reason)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"task": api.FromTask(t)}, nil
+	case "answer_task":
+		p, err := taskParams()
+		if err != nil {
+			return nil, err
+		}
+		in, err := ws.s.answerTask(ctx, p.TaskID, api.AnswerInput{Answer: p.Answer})
+		if err != nil {
+			return nil, err
+		}
+		t, err := c.Get(ctx, p.TaskID)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"input": api.FromInput(in), "task": api.FromTask(t)}, nil
+	case "list_tasks":
+		var p wsListParams
+		if err := params(&p); err != nil {
+			return nil, err
+		}
+		q := listQuery{Status: p.Status, Session: p.Session, Parent: p.Parent, Agent: p.Agent, Tag: p.Tag, Cursor: p.Cursor}
+		if p.Limit != 0 {
+			q.Limit = strconv.Itoa(p.Limit)
+		}
+		lp, err := listParams(q)
+		if err != nil {
+			return nil, err
+		}
+		res, err := c.List(ctx, lp)
+		if err != nil {
+			return nil, err
+		}
+		return api.TaskList{Tasks: api.FromTasks(res.Tasks), NextCursor: res.NextCursor}, nil
+	case "subscribe":
+		var p wsSubscribeParams
+		if err := params(&p); err != nil {
+			return nil, err
+		}
+		ws.mu.Lock()
+		ws.taskID, ws.types = p.TaskID, p.Types
+		ws.mu.Unlock()
+		return map[string]any{"subscribed": true, "task_id": p.TaskID, "types": p.Types}, nil
+	default:
+		return nil, malformed("method", "unknown method %q (want submit_task, check_task, cancel_task, list_tasks, answer_task or subscribe)", method)
+	}
+}

@@ -1,0 +1,48 @@
+// Package webhook delivers journal events to the webhooks configured in
+// errand.yaml: signed, retried, at least once, in order.
+//
+// # Signing
+//
+// Every delivery is a POST of the event in the API's wire shape (the JSON
+// of an SSE data: line, see api.FromEvent) with Content-Type
+// application/json, User-Agent errand-webhook and the Standard Webhooks
+// headers: webhook-id (the event id in decimal, the same on every attempt,
+// so receivers dedupe on it), webhook-timestamp (Unix seconds of this
+// attempt) and webhook-signature ("v1," and the base64 HMAC-SHA256 of
+// "{id}.{timestamp}.{body}"). The key is the base64-decoded part after
+// "whsec_" of a whsec_… secret, or the raw bytes of any other secret (see
+// Key, Sign and Verify). A hook without a secret is sent unsigned.
+//
+// # Delivery
+//
+// Each hook has its own goroutine, HTTP transport and durable cursor in the
+// journal, named CursorName(url): "webhook:" and the first 16 hex digits of
+// the SHA-256 of the URL. A hook seen for the first time starts at the
+// newest event: it gets the events written from then on, not the history.
+//
+// A hook takes the events after its cursor in id order. An event whose type
+// is not in the hook's Events is passed over; the cursor moves past it but
+// is written only every Config.CursorEvery such events, after the next
+// delivery, or at shutdown. A wanted event is posted until the receiver
+// answers 2xx; only then does the cursor move past it, and is written.
+// So a restart loses nothing and sends again at most the event that was in
+// flight (or, if a cursor write failed, the events since the last one that
+// succeeded).
+//
+// An attempt fails on a non-2xx answer (a redirect is not followed and
+// fails too), a connection error or Config.Timeout (10 s). The same event
+// is then tried again after an exponential backoff with jitter (1 s
+// doubling to 5 min, each delay cut by a random fraction of up to half),
+// for as long as it takes: a receiver that is down holds back its own
+// events only. Each failure is logged and reported to
+// Config.OnAttemptFunc, as is each success.
+//
+// # Private addresses
+//
+// Unless a hook sets AllowPrivate, New refuses a URL whose host is
+// localhost or a literal loopback, private, link-local, unspecified,
+// multicast or otherwise non-public address, and the hook's dialer refuses
+// such an address again after DNS resolution, at connect time, so a name
+// that resolves (or is rebound) to one is refused too. Proxy settings from
+// the environment are ignored for the same reason.
+package webhook

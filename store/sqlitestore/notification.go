@@ -1,0 +1,163 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand/store"
+)
+
+const notificationColumns = `id, session_id, task_id, event_id, event_type, text, created_at, read_at`
+
+func scanNotification(r rowScanner) (*store.Notification, error) {
+	var (
+		n         store.Notification
+		createdAt int64
+		readAt    sql.NullInt64
+	)
+	if err := r.Scan(&n.ID, &n.SessionID, &n.TaskID, &n.EventID, &n.EventType, &n.Text, &createdAt, &readAt); err != nil {
+		return nil, err
+	}
+	n.CreatedAt, n.ReadAt = fromMicros(createdAt), nullMicros(readAt)
+	return &n, nil
+}
+
+// NotificationList implements store.Store.
+func (s *Store) NotificationList(ctx context.Context, p *store.NotificationListParams) ([]*store.Notification, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if p.SessionID != "" {
+		where, args = append(where, `session_id = ?`), append(args, p.SessionID)
+	}
+	if p.Unread {
+		where = append(where, `read_at IS NULL`)
+	}
+	if p.AfterID > 0 {
+		where, args = append(where, `id > ?`), append(args, p.AfterID)
+	}
+	if !p.Since.IsZero() {
+		where, args = append(where, `created_at >= ?`), append(args, ceilMicros(p.Since))
+	}
+	query := `SELECT ` + notificationColumns + ` FROM notifications`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	query += ` ORDER BY id LIMIT ?`
+	args = append(args, max(p.Limit, 1))
+
+	list := func(q querier) ([]*store.Notification, error) {
+		rows, err := q.QueryContext(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []*store.Notification
+		for rows.Next() {
+			n, err := scanNotification(rows)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, n)
+		}
+		return out, rows.Err()
+	}
+	if !p.MarkRead {
+		out, err := list(s.reader)
+		if err != nil {
+			return nil, fmt.Errorf("list notifications: %w", err)
+		}
+		return out, nil
+	}
+
+	at := now(p.Now)
+	var out []*store.Notification
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if out, err = list(tx); err != nil {
+			return err
+		}
+		var unread []int64
+		for _, n := range out {
+			if n.ReadAt.IsZero() {
+				unread = append(unread, n.ID)
+			}
+		}
+		if len(unread) == 0 {
+			return nil
+		}
+		ids := make([]string, len(unread))
+		for i, id := range unread {
+			ids[i] = fmt.Sprint(id)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE notifications SET read_at = ? WHERE id IN (SELECT value FROM json_each(?))`,
+			micros(at), "["+strings.Join(ids, ",")+"]"); err != nil {
+			return err
+		}
+		for _, n := range out {
+			if n.ReadAt.IsZero() {
+				n.ReadAt = at
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list notifications: %w", err)
+	}
+	return out, nil
+}
+
+// CursorGet implements store.Store.
+func (s *Store) CursorGet(ctx context.Context, name string) (int64, bool, error) {
+	var id int64
+	err := s.reader.QueryRowContext(ctx, `SELECT event_id FROM cursors WHERE name = ?`, name).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("get cursor %s: %w", name, err)
+	}
+	return id, true, nil
+}
+
+// CursorSet implements store.Store.
+func (s *Store) CursorSet(ctx context.Context, p *store.CursorSetParams) error {
+	if p.Name == "" {
+		return errors.New("set cursor: a name is required")
+	}
+	at := now(p.Now)
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO cursors (name, event_id, updated_at) VALUES (?1, ?2, ?3)
+			ON CONFLICT (name) DO UPDATE SET event_id = ?2, updated_at = ?3`, p.Name, p.EventID, micros(at))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set cursor %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// EventLastID implements store.Store.
+func (s *Store) EventLastID(ctx context.Context) (int64, error) {
+	var id int64
+	if err := s.reader.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM task_events`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("last event id: %w", err)
+	}
+	return id, nil
+}
+
+// SpendSince implements store.Store.
+func (s *Store) SpendSince(ctx context.Context, since time.Time) (float64, error) {
+	var total float64
+	err := s.reader.QueryRowContext(ctx, `SELECT coalesce(sum(cost_usd), 0) FROM task_steps WHERE created_at >= ?`,
+		ceilMicros(since)).Scan(&total)
+	if err != nil {
+		return 0, fmt.Errorf("spend since %s: %w", since.UTC().Format(time.RFC3339), err)
+	}
+	return total, nil
+}

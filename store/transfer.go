@@ -1,0 +1,57 @@
+package store
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrConflict is returned by BatchImport for a row whose id (or unique key)
+// the store already holds. Nothing of the batch was written.
+var ErrConflict = errors.New("errand: a row with that id exists")
+
+// TaskRecord is a task row as an export holds it: the Task and the columns
+// only the store itself reads. Its JSON is the Task's with these fields
+// added.
+type TaskRecord struct {
+	*Task
+	// OnDependencyFailure is fail or run; see TaskInsertParams.
+	OnDependencyFailure string `json:"on_dependency_failure,omitempty"`
+	// CancelReason is the reason of a cancel request, which the task's
+	// worker ends it with.
+	CancelReason string `json:"cancel_reason,omitempty"`
+	// BudgetWarnedAt is when the task.budget_warning event was written.
+	BudgetWarnedAt time.Time `json:"budget_warned_at,omitzero"`
+}
+
+// InputRecord is an input request row as an export holds it.
+type InputRecord struct {
+	*InputRequest
+	ExpiresAt     time.Time `json:"expires_at,omitzero"`
+	DefaultAnswer *string   `json:"default_answer,omitempty"`
+}
+
+// Batch is raw rows of every kind, as BatchExport reads them and
+// BatchImport writes them.
+type Batch struct {
+	Tasks         []*TaskRecord
+	Steps         []*Step
+	Inputs        []*InputRecord
+	Dependencies  []*Dependency
+	Events        []*Event
+	Notifications []*Notification
+}
+
+// Len counts the rows of every kind.
+func (b *Batch) Len() int {
+	return len(b.Tasks) + len(b.Steps) + len(b.Inputs) + len(b.Dependencies) + len(b.Events) + len(b.Notifications)
+}
+
+// BatchExportParams selects one page of tasks for an export.
+type BatchExportParams struct {
+	// After is the id of the last task of the previous page; "" starts at
+	// the oldest.
+	After string
+	// UpdatedSince, when set, keeps only tasks updated at or after it.
+	UpdatedSince time.Time
+	Limit        int // ≥ 1
+}
