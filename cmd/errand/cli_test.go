@@ -362,7 +362,7 @@ func TestAskWaitFailed(t *testing.T) {
 		{"Failed", &api.Task{ID: "tsk_1", Status: store.StatusFailed, Error: &store.TaskError{Code: "budget_exceeded", Message: "max_tokens of 1000 reached"}},
 			store.EventTaskFailed, "errand: task tsk_1 failed: budget_exceeded: max_tokens of 1000 reached\n"},
 		{"Cancelled", &api.Task{ID: "tsk_1", Status: store.StatusCancelled, Error: &store.TaskError{Code: "cancelled", Message: "by operator"}},
-			store.EventTaskCancelled, "errand: task tsk_1 was cancelled: cancelled: by operator\n"},
+			store.EventTaskCancelled, "errand: task tsk_1 was cancelled: by operator\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -110,7 +110,11 @@ func (a *app) finish(t *api.Task, eventsJSON bool) error {
 		return err
 	case store.StatusCancelled:
 		msg := fmt.Sprintf("task %s was cancelled", t.ID)
-		if t.Error != nil {
+		switch {
+		case t.Error == nil:
+		case t.Error.Code == string(store.StatusCancelled) && t.Error.Message != "":
+			msg += ": " + t.Error.Message
+		default:
 			msg += ": " + errorText(t.Error)
 		}
 		return &exitError{code: 1, err: errors.New(msg)}

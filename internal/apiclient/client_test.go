@@ -113,8 +113,10 @@ func TestRoutes(t *testing.T) {
 			check: func(t *testing.T, got any) { require.Equal(t, "t", got.(*api.Task).Title) },
 		},
 		{
-			name:   "CancelTask",
-			call:   func(ctx context.Context, c *Client) (any, error) { return c.CancelTask(ctx, "tsk_1", "no longer needed") },
+			name: "CancelTask",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.CancelTask(ctx, "tsk_1", "no longer needed")
+			},
 			method: "DELETE", path: "/api/tasks/tsk_1", body: `{"reason":"no longer needed"}`, status: 200, resp: task,
 		},
 		{
@@ -174,8 +176,10 @@ func TestRoutes(t *testing.T) {
 			name:   "Inbox",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.Inbox(ctx, "s1", true) },
 			method: "GET", path: "/api/inbox", query: "all=true&session=s1", status: 200,
-			resp:  `{"notifications":[{"id":3,"session_id":"s1","task_id":"tsk_1","event_type":"task.completed","text":"done"}]}`,
-			check: func(t *testing.T, got any) { require.Equal(t, "done", got.(*api.NotificationList).Notifications[0].Text) },
+			resp: `{"notifications":[{"id":3,"session_id":"s1","task_id":"tsk_1","event_type":"task.completed","text":"done"}]}`,
+			check: func(t *testing.T, got any) {
+				require.Equal(t, "done", got.(*api.NotificationList).Notifications[0].Text)
+			},
 		},
 		{
 			name:   "ReadyTasks",
@@ -186,8 +190,10 @@ func TestRoutes(t *testing.T) {
 			name:   "BlockedTasks",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.BlockedTasks(ctx, 0) },
 			method: "GET", path: "/api/tasks/blocked", status: 200,
-			resp:  `{"tasks":[{"task":{"id":"tsk_1"},"blocked_by":["tsk_0"]}]}`,
-			check: func(t *testing.T, got any) { require.Equal(t, []string{"tsk_0"}, got.(*api.BlockedList).Tasks[0].BlockedBy) },
+			resp: `{"tasks":[{"task":{"id":"tsk_1"},"blocked_by":["tsk_0"]}]}`,
+			check: func(t *testing.T, got any) {
+				require.Equal(t, []string{"tsk_0"}, got.(*api.BlockedList).Tasks[0].BlockedBy)
+			},
 		},
 		{
 			name:   "Budget",

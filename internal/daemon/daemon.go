@@ -72,6 +72,7 @@ type daemon struct {
 	http     *http.Server
 	metrics  *metrics.Metrics
 	hooks    *webhook.Dispatcher
+	ready    func(net.Addr)
 }
 
 func start(ctx context.Context, opts *Options) (d *daemon, err error) {
@@ -110,12 +111,12 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		return nil, fmt.Errorf("webhooks: %w", err)
 	}
 
-	d = &daemon{home: home, cfg: cfg, cfgPath: cfgPath, log: log, startedAt: time.Now()}
-	defer func() {
+	d = &daemon{home: home, cfg: cfg, cfgPath: cfgPath, log: log, startedAt: time.Now(), ready: opts.Ready}
+	defer func(d *daemon) {
 		if err != nil {
 			d.close()
 		}
-	}()
+	}(d)
 	// Listen first: a port in use stops us before any work is claimed.
 	if d.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -174,13 +175,6 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
-	if opts.Ready != nil {
-		defer func() {
-			if err == nil {
-				opts.Ready(d.listener.Addr())
-			}
-		}()
-	}
 	return d, nil
 }
 
@@ -196,8 +190,6 @@ func (d *daemon) serve(ctx context.Context) error {
 		return fmt.Errorf("start workers: %w", err)
 	}
 	addr := d.listener.Addr().String()
-	d.log.Info("errand serving", "listen", addr, "home", d.home, "config", d.cfgPath,
-		"store", redactDSN(d.cfg.StoreDSN(d.home)), "workers", d.cfg.Workers, "pid", os.Getpid())
 
 	var wg sync.WaitGroup
 	fail := func(what string, err error) {
@@ -220,6 +212,8 @@ func (d *daemon) serve(ctx context.Context) error {
 		Logger:    d.log,
 		InfoFunc:  d.counts,
 	}
+	beatStarted := make(chan struct{})
+	beat.StartedFunc = func() { close(beatStarted) }
 	beatDone := make(chan struct{})
 	beatCtx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBeat()
@@ -231,6 +225,15 @@ func (d *daemon) serve(ctx context.Context) error {
 		wg.Go(func() { fail("webhooks", d.hooks.Run(partsCtx)) })
 	}
 	wg.Go(func() { fail("observer", d.observe(partsCtx)) })
+	select {
+	case <-beatStarted:
+		d.log.Info("errand serving", "listen", addr, "home", d.home, "config", d.cfgPath,
+			"store", redactDSN(d.cfg.StoreDSN(d.home)), "workers", d.cfg.Workers, "pid", os.Getpid())
+		if d.ready != nil {
+			d.ready(d.listener.Addr())
+		}
+	case <-ctx.Done():
+	}
 
 	<-ctx.Done()
 	cause := context.Cause(ctx)

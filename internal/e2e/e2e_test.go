@@ -303,5 +303,37 @@ webhooks:
 			require.Equal(t, n, recv.got[evID], "event %d was delivered before the restart and must not be sent again", evID)
 		}
 	})
+
+	t.Run("inbox", func(t *testing.T) {
+		out, stderr, code := d.errand("inbox")
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, out, "[Task completed] 'say hello'")
+		require.Contains(t, out, "[Task failed] 'try it'")
+		out, stderr, code = d.errand("inbox", "--json")
+		require.Equal(t, 0, code, stderr)
+		var inbox api.NotificationList
+		require.NoError(t, json.Unmarshal([]byte(out), &inbox), out)
+		for _, n := range inbox.Notifications {
+			require.NotContains(t, n.Text, "say hello", "listing marks them read")
+		}
+	})
+
+	t.Run("export and import", func(t *testing.T) {
+		dump, stderr, code := runCLI(t, home, "export")
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, dump, `{"kind":"task"`)
+		path := filepath.Join(t.TempDir(), "dump.jsonl")
+		writeFile(t, path, dump, 0o600)
+
+		fresh := t.TempDir()
+		_, stderr, code = runCLI(t, fresh, "import", path)
+		require.Equal(t, 0, code, stderr)
+		again, stderr, code := runCLI(t, fresh, "export")
+		require.Equal(t, 0, code, stderr)
+		require.Equal(t, dump, again, "an imported store exports the same lines")
+		_, stderr, code = runCLI(t, fresh, "import", path)
+		require.NotEqual(t, 0, code, "importing into a store that holds tasks is refused")
+		require.Contains(t, stderr, "empty")
+	})
 	d.stop()
 }

@@ -36,6 +36,9 @@ type Writer struct {
 	StartedAt time.Time
 	// Logger reports failed beats; default slog.Default().
 	Logger *slog.Logger
+	// StartedFunc, if set, is called once the first beat is written, so a
+	// daemon can say it is up only when `errand status` would agree.
+	StartedFunc func()
 }
 
 // Run writes a beat at once, then one every Interval until ctx ends, when
@@ -79,6 +82,9 @@ func (w *Writer) Run(ctx context.Context) error {
 	}
 	if err := w.beat(ctx, log, clk, started, b); err != nil {
 		return err
+	}
+	if w.StartedFunc != nil {
+		w.StartedFunc()
 	}
 	ticker := clk.NewTicker(interval)
 	defer ticker.Stop()

@@ -64,7 +64,7 @@ func (s *Server) classify(err error, what string) (int, api.ErrorDetail) {
 	case errors.Is(err, errand.ErrParentEnded):
 		return http.StatusConflict, d(api.CodeParentEnded, err.Error(), "parent_id")
 	case errors.As(err, &tr):
-		return http.StatusConflict, d(api.CodeConflict, err.Error(), "")
+		return http.StatusConflict, d(api.CodeConflict, tr.Error(), "")
 	case errors.Is(err, errand.ErrInputClosed):
 		return http.StatusConflict, d(api.CodeInputClosed, err.Error(), "")
 	case errors.As(err, &limit):

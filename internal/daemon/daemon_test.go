@@ -1,0 +1,190 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/internal/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+}
+
+// serve runs the daemon until the test ends and returns its address.
+func serve(t *testing.T, home string, vars map[string]string) string {
+	t.Helper()
+	vars["ERRAND_HOME"] = home
+	ready := make(chan net.Addr, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, &Options{Listen: "127.0.0.1:0", Lookup: env(vars), Stderr: io.Discard, Ready: func(a net.Addr) { ready <- a }})
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("daemon did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+		_, err := os.Stat(filepath.Join(home, "heartbeat.json"))
+		require.ErrorIs(t, err, os.ErrNotExist, "a clean stop removes the heartbeat")
+	})
+	return "http://" + addr.String()
+}
+
+func TestStartsWithNoConfigAndExplainsTheMissingModel(t *testing.T) {
+	home := t.TempDir()
+	url := serve(t, home, map[string]string{})
+
+	token, err := os.ReadFile(filepath.Join(home, TokenFile))
+	require.NoError(t, err)
+	info, err := os.Stat(filepath.Join(home, TokenFile))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+	_, err = os.Stat(filepath.Join(home, "heartbeat.json"))
+	require.NoError(t, err, "the heartbeat is written at start-up")
+
+	auth := "Bearer " + strings.TrimSpace(string(token))
+	req, _ := http.NewRequest("POST", url+"/api/tasks", strings.NewReader(`{"goal":"hello"}`))
+	req.Header.Set("Authorization", auth)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var task api.Task
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&task))
+	res.Body.Close()
+	require.Equal(t, http.StatusCreated, res.StatusCode)
+
+	// Follow the task to its end over SSE.
+	req, _ = http.NewRequest("GET", url+"/api/tasks/"+task.ID+"/events?types=task.failed", nil)
+	req.Header.Set("Authorization", auth)
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	buf := make([]byte, 64<<10)
+	var got string
+	for !strings.Contains(got, "task.failed") {
+		n, err := res.Body.Read(buf)
+		require.NoError(t, err)
+		got += string(buf[:n])
+	}
+	res.Body.Close()
+
+	req, _ = http.NewRequest("GET", url+"/api/tasks/"+task.ID, nil)
+	req.Header.Set("Authorization", auth)
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&task))
+	res.Body.Close()
+	require.Equal(t, "agent_not_configured", task.Error.Code)
+	require.Contains(t, task.Error.Message, "agents.default")
+	require.Contains(t, task.Error.Message, "model:")
+	require.Contains(t, task.Error.Message, filepath.Join(home, "errand.yaml"))
+
+	// The token survives a restart: the same file is read again.
+	again, err := loadToken(home, mustDefault(t), env(nil))
+	require.NoError(t, err)
+	require.Equal(t, strings.TrimSpace(string(token)), again)
+}
+
+func TestBadStartsServeNothing(t *testing.T) {
+	cases := []struct {
+		name, config string
+		opts         Options
+		vars         map[string]string
+		want         string
+	}{
+		{name: "unknown key", config: "workerz: 4\n", want: "workerz: unknown key"},
+		{name: "bad value", config: "lease_ttl: 90\n", want: "lease_ttl"},
+		{name: "bad agent", config: "agents:\n  default: {kind: llm}\n", want: "agents.default.model"},
+		{name: "bad flag", opts: Options{Workers: -1}, want: "workers"},
+		{name: "bad env", vars: map[string]string{"ERRAND_WORKERS": "many"}, want: "ERRAND_WORKERS"},
+		{name: "open without token", opts: Options{Listen: "0.0.0.0:0"}, want: "auth.token_env"},
+		{name: "token env unset", config: "auth: {token_env: MY_TOKEN}\n", want: "MY_TOKEN"},
+		{name: "webhook secret unset", config: "webhooks:\n  - {url: 'https://example.com/h', secret_env: HOOK_SECRET}\n", want: "HOOK_SECRET"},
+		{name: "log format", opts: Options{LogFormat: "xml"}, want: "--log-format"},
+		{name: "missing named config", opts: Options{ConfigFile: "/nonexistent/errand.yaml"}, want: "/nonexistent/errand.yaml"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			home := t.TempDir()
+			if c.config != "" {
+				require.NoError(t, os.WriteFile(filepath.Join(home, "errand.yaml"), []byte(c.config), 0o600))
+			}
+			vars := map[string]string{"ERRAND_HOME": home}
+			for k, v := range c.vars {
+				vars[k] = v
+			}
+			opts := c.opts
+			opts.Lookup = env(vars)
+			opts.Stderr = io.Discard
+			if opts.Listen == "" {
+				opts.Listen = "127.0.0.1:0"
+			}
+			err := Run(t.Context(), &opts)
+			require.ErrorContains(t, err, c.want)
+			_, statErr := os.Stat(filepath.Join(home, "errand.db"))
+			require.ErrorIs(t, statErr, os.ErrNotExist, "no store was created")
+			_, statErr = os.Stat(filepath.Join(home, "heartbeat.json"))
+			require.ErrorIs(t, statErr, os.ErrNotExist)
+		})
+	}
+}
+
+func TestPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	home := t.TempDir()
+	err = Run(t.Context(), &Options{Listen: ln.Addr().String(), Lookup: env(map[string]string{"ERRAND_HOME": home}), Stderr: io.Discard})
+	require.ErrorContains(t, err, "listen on "+ln.Addr().String())
+}
+
+func TestTokenFromEnvironmentAllowsNonLoopback(t *testing.T) {
+	home := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(home, "errand.yaml"), []byte("auth: {token_env: MY_TOKEN}\n"), 0o600))
+	cfg, _, err := loadConfig(home, &Options{Listen: "0.0.0.0:7780"}, env(map[string]string{"ERRAND_HOME": home}))
+	require.NoError(t, err)
+	token, err := loadToken(home, cfg, env(map[string]string{"MY_TOKEN": " chosen "}))
+	require.NoError(t, err)
+	require.Equal(t, "chosen", token)
+	_, err = os.Stat(filepath.Join(home, TokenFile))
+	require.ErrorIs(t, err, os.ErrNotExist, "a token from the environment is not written to disk")
+}
+
+func TestTokenFileIsMadePrivate(t *testing.T) {
+	home := t.TempDir()
+	path := filepath.Join(home, TokenFile)
+	require.NoError(t, os.WriteFile(path, []byte("abc\n"), 0o644))
+	token, err := loadToken(home, mustDefault(t), env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "abc", token)
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+
+	require.NoError(t, os.WriteFile(path, []byte("\n"), 0o600))
+	_, err = loadToken(home, mustDefault(t), env(nil))
+	require.ErrorContains(t, err, "empty")
+}
+
+func mustDefault(t *testing.T) *config.Config {
+	t.Helper()
+	return config.Default()
+}
