@@ -127,7 +127,7 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 		}
 	case effective == store.StatusPending:
 		runAt, released = toNullMicros(at), 1
-	case effective == store.StatusWaitingSubtasks:
+	case effective == store.StatusWaitingSubtasks, effective == store.StatusInputRequired:
 		released = 1 // waiting is not a failed attempt
 	}
 	if effective == store.StatusInputRequired {

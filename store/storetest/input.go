@@ -37,6 +37,7 @@ func testInput(t *testing.T, newDatabase NewDatabaseFunc) {
 		got := b.get(t, task.ID)
 		require.Equal(t, store.StatusInputRequired, got.Status)
 		require.Empty(t, got.LeaseOwner)
+		require.Zero(t, got.Attempt, "waiting for a person is not a failed attempt")
 		ev := b.lastEvent(t, task.ID)
 		require.Equal(t, store.EventTaskInputRequired, ev.Type)
 		var data store.TransitionData
