@@ -198,13 +198,34 @@ func (c *Client) registeredAgents() map[string]taskrun.Handler {
 // IdempotencyKey already used returns that task instead. Bad input is a
 // *ValidationError naming the field, and nothing is written.
 func (c *Client) Submit(ctx context.Context, p *SubmitParams) (*Task, error) {
+	res, err := c.SubmitResult(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return res.Task, nil
+}
+
+// SubmitResult is what Client.SubmitResult returns.
+type SubmitResult struct {
+	Task *Task
+	// Duplicate is true when the request's IdempotencyKey named an
+	// existing task: that task is returned and nothing was written.
+	Duplicate bool
+}
+
+// SubmitResult is Submit that also says whether the task is new.
+func (c *Client) SubmitResult(ctx context.Context, p *SubmitParams) (*SubmitResult, error) {
 	if p == nil {
 		return nil, &ValidationError{Field: "goal", Message: "must not be empty"}
 	}
 	if err := c.checkAgent(p.Agent); err != nil {
 		return nil, err
 	}
-	return c.engine.Submit(ctx, p)
+	t, inserted, err := c.engine.SubmitResult(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &SubmitResult{Task: t, Duplicate: !inserted}, nil
 }
 
 // checkAgent refuses an agent nobody registered, once agents are known.

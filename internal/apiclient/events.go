@@ -185,6 +185,11 @@ func (s *stream) read(ctx context.Context, body io.Reader, yield func(*api.Event
 		}
 		if line == "" { // dispatch
 			if !hasData {
+				// An id-only message moves the resume point (the server
+				// sends one as a stream opens).
+				if id, err := strconv.ParseInt(idField, 10, 64); err == nil && id > s.last {
+					s.last = id
+				}
 				eventType = ""
 				continue
 			}

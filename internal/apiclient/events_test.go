@@ -239,3 +239,27 @@ func TestBackoff(t *testing.T) {
 	require.Equal(t, 2*minBackoff, backoff(2))
 	require.Equal(t, maxBackoff, backoff(50))
 }
+
+// TestEventsResumeFromOpeningID: a stream that drops before its first
+// event resumes from the id the server sent as it opened.
+func TestEventsResumeFromOpeningID(t *testing.T) {
+	t.Parallel()
+	var conns atomic.Int32
+	lastIDs := make(chan string, 4)
+	b := setup(t, "tok", func(w http.ResponseWriter, r *http.Request) {
+		lastIDs <- r.Header.Get("Last-Event-ID")
+		w.Header().Set("Content-Type", "text/event-stream")
+		if conns.Add(1) == 1 {
+			io.WriteString(w, ": stream open\nid: 41\n\n")
+			return // dropped before any event
+		}
+		sse(w, 42, "task.created", "tsk_1")
+		flush(w)
+		<-r.Context().Done()
+	})
+	got, err := collect(t, b.client, AllEventsPath, 0, 1)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, []int64{42}, ids(got))
+	require.Equal(t, "", <-lastIDs)
+	require.Equal(t, "41", <-lastIDs)
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/config"
 	"github.com/errandhq/errand/internal/heartbeat"
+	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/internal/metrics"
 	"github.com/errandhq/errand/internal/server"
 	"github.com/errandhq/errand/internal/webhook"
@@ -73,6 +74,7 @@ type daemon struct {
 	metrics  *metrics.Metrics
 	hooks    *webhook.Dispatcher
 	ready    func(net.Addr)
+	unlock   func()
 }
 
 func start(ctx context.Context, opts *Options) (d *daemon, err error) {
@@ -102,6 +104,17 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
+	unlock, err := lockHome(home)
+	if err != nil {
+		return nil, err
+	}
+	d = &daemon{home: home, cfg: cfg, cfgPath: cfgPath, log: log, startedAt: time.Now(), ready: opts.Ready, unlock: unlock}
+	defer func(d *daemon) {
+		if err != nil {
+			d.close()
+		}
+	}(d)
+
 	token, err := loadToken(home, cfg, lookup)
 	if err != nil {
 		return nil, err
@@ -111,12 +124,6 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		return nil, fmt.Errorf("webhooks: %w", err)
 	}
 
-	d = &daemon{home: home, cfg: cfg, cfgPath: cfgPath, log: log, startedAt: time.Now(), ready: opts.Ready}
-	defer func(d *daemon) {
-		if err != nil {
-			d.close()
-		}
-	}(d)
 	// Listen first: a port in use stops us before any work is claimed.
 	if d.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -185,8 +192,15 @@ func (d *daemon) serve(ctx context.Context) error {
 	defer d.close()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// The engine recovers leases of dead local owners as it starts.
-	if err := d.engine.Start(ctx); err != nil {
+	// The observer starts where the journal is now, before any task runs.
+	observeFrom, err := d.client.LastEventID(ctx)
+	if err != nil {
+		return fmt.Errorf("read the journal: %w", err)
+	}
+	// The engine recovers leases of dead local owners as it starts. It is
+	// not tied to ctx: a signal stops it through Stop, with a grace period
+	// for running steps, not at once.
+	if err := d.engine.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start workers: %w", err)
 	}
 	addr := d.listener.Addr().String()
@@ -224,7 +238,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	if d.hooks != nil {
 		wg.Go(func() { fail("webhooks", d.hooks.Run(partsCtx)) })
 	}
-	wg.Go(func() { fail("observer", d.observe(partsCtx)) })
+	wg.Go(func() { d.observe(partsCtx, observeFrom) })
 	select {
 	case <-beatStarted:
 		d.log.Info("errand serving", "listen", addr, "home", d.home, "config", d.cfgPath,
@@ -250,6 +264,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	if err := d.http.Shutdown(shutdownCtx); err != nil {
 		d.http.Close()
 	}
+	d.api.WaitStreams() // WebSockets are hijacked: Shutdown does not wait for them
 	if err := d.engine.Stop(shutdownCtx); err != nil {
 		d.log.Warn("workers stopped uncleanly", "err", err)
 	}
@@ -260,29 +275,42 @@ func (d *daemon) serve(ctx context.Context) error {
 	return cause
 }
 
-// observe follows the journal for metrics and artifacts.
-func (d *daemon) observe(ctx context.Context) error {
-	after, err := d.client.LastEventID(ctx)
-	if err != nil {
-		return err
-	}
-	sub, err := d.client.Subscribe(ctx, errand.EventFilter{}, after)
-	if err != nil {
-		return err
-	}
-	defer sub.Close()
-	for ev := range sub.Events() {
-		d.metrics.Observe(ev)
-		if ev.Type == errand.EventTaskCompleted {
-			d.writeArtifact(ctx, ev.TaskID)
+// observe follows the journal for metrics and artifacts from event after.
+// A failed read is logged and the subscription resumed where it stopped:
+// metrics are not worth stopping the daemon for.
+func (d *daemon) observe(ctx context.Context, after int64) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		sub, err := d.client.Subscribe(ctx, errand.EventFilter{}, after)
+		if err == nil {
+			for ev := range sub.Events() {
+				after = ev.ID
+				backoff = 100 * time.Millisecond
+				d.metrics.Observe(ev)
+				if ev.Type == errand.EventTaskCompleted {
+					d.writeArtifact(ctx, ev.TaskID)
+				}
+			}
+			err = sub.Err()
 		}
+		if ctx.Err() != nil {
+			return
+		}
+		d.log.Warn("following the journal failed; resuming", "after", after, "err", err, "retry_in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		}
+		backoff = min(2*backoff, 10*time.Second)
 	}
-	return sub.Err()
 }
 
 // writeArtifact saves a completed task's output as
 // artifacts/<task_id>/output.md, readable without errand.
 func (d *daemon) writeArtifact(ctx context.Context, taskID string) {
+	if !id.Valid(id.Task, taskID) {
+		return // never a path outside artifacts/
+	}
 	t, err := d.client.Get(ctx, taskID)
 	if err != nil || len(t.Result) == 0 {
 		return
@@ -355,6 +383,9 @@ func (d *daemon) close() {
 	}
 	if d.client != nil {
 		d.client.Close()
+	}
+	if d.unlock != nil {
+		d.unlock()
 	}
 }
 

@@ -8,12 +8,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/config"
 )
@@ -187,4 +190,82 @@ func TestTokenFileIsMadePrivate(t *testing.T) {
 func mustDefault(t *testing.T) *config.Config {
 	t.Helper()
 	return config.Default()
+}
+
+// lineWatcher signals when a log line containing want is written.
+type lineWatcher struct {
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (l *lineWatcher) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), l.want) {
+		l.once.Do(func() { close(l.seen) })
+	}
+	return len(p), nil
+}
+
+// TestShutdownLetsRunningStepsFinish: a signal stops the claiming, but a
+// step already running gets its grace period and its task completes.
+func TestShutdownLetsRunningStepsFinish(t *testing.T) {
+	home := t.TempDir()
+	release := filepath.Join(home, "release")
+	started := filepath.Join(home, "started")
+	script := "#!/bin/sh\ncat >/dev/null\ntouch " + started + "\nwhile [ ! -f " + release + " ]; do sleep 0.01; done\nprintf '{\"status\":\"finish\",\"output\":\"finished in the grace period\"}\\n'\n"
+	require.NoError(t, os.WriteFile(filepath.Join(home, "step.sh"), []byte(script), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(home, "errand.yaml"),
+		[]byte("agents:\n  default: {kind: exec, command: ["+strconv.Quote(filepath.Join(home, "step.sh"))+"]}\n"), 0o600))
+
+	ready := make(chan net.Addr, 1)
+	stopping := &lineWatcher{want: "shutting down", seen: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, &Options{Listen: "127.0.0.1:0", Lookup: env(map[string]string{"ERRAND_HOME": home}),
+			Stderr: stopping, Ready: func(a net.Addr) { ready <- a }})
+	}()
+	url := "http://" + (<-ready).String()
+	token, err := os.ReadFile(filepath.Join(home, TokenFile))
+	require.NoError(t, err)
+	auth := "Bearer " + strings.TrimSpace(string(token))
+
+	req, _ := http.NewRequest("POST", url+"/api/tasks", strings.NewReader(`{"goal":"slow"}`))
+	req.Header.Set("Authorization", auth)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var task api.Task
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&task))
+	res.Body.Close()
+
+	// Wait until the step runs (its task.started event), then signal.
+	req, _ = http.NewRequest("GET", url+"/api/tasks/"+task.ID+"/events?types=task.started", nil)
+	req.Header.Set("Authorization", auth)
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	buf := make([]byte, 4096)
+	for got := ""; !strings.Contains(got, "event: task.started"); {
+		n, err := res.Body.Read(buf)
+		require.NoError(t, err)
+		got += string(buf[:n])
+	}
+	cancel()
+	<-stopping.seen
+	res.Body.Close()
+	require.NoError(t, os.WriteFile(release, nil, 0o600))
+	require.NoError(t, <-done)
+
+	c, err := errand.Open(context.Background(), filepath.Join(home, "errand.db"), nil)
+	require.NoError(t, err)
+	defer c.Close()
+	got, err := c.Get(context.Background(), task.ID)
+	require.NoError(t, err)
+	require.Equal(t, errand.StatusCompleted, got.Status, "the step finished within the grace period")
+}
+
+func TestOneDaemonPerHome(t *testing.T) {
+	home := t.TempDir()
+	serve(t, home, map[string]string{})
+	err := Run(t.Context(), &Options{Listen: "127.0.0.1:0", Lookup: env(map[string]string{"ERRAND_HOME": home}), Stderr: io.Discard})
+	require.ErrorContains(t, err, "another errand serve (pid ")
 }

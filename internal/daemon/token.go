@@ -28,28 +28,31 @@ func loadToken(home string, cfg *config.Config, lookup func(string) (string, boo
 		return v, nil
 	}
 	path := filepath.Join(home, TokenFile)
-	for {
-		token, err := readToken(path)
-		if !errors.Is(err, fs.ErrNotExist) {
-			return token, err
-		}
-		raw := make([]byte, 32)
-		rand.Read(raw)
-		token = base64.RawURLEncoding.EncodeToString(raw)
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			continue // another daemon made it first: use theirs
-		}
-		if err != nil {
-			return "", fmt.Errorf("create the API token: %w", err)
-		}
-		_, werr := f.WriteString(token + "\n")
-		if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
-			os.Remove(path)
-			return "", fmt.Errorf("write the API token: %w", err)
-		}
-		return token, nil
+	token, err := readToken(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return token, err
 	}
+	raw := make([]byte, 32)
+	rand.Read(raw)
+	token = base64.RawURLEncoding.EncodeToString(raw)
+	// Write it whole under another name, then link it into place: a
+	// reader never sees a half-written token, and if another daemon got
+	// there first its token stands.
+	tmp, err := os.CreateTemp(home, ".token-*")
+	if err != nil {
+		return "", fmt.Errorf("create the API token: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.WriteString(token + "\n")
+	if err := errors.Join(werr, tmp.Chmod(0o600), tmp.Sync(), tmp.Close()); err != nil {
+		return "", fmt.Errorf("write the API token: %w", err)
+	}
+	if err := os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+		return readToken(path)
+	} else if err != nil {
+		return "", fmt.Errorf("write the API token: %w", err)
+	}
+	return token, nil
 }
 
 func readToken(path string) (string, error) {

@@ -284,24 +284,31 @@ func defaultTitle(goal string) string {
 // already has p's idempotency key. A bad request is a *ValidationError and
 // nothing is written.
 func (e *Engine) Submit(ctx context.Context, p *SubmitParams) (*store.Task, error) {
+	t, _, err := e.SubmitResult(ctx, p)
+	return t, err
+}
+
+// SubmitResult is Submit that also says whether the task was written
+// (false: p's idempotency key named an existing task, which is returned).
+func (e *Engine) SubmitResult(ctx context.Context, p *SubmitParams) (*store.Task, bool, error) {
 	params, err := e.validate(p)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	res, err := e.store.TaskInsert(ctx, params)
 	if err != nil {
 		var ref *store.ReferenceError
 		if errors.As(err, &ref) {
-			return nil, unprocessable(ref.Field, "task %s does not exist", ref.ID)
+			return nil, false, unprocessable(ref.Field, "task %s does not exist", ref.ID)
 		}
 		if errors.Is(err, store.ErrTooDeep) {
 			_, msg, _ := strings.Cut(err.Error(), store.ErrTooDeep.Error()+": ")
-			return nil, unprocessable("parent_id", "%s", msg)
+			return nil, false, unprocessable("parent_id", "%s", msg)
 		}
-		return nil, fmt.Errorf("submit: %w", err)
+		return nil, false, fmt.Errorf("submit: %w", err)
 	}
 	if res.Inserted {
 		e.madeReady()
 	}
-	return res.Task, nil
+	return res.Task, res.Inserted, nil
 }

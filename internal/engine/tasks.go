@@ -93,6 +93,9 @@ func (e *Engine) List(ctx context.Context, p *ListParams) (*ListResult, error) {
 // context cancelled and ends cancelled when its agent returns. Cancelling a
 // finished task is an error matching store.ErrIllegalTransition.
 func (e *Engine) Cancel(ctx context.Context, taskID, reason, actor string) (*store.Task, error) {
+	if len(reason) > MaxReasonBytes {
+		return nil, invalid("reason", "is %d bytes; the limit is %d", len(reason), MaxReasonBytes)
+	}
 	if actor == "" {
 		actor = store.ActorUser
 	}
@@ -163,6 +166,10 @@ func (e *Engine) Inputs(ctx context.Context, status, taskID string) ([]*store.In
 	}
 	return e.store.InputList(ctx, &store.InputListParams{Status: status, TaskID: taskID, Limit: MaxListLimit})
 }
+
+// MaxReasonBytes bounds a cancel reason: it is stored on the task and
+// sent with its events to every stream and webhook.
+const MaxReasonBytes = 4096
 
 // Pause holds a task, and with subtree its unfinished descendants: a
 // queued or waiting one is not claimed until Resume; a running one stops

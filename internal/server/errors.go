@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
@@ -63,6 +64,8 @@ func (s *Server) classify(err error, what string) (int, api.ErrorDetail) {
 		return http.StatusBadRequest, d(api.CodeInvalid, inv.Error(), inv.Field)
 	case errors.Is(err, errand.ErrParentEnded):
 		return http.StatusConflict, d(api.CodeParentEnded, err.Error(), "parent_id")
+	case errors.Is(err, errDuplicate):
+		return http.StatusConflict, d("duplicate", strings.TrimPrefix(err.Error(), "duplicate: "), "idempotency_key")
 	case errors.As(err, &tr):
 		return http.StatusConflict, d(api.CodeConflict, tr.Error(), "")
 	case errors.Is(err, errand.ErrInputClosed):

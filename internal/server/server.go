@@ -60,6 +60,11 @@ type Server struct {
 	client *errand.Client
 	log    *slog.Logger
 	mux    *http.ServeMux
+	// shapes matches the paths of the routes, whatever the method, and
+	// methods lists each path's methods: a known path with a wrong method
+	// is a 405 naming the right ones.
+	shapes  *http.ServeMux
+	methods map[string][]string
 
 	streams streams
 }
@@ -84,7 +89,8 @@ func New(cfg Config) *Server {
 	if cfg.OnStream == nil {
 		cfg.OnStream = func(bool) {}
 	}
-	s := &Server{cfg: cfg, client: cfg.Client, log: cfg.Logger, mux: http.NewServeMux(), streams: streams{done: make(chan struct{})}}
+	s := &Server{cfg: cfg, client: cfg.Client, log: cfg.Logger, mux: http.NewServeMux(), shapes: http.NewServeMux(), methods: map[string][]string{},
+		streams: streams{done: make(chan struct{})}}
 	s.routes()
 	return s
 }
@@ -93,7 +99,15 @@ func New(cfg Config) *Server {
 func (s *Server) Handler() http.Handler { return s.recoverer(s.mux) }
 
 func (s *Server) routes() {
-	api := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.authed(h)) }
+	api := func(pattern string, h http.HandlerFunc) {
+		s.mux.Handle(pattern, s.authed(h))
+		if method, path, ok := strings.Cut(pattern, " "); ok {
+			if _, seen := s.methods[path]; !seen {
+				s.shapes.HandleFunc(path, func(http.ResponseWriter, *http.Request) {})
+			}
+			s.methods[path] = append(s.methods[path], method)
+		}
+	}
 
 	api("POST /api/tasks", s.createTask)
 	api("GET /api/tasks", s.listTasks)
@@ -135,7 +149,9 @@ func (s *Server) routes() {
 func (s *Server) authed(h http.HandlerFunc) http.Handler {
 	want := []byte(s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		ok = ok && strings.EqualFold(scheme, "Bearer")
+		got = strings.TrimSpace(got)
 		if !ok && r.URL.Path == "/api/ws" {
 			got, ok = r.URL.Query().Get("token"), true
 		}
@@ -166,5 +182,11 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 }
 
 func (s *Server) unknownRoute(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.shapes.Handler(r); pattern != "" {
+		allow := strings.Join(s.methods[pattern], ", ")
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path+" (allowed: "+allow+")", "")
+		return
+	}
 	writeError(w, http.StatusNotFound, api.CodeNotFound, "no route "+r.Method+" "+r.URL.Path, "")
 }

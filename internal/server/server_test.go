@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,7 +49,7 @@ func newFixture(t *testing.T, agents map[string]errand.Agent) *fixture {
 	c, err := errand.Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"), &errand.Config{Agents: agents})
 	require.NoError(t, err)
 	f := &fixture{t: t, client: c, clock: clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))}
-	f.server = New(Config{Client: c, Token: testToken, Clock: f.clock, Metrics: http.NotFoundHandler()})
+	f.server = New(Config{Client: c, Token: testToken, Clock: f.clock, Metrics: http.NotFoundHandler(), Logger: slog.New(failOnError{t: t, Handler: slog.NewTextHandler(os.Stderr, nil)})})
 	f.http = httptest.NewServer(f.server.Handler())
 	var engine *errand.Engine
 	if len(agents) > 0 {
@@ -64,6 +66,20 @@ func newFixture(t *testing.T, agents map[string]errand.Agent) *fixture {
 		require.NoError(t, c.Close())
 	})
 	return f
+}
+
+// failOnError fails the test on any error the server logs: a panic, a
+// 500. No test here expects one.
+type failOnError struct {
+	slog.Handler
+	t *testing.T
+}
+
+func (h failOnError) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		h.t.Errorf("server logged an error: %s", r.Message)
+	}
+	return h.Handler.Handle(ctx, r)
 }
 
 func (f *fixture) do(method, path, body string) (*http.Response, []byte) {
@@ -171,7 +187,7 @@ func TestCreateAndGetTask(t *testing.T) {
 	require.Equal(t, "user", task["source"])
 	require.Equal(t, "notify", task["result_route"])
 	require.Equal(t, map[string]any{"k": float64(1)}, task["input"])
-	require.Equal(t, map[string]any{"max_tokens": float64(5000), "max_wall_clock": "5m0s"}, task["budget"])
+	require.Equal(t, map[string]any{"max_tokens": float64(5000), "max_wall_clock": "5m"}, task["budget"])
 	for _, key := range []string{"parent_id", "result", "error", "started_at", "finished_at", "progress", "plan"} {
 		v, ok := task[key]
 		require.True(t, ok, "%s must be present", key)
@@ -181,9 +197,13 @@ func TestCreateAndGetTask(t *testing.T) {
 		require.Contains(t, task, key)
 	}
 
-	// The same idempotency key answers with the same task.
-	again := f.submit(`{"goal":"something else","idempotency_key":"k1"}`)
-	require.Equal(t, id, again.ID)
+	// A retry with the same idempotency key answers 200 with the same
+	// task; the key reused for something else is a conflict.
+	res, b = f.do("POST", "/api/tasks", `{"goal":"Write a REST API\nwith tests","idempotency_key":"k1"}`)
+	require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+	require.Contains(t, string(b), id)
+	res, b = f.do("POST", "/api/tasks", `{"goal":"something else","idempotency_key":"k1"}`)
+	requireError(t, res, b, http.StatusConflict, "duplicate")
 
 	res, b = f.do("GET", "/api/tasks/"+id, "")
 	require.Equal(t, http.StatusOK, res.StatusCode)
@@ -269,7 +289,9 @@ func TestBadRequestsAreClearAndWriteNothing(t *testing.T) {
 		{"bad after", "GET", "/api/events?after=-1", "", 400, api.CodeBadRequest, "after"},
 		{"bad inputs status", "GET", "/api/inputs?status=open", "", 400, api.CodeBadRequest, "status"},
 		{"unknown route", "GET", "/api/tasks/" + parent.ID + "/nope", "", 404, api.CodeNotFound, ""},
-		{"wrong method", "PUT", "/api/tasks", `{}`, 404, api.CodeNotFound, ""},
+		{"wrong method", "PUT", "/api/tasks", `{}`, 405, api.CodeMethodNotAllowed, ""},
+		{"wrong method on a task", "PATCH", "/api/tasks/" + parent.ID, `{}`, 405, api.CodeMethodNotAllowed, ""},
+		{"long cancel reason", "DELETE", "/api/tasks/" + parent.ID, `{"reason":"` + strings.Repeat("r", 5000) + `"}`, 400, api.CodeInvalid, "reason"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

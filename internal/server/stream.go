@@ -16,8 +16,9 @@ import (
 // streams ends every open stream when the server shuts down: an
 // http.Server waits for idle connections, and a stream is never idle.
 type streams struct {
-	once sync.Once
-	done chan struct{}
+	once   sync.Once
+	done   chan struct{}
+	active sync.WaitGroup
 }
 
 // CloseStreams ends every open SSE and WebSocket stream; clients resume
@@ -26,8 +27,13 @@ func (s *Server) CloseStreams() {
 	s.streams.once.Do(func() { close(s.streams.done) })
 }
 
+// WaitStreams waits for the streams CloseStreams ended to return.
+func (s *Server) WaitStreams() { s.streams.active.Wait() }
+
 // streamContext is the request's context, also cancelled by CloseStreams.
+// The stream counts as active until the returned cancel is called.
 func (s *Server) streamContext(r *http.Request) (context.Context, context.CancelFunc) {
+	s.streams.active.Add(1)
 	ctx, cancel := context.WithCancel(r.Context())
 	go func() {
 		select {
@@ -36,7 +42,8 @@ func (s *Server) streamContext(r *http.Request) (context.Context, context.Cancel
 		case <-ctx.Done():
 		}
 	}()
-	return ctx, cancel
+	var once sync.Once
+	return ctx, func() { once.Do(func() { cancel(); s.streams.active.Done() }) }
 }
 
 // streamAfter reads where a stream starts: Last-Event-ID (a reconnecting
@@ -132,8 +139,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter errand.Ev
 		}
 		return rc.Flush() == nil
 	}
-	// A first comment line lets clients know the stream is open.
-	if !write([]byte(": stream open\n\n")) {
+	// A first comment lets clients know the stream is open; the id-only
+	// message sets an EventSource's last event id, so even a stream that
+	// drops before its first event resumes where it began.
+	if !write([]byte(": stream open\nid: " + strconv.FormatInt(after, 10) + "\n\n")) {
 		return
 	}
 	keepAlive := s.cfg.Clock.NewTicker(s.cfg.KeepAlive)

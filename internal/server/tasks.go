@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -26,6 +27,12 @@ func submitParams(body *api.CreateTask) (*errand.SubmitParams, error) {
 	}
 	if body.MaxSteps < 0 {
 		return nil, &errand.ValidationError{Field: "max_steps", Message: "must not be negative"}
+	}
+	// null is as good as absent.
+	for _, raw := range []*json.RawMessage{&body.Input, &body.Metadata} {
+		if string(*raw) == "null" {
+			*raw = nil
+		}
 	}
 	return &errand.SubmitParams{
 		Goal:                body.Goal,
@@ -58,21 +65,38 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	t, err := s.submit(r.Context(), &body)
+	res, err := s.submit(r.Context(), &body)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Location", "/api/tasks/"+t.ID)
-	writeJSON(w, http.StatusCreated, api.FromTask(t))
+	w.Header().Set("Location", "/api/tasks/"+res.Task.ID)
+	status := http.StatusCreated
+	if res.Duplicate {
+		status = http.StatusOK // a replay of the request that made it
+	}
+	writeJSON(w, status, api.FromTask(res.Task))
 }
 
-func (s *Server) submit(ctx context.Context, body *api.CreateTask) (*errand.Task, error) {
+// errDuplicate is an idempotency key reused for a different task.
+var errDuplicate = errors.New("duplicate")
+
+// submit stores the task. A repeated idempotency key returns the task it
+// made if the request asks for the same thing (a client's retry), and is a
+// conflict if it asks for something else.
+func (s *Server) submit(ctx context.Context, body *api.CreateTask) (*errand.SubmitResult, error) {
 	p, err := submitParams(body)
 	if err != nil {
 		return nil, err
 	}
-	return s.client.Submit(ctx, p)
+	res, err := s.client.SubmitResult(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if t := res.Task; res.Duplicate && (t.Goal != p.Goal || t.ParentID != p.ParentID || (p.Agent != "" && t.Agent != p.Agent)) {
+		return nil, fmt.Errorf("%w: idempotency_key %q was used for task %s, which has a different goal, agent or parent", errDuplicate, p.IdempotencyKey, t.ID)
+	}
+	return res, nil
 }
 
 // listParams reads the list filters of GET /api/tasks (and the

@@ -46,7 +46,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	s.cfg.OnStream(true)
 	defer s.cfg.OnStream(false)
 
-	ws := &wsSession{s: s, conn: conn, out: make(chan []byte, wsOutbox), cancel: cancel}
+	ws := &wsSession{s: s, conn: conn, out: make(chan wsFrame, wsOutbox), cancel: cancel}
 	var wg sync.WaitGroup
 	wg.Go(func() { ws.writeLoop(ctx) })
 	wg.Go(func() { ws.pushEvents(ctx, sub) })
@@ -58,7 +58,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 type wsSession struct {
 	s      *Server
 	conn   *websocket.Conn
-	out    chan []byte
+	out    chan wsFrame
 	cancel context.CancelFunc
 
 	mu     sync.Mutex
@@ -66,12 +66,23 @@ type wsSession struct {
 	types  []string
 }
 
+// wsFrame is a frame waiting to be written; ev is set for pushed events.
+type wsFrame struct {
+	b  []byte
+	ev *errand.Event
+}
+
 func (ws *wsSession) writeLoop(ctx context.Context) {
 	for {
 		select {
-		case b := <-ws.out:
+		case f := <-ws.out:
+			// Filter here, not when queueing, so that once the response to
+			// subscribe is written no event it excludes follows.
+			if f.ev != nil && !ws.wants(f.ev) {
+				continue
+			}
 			wctx, cancel := context.WithTimeout(ctx, ws.s.cfg.WriteTimeout)
-			err := ws.conn.Write(wctx, websocket.MessageText, b)
+			err := ws.conn.Write(wctx, websocket.MessageText, f.b)
 			cancel()
 			if err != nil {
 				ws.cancel()
@@ -92,12 +103,17 @@ func (ws *wsSession) pushEvents(ctx context.Context, sub *errand.Subscription) {
 		data, _ := json.Marshal(api.FromEvent(ev))
 		frame, _ := json.Marshal(api.Frame{Type: "event", Event: ev.Type, Data: data})
 		select {
-		case ws.out <- frame:
+		case ws.out <- wsFrame{b: frame, ev: ev}:
 		default:
 			ws.conn.Close(websocket.StatusPolicyViolation, "too slow: events dropped; reconnect")
 			ws.cancel()
 			return
 		}
+	}
+	if err := sub.Err(); err != nil && ctx.Err() == nil {
+		ws.s.log.Warn("websocket event feed ended", "err", err)
+		ws.conn.Close(websocket.StatusTryAgainLater, "event feed failed; reconnect")
+		ws.cancel()
 	}
 }
 
@@ -124,7 +140,7 @@ func (ws *wsSession) readLoop(ctx context.Context) {
 		}
 		b, _ := json.Marshal(res)
 		select {
-		case ws.out <- b:
+		case ws.out <- wsFrame{b: b}:
 		case <-ctx.Done():
 			return
 		}
@@ -195,11 +211,11 @@ func (ws *wsSession) call(ctx context.Context, method string, raw json.RawMessag
 		if err := decodeStrict(raw, &body, false); err != nil {
 			return nil, err
 		}
-		t, err := ws.s.submit(ctx, &body)
+		res, err := ws.s.submit(ctx, &body)
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"task": api.FromTask(t)}, nil
+		return map[string]any{"task": api.FromTask(res.Task), "duplicate": res.Duplicate}, nil
 	case "check_task":
 		p, err := taskParams()
 		if err != nil {
