@@ -463,11 +463,7 @@ func (a *app) newTasksStepsCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("steps of %s: %w", args[0], err)
 			}
-			if a.asJSON {
-				return printJSON(a.stdout, list)
-			}
-			if len(list.Steps) == 0 {
-				_, err := fmt.Fprintln(a.stdout, "no steps yet")
+			if done, err := a.printListStart(list, len(list.Steps), "no steps yet"); done {
 				return err
 			}
 			return stepTable(list.Steps, a.color()).write(a.stdout)
@@ -490,11 +486,7 @@ func (a *app) newTasksReadyCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("ready tasks: %w", err)
 			}
-			if a.asJSON {
-				return printJSON(a.stdout, list)
-			}
-			if len(list.Tasks) == 0 {
-				_, err := fmt.Fprintln(a.stdout, "no ready tasks")
+			if done, err := a.printListStart(list, len(list.Tasks), "no ready tasks"); done {
 				return err
 			}
 			return a.taskTable(list.Tasks).write(a.stdout)
@@ -519,11 +511,7 @@ func (a *app) newTasksBlockedCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("blocked tasks: %w", err)
 			}
-			if a.asJSON {
-				return printJSON(a.stdout, list)
-			}
-			if len(list.Tasks) == 0 {
-				_, err := fmt.Fprintln(a.stdout, "no blocked tasks")
+			if done, err := a.printListStart(list, len(list.Tasks), "no blocked tasks"); done {
 				return err
 			}
 			color, now := a.color(), a.now()
@@ -562,11 +550,7 @@ func (a *app) newTasksInputsCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("inputs: %w", err)
 			}
-			if a.asJSON {
-				return printJSON(a.stdout, list)
-			}
-			if len(list.Inputs) == 0 {
-				_, err := fmt.Fprintln(a.stdout, "no questions")
+			if done, err := a.printListStart(list, len(list.Inputs), "no questions"); done {
 				return err
 			}
 			color, now := a.color(), a.now()
@@ -581,4 +565,17 @@ func (a *app) newTasksInputsCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&status, "status", store.InputPending, "pending, answered, expired or all")
 	return cmd
+}
+
+// printListStart prints a list as JSON with --json, or says empty when it
+// has no entries; done reports whether that was all there was to print.
+func (a *app) printListStart(list any, entries int, empty string) (done bool, err error) {
+	if a.asJSON {
+		return true, printJSON(a.stdout, list)
+	}
+	if entries == 0 {
+		_, err := fmt.Fprintln(a.stdout, empty)
+		return true, err
+	}
+	return false, nil
 }

@@ -2,10 +2,8 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/internal/apiclient"
 	"github.com/errandhq/errand/internal/config"
 )
 
@@ -65,36 +64,12 @@ func TestStartsWithNoConfigAndExplainsTheMissingModel(t *testing.T) {
 	_, err = os.Stat(filepath.Join(home, "heartbeat.json"))
 	require.NoError(t, err, "the heartbeat is written at start-up")
 
-	auth := "Bearer " + strings.TrimSpace(string(token))
-	req, _ := http.NewRequest("POST", url+"/api/tasks", strings.NewReader(`{"goal":"hello"}`))
-	req.Header.Set("Authorization", auth)
-	res, err := http.DefaultClient.Do(req)
+	c := apiclient.New(url, strings.TrimSpace(string(token)), nil)
+	task, err := c.CreateTask(t.Context(), &api.CreateTask{Goal: "hello"})
 	require.NoError(t, err)
-	var task api.Task
-	require.NoError(t, json.NewDecoder(res.Body).Decode(&task))
-	res.Body.Close()
-	require.Equal(t, http.StatusCreated, res.StatusCode)
-
-	// Follow the task to its end over SSE.
-	req, _ = http.NewRequest("GET", url+"/api/tasks/"+task.ID+"/events?types=task.failed", nil)
-	req.Header.Set("Authorization", auth)
-	res, err = http.DefaultClient.Do(req)
+	waitEvent(t, c, task.ID, "task.failed")
+	task, err = c.GetTask(t.Context(), task.ID)
 	require.NoError(t, err)
-	buf := make([]byte, 64<<10)
-	var got string
-	for !strings.Contains(got, "task.failed") {
-		n, err := res.Body.Read(buf)
-		require.NoError(t, err)
-		got += string(buf[:n])
-	}
-	res.Body.Close()
-
-	req, _ = http.NewRequest("GET", url+"/api/tasks/"+task.ID, nil)
-	req.Header.Set("Authorization", auth)
-	res, err = http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	require.NoError(t, json.NewDecoder(res.Body).Decode(&task))
-	res.Body.Close()
 	require.Equal(t, "agent_not_configured", task.Error.Code)
 	require.Contains(t, task.Error.Message, "agents.default")
 	require.Contains(t, task.Error.Message, "model:")
@@ -228,37 +203,19 @@ func TestShutdownLetsRunningStepsFinish(t *testing.T) {
 	url := "http://" + (<-ready).String()
 	token, err := os.ReadFile(filepath.Join(home, TokenFile))
 	require.NoError(t, err)
-	auth := "Bearer " + strings.TrimSpace(string(token))
-
-	req, _ := http.NewRequest("POST", url+"/api/tasks", strings.NewReader(`{"goal":"slow"}`))
-	req.Header.Set("Authorization", auth)
-	res, err := http.DefaultClient.Do(req)
+	c := apiclient.New(url, strings.TrimSpace(string(token)), nil)
+	task, err := c.CreateTask(t.Context(), &api.CreateTask{Goal: "slow"})
 	require.NoError(t, err)
-	var task api.Task
-	require.NoError(t, json.NewDecoder(res.Body).Decode(&task))
-	res.Body.Close()
-
-	// Wait until the step runs (its task.started event), then signal.
-	req, _ = http.NewRequest("GET", url+"/api/tasks/"+task.ID+"/events?types=task.started", nil)
-	req.Header.Set("Authorization", auth)
-	res, err = http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	buf := make([]byte, 4096)
-	for got := ""; !strings.Contains(got, "event: task.started"); {
-		n, err := res.Body.Read(buf)
-		require.NoError(t, err)
-		got += string(buf[:n])
-	}
+	waitEvent(t, c, task.ID, "task.started") // the step runs: now signal
 	cancel()
 	<-stopping.seen
-	res.Body.Close()
 	require.NoError(t, os.WriteFile(release, nil, 0o600))
 	require.NoError(t, <-done)
 
-	c, err := errand.Open(context.Background(), filepath.Join(home, "errand.db"), nil)
+	db, err := errand.Open(context.Background(), filepath.Join(home, "errand.db"), nil)
 	require.NoError(t, err)
-	defer c.Close()
-	got, err := c.Get(context.Background(), task.ID)
+	defer db.Close()
+	got, err := db.Get(context.Background(), task.ID)
 	require.NoError(t, err)
 	require.Equal(t, errand.StatusCompleted, got.Status, "the step finished within the grace period")
 }
@@ -268,4 +225,17 @@ func TestOneDaemonPerHome(t *testing.T) {
 	serve(t, home, map[string]string{})
 	err := Run(t.Context(), &Options{Listen: "127.0.0.1:0", Lookup: env(map[string]string{"ERRAND_HOME": home}), Stderr: io.Discard})
 	require.ErrorContains(t, err, "another errand serve (pid ")
+}
+
+// waitEvent follows a task's events until one of type typ.
+func waitEvent(t *testing.T, c *apiclient.Client, taskID, typ string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for ev, err := range c.Events(ctx, apiclient.EventsPath(taskID), 0) {
+		require.NoError(t, err)
+		if ev.Type == typ {
+			return
+		}
+	}
 }

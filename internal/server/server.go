@@ -133,7 +133,12 @@ func (s *Server) routes() {
 	api("/api/", s.unknownRoute)
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		select {
+		case <-s.streams.done: // shutting down: send traffic elsewhere
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
+		default:
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		}
 	})
 	if s.cfg.Metrics != nil {
 		if s.cfg.MetricsNeedToken {

@@ -169,6 +169,10 @@ func TestEveryAPIRouteNeedsTheToken(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.StatusCode, string(body))
 	res, _ = f.doAuth("GET", "/metrics", "", "")
 	require.Equal(t, http.StatusNotFound, res.StatusCode) // the fixture's stand-in handler, reached without a token
+
+	f.server.CloseStreams()
+	res, body = f.doAuth("GET", "/healthz", "", "")
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, string(body))
 }
 
 func TestCreateAndGetTask(t *testing.T) {
