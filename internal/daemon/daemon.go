@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -101,6 +103,13 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkAgentEnv(cfg, lookup); err != nil {
+		return nil, err
+	}
+	hooks, err := webhook.HooksFromConfig(cfg.Webhooks, lookup)
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: %w", err)
+	}
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
@@ -118,10 +127,6 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 	token, err := loadToken(home, cfg, lookup)
 	if err != nil {
 		return nil, err
-	}
-	hooks, err := webhook.HooksFromConfig(cfg.Webhooks, lookup)
-	if err != nil {
-		return nil, fmt.Errorf("webhooks: %w", err)
 	}
 
 	// Listen first: a port in use stops us before any work is claimed.
@@ -435,6 +440,22 @@ func loadConfig(home string, opts *Options, lookup func(string) (string, bool)) 
 			"set auth.token_env in %s to the name of an environment variable holding the API token, or listen on 127.0.0.1", cfg.Listen, path)
 	}
 	return cfg, path, nil
+}
+
+// checkAgentEnv refuses, before anything is created, agents whose API key
+// variable is not set.
+func checkAgentEnv(cfg *config.Config, lookup func(string) (string, bool)) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(cfg.Agents)) {
+		a := cfg.Agents[name]
+		if a.Kind != config.KindLLM || a.APIKeyEnv == "" {
+			continue
+		}
+		if v, _ := lookup(a.APIKeyEnv); strings.TrimSpace(v) == "" {
+			errs = append(errs, fmt.Errorf("agents.%s.api_key_env names %s, which is not set: export it before errand serve, or drop api_key_env for a server that needs no key", name, a.APIKeyEnv))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func redactDSN(dsn string) string {

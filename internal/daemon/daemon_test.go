@@ -95,6 +95,7 @@ func TestBadStartsServeNothing(t *testing.T) {
 		{name: "bad env", vars: map[string]string{"ERRAND_WORKERS": "many"}, want: "ERRAND_WORKERS"},
 		{name: "open without token", opts: Options{Listen: "0.0.0.0:0"}, want: "auth.token_env"},
 		{name: "token env unset", config: "auth: {token_env: MY_TOKEN}\n", want: "MY_TOKEN"},
+		{name: "api key unset", config: "agents:\n  default: {kind: llm, model: m, api_key_env: NOPE_KEY}\n", want: "agents.default.api_key_env names NOPE_KEY, which is not set"},
 		{name: "webhook secret unset", config: "webhooks:\n  - {url: 'https://example.com/h', secret_env: HOOK_SECRET}\n", want: "HOOK_SECRET"},
 		{name: "log format", opts: Options{LogFormat: "xml"}, want: "--log-format"},
 		{name: "missing named config", opts: Options{ConfigFile: "/nonexistent/errand.yaml"}, want: "/nonexistent/errand.yaml"},
@@ -121,6 +122,8 @@ func TestBadStartsServeNothing(t *testing.T) {
 			require.ErrorIs(t, statErr, os.ErrNotExist, "no store was created")
 			_, statErr = os.Stat(filepath.Join(home, "heartbeat.json"))
 			require.ErrorIs(t, statErr, os.ErrNotExist)
+			_, statErr = os.Stat(filepath.Join(home, TokenFile))
+			require.ErrorIs(t, statErr, os.ErrNotExist, "nothing was written")
 		})
 	}
 }
