@@ -577,6 +577,18 @@ func TestWebSocket(t *testing.T) {
 	require.NoError(t, json.Unmarshal(res.Result, &list))
 	require.Len(t, list.Tasks, 1)
 
+	// Reconnecting with ?after= replays what came since.
+	resumed, _, err := websocket.Dial(ctx, url+"&after=0", nil)
+	require.NoError(t, err)
+	defer resumed.CloseNow()
+	_, b, err := resumed.Read(ctx)
+	require.NoError(t, err)
+	var first api.Frame
+	require.NoError(t, json.Unmarshal(b, &first))
+	require.Equal(t, "event", first.Type)
+	require.Equal(t, "task.created", first.Event)
+	require.Contains(t, string(first.Data), submitted.Task.ID, "the journal's first event")
+
 	// The header works as well as ?token=; neither is refused.
 	_, resp, err := websocket.Dial(ctx, strings.Replace(url, testToken, "wrong", 1), nil)
 	require.Error(t, err)

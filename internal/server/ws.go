@@ -21,8 +21,14 @@ const wsOutbox = 256
 
 // websocket serves /api/ws: requests in, responses and events out (see
 // DESIGN.md "Surfaces"). Every live event is pushed unless the client
-// narrows them with subscribe.
+// narrows them with subscribe; ?after=N replays the journal after event N
+// first, so a client that reconnects misses nothing.
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
+	after, resume, err := streamAfter(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	conn, err := websocket.Accept(w, r, nil) // browsers: same origin only
 	if err != nil {
 		return // Accept has answered
@@ -32,10 +38,11 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := s.streamContext(r)
 	defer cancel()
-	after, err := s.client.LastEventID(ctx)
-	if err != nil {
-		conn.Close(websocket.StatusInternalError, "internal error")
-		return
+	if !resume { // live events only, as for SSE
+		if after, err = s.client.LastEventID(ctx); err != nil {
+			conn.Close(websocket.StatusInternalError, "internal error")
+			return
+		}
 	}
 	sub, err := s.client.Subscribe(ctx, errand.EventFilter{}, after)
 	if err != nil {
