@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/errandhq/errand"
@@ -113,6 +114,12 @@ func decodeStrict(body []byte, v any, optional bool) error {
 			return nil
 		}
 		return malformed("", "a JSON request body is required")
+	}
+	if json.Valid(body) {
+		// Keys first: their errors name the field, at any depth.
+		if err := checkKeys(body, reflect.TypeOf(v), ""); err != nil {
+			return err
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

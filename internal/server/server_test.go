@@ -266,7 +266,10 @@ func TestBadRequestsAreClearAndWriteNothing(t *testing.T) {
 	}{
 		{"malformed json", "POST", "/api/tasks", `{"goal":`, 400, api.CodeBadRequest, ""},
 		{"not an object", "POST", "/api/tasks", `["goal"]`, 400, api.CodeBadRequest, ""},
-		{"unknown field", "POST", "/api/tasks", `{"goal":"x","colour":"red"}`, 400, api.CodeBadRequest, ""},
+		{"unknown field", "POST", "/api/tasks", `{"goal":"x","colour":"red"}`, 400, api.CodeBadRequest, "colour"},
+		{"field in other case", "POST", "/api/tasks", `{"Goal":"x"}`, 400, api.CodeBadRequest, "Goal"},
+		{"field twice", "POST", "/api/tasks", `{"goal":"x","goal":"y"}`, 400, api.CodeBadRequest, "goal"},
+		{"nested unknown field", "POST", "/api/tasks", `{"goal":"x","budget":{"max_tokenz":5}}`, 400, api.CodeBadRequest, "budget.max_tokenz"},
 		{"trailing bytes", "POST", "/api/tasks", `{"goal":"x"} {}`, 400, api.CodeBadRequest, ""},
 		{"empty body", "POST", "/api/tasks", ``, 400, api.CodeBadRequest, ""},
 		{"wrong type", "POST", "/api/tasks", `{"goal":"x","priority":"high"}`, 400, api.CodeBadRequest, "priority"},
