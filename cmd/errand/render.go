@@ -196,35 +196,21 @@ type taskResult struct {
 	Warning *string         `json:"warning"`
 }
 
-// printResult writes a result's output: a string as it is, other JSON
-// indented. A result that is not {"output": …} is shown whole.
+// printResult writes a result's output for people (api.ResultText) and
+// returns its warning, if any.
 func printResult(w io.Writer, result json.RawMessage) (warning string, err error) {
 	if len(result) == 0 || string(result) == "null" {
 		return "", nil
 	}
 	var r taskResult
-	out := result
-	if json.Unmarshal(result, &r) == nil && len(r.Output) > 0 {
-		out = r.Output
-		if r.Warning != nil {
-			warning = *r.Warning
-		}
+	if json.Unmarshal(result, &r) == nil && len(r.Output) > 0 && r.Warning != nil {
+		warning = *r.Warning
 	}
-	var s string
-	if json.Unmarshal(out, &s) == nil {
-		if !strings.HasSuffix(s, "\n") {
-			s += "\n"
-		}
-		_, err = io.WriteString(w, s)
-		return warning, err
+	text := api.ResultText(result)
+	if !strings.HasSuffix(text, "\n") {
+		text += "\n"
 	}
-	var buf bytes.Buffer
-	if json.Indent(&buf, out, "", "  ") != nil {
-		buf.Reset()
-		buf.Write(out)
-	}
-	buf.WriteByte('\n')
-	_, err = w.Write(buf.Bytes())
+	_, err = io.WriteString(w, text)
 	return warning, err
 }
 
