@@ -54,7 +54,20 @@ func TestLLMEngineTools(t *testing.T) {
 	}
 	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m"})
 	require.NoError(t, err)
-	b.startAgents(t, map[string]taskrun.Handler{"default": agent, "researcher": quickAgent})
+	// The child ends only once its parent is waiting for it, so the parent
+	// always goes through waiting_subtasks however the workers are scheduled.
+	researcher := taskrun.HandlerFunc(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+		sub, err := b.engine.Subscribe(ctx, engine.EventFilter{
+			TaskID: r.Task().ParentID, Types: []string{"task." + string(store.StatusWaitingSubtasks)},
+		}, 0)
+		if err != nil {
+			return taskrun.Result{}, err
+		}
+		defer sub.Close()
+		<-sub.Events()
+		return quickAgent(ctx, r)
+	})
+	b.startAgents(t, map[string]taskrun.Handler{"default": agent, "researcher": researcher})
 	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "Plan a launch", SessionID: "s1"})
 	require.NoError(t, err)
 	done := b.waitEnd(t, task.ID)
