@@ -24,6 +24,10 @@ bench: ## errand bench (20,000 no-op tasks on SQLite) and the Go benchmarks
 	$(GO) run ./cmd/errand bench
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./internal/engine/
 
+.PHONY: fuzz
+fuzz: ## run every fuzz target for a minute (FUZZTIME=10s for less)
+	.ci/fuzz $(or $(FUZZTIME),60s)
+
 .PHONY: verify
 verify: lint test ## everything CI checks
 

@@ -2,6 +2,7 @@ package errand
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/store"
@@ -25,15 +26,14 @@ type InboxParams struct {
 	SessionID string
 	// Unread keeps only notifications not read yet.
 	Unread bool
-	// MarkRead marks the returned notifications read, in the transaction
-	// that reads them: reading with Unread and MarkRead hands each
-	// notification out once.
-	MarkRead bool
+	// AfterID lists only notifications with a higher id, to page.
+	AfterID int64
 	// Limit caps the list: 0 means DefaultInboxLimit; at most 1000.
 	Limit int
 }
 
-// Inbox returns notifications, oldest first.
+// Inbox returns notifications, oldest first. Reading changes nothing: a
+// reader marks what it has shown with InboxAck.
 func (c *Client) Inbox(ctx context.Context, p *InboxParams) ([]*Notification, error) {
 	if p == nil {
 		p = &InboxParams{}
@@ -46,6 +46,42 @@ func (c *Client) Inbox(ctx context.Context, p *InboxParams) ([]*Notification, er
 		limit = DefaultInboxLimit
 	}
 	return c.store.NotificationList(ctx, &store.NotificationListParams{
-		SessionID: p.SessionID, Unread: p.Unread, MarkRead: p.MarkRead, Limit: limit,
+		SessionID: p.SessionID, Unread: p.Unread, AfterID: p.AfterID, Limit: limit,
 	})
+}
+
+// MaxInboxAckIDs bounds InboxAckParams.IDs.
+const MaxInboxAckIDs = 1000
+
+// InboxAckParams names the notifications to mark read: the ones in IDs, or
+// every unread one with an id up to UpToID (in SessionID's inbox when it is
+// set, else in every session's). Exactly one of IDs and UpToID is given.
+type InboxAckParams struct {
+	IDs       []int64
+	UpToID    int64
+	SessionID string
+}
+
+// InboxAck marks notifications read and returns how many were unread. An
+// id that names no notification is an error matching ErrNotFound, and then
+// nothing is marked; acknowledging one already read is not an error.
+func (c *Client) InboxAck(ctx context.Context, p *InboxAckParams) (int, error) {
+	switch {
+	case p == nil || (len(p.IDs) == 0 && p.UpToID == 0):
+		return 0, &ValidationError{Field: "ids", Message: "name the notifications to acknowledge: ids, or up_to"}
+	case len(p.IDs) > 0 && p.UpToID != 0:
+		return 0, &ValidationError{Field: "up_to", Message: "give ids or up_to, not both"}
+	case len(p.IDs) > MaxInboxAckIDs:
+		return 0, &ValidationError{Field: "ids", Message: fmt.Sprintf("lists %d ids; the limit is %d", len(p.IDs), MaxInboxAckIDs)}
+	case p.UpToID < 0:
+		return 0, &ValidationError{Field: "up_to", Message: "must be a notification id"}
+	case len(p.IDs) > 0 && p.SessionID != "":
+		return 0, &ValidationError{Field: "session_id", Message: "narrows up_to only; ids name notifications exactly"}
+	}
+	for _, id := range p.IDs {
+		if id <= 0 {
+			return 0, &ValidationError{Field: "ids", Message: fmt.Sprintf("%d is not a notification id", id)}
+		}
+	}
+	return c.store.NotificationAck(ctx, &store.NotificationAckParams{IDs: p.IDs, UpToID: p.UpToID, SessionID: p.SessionID})
 }

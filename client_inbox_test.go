@@ -50,15 +50,29 @@ func TestInbox(t *testing.T) {
 		"[Task cancelled] 'Parent' — enough",
 	}, texts, "no notification for a route of none or a subtask")
 
-	s1, err := c.Inbox(ctx, &InboxParams{SessionID: "s1", Unread: true, MarkRead: true})
+	s1, err := c.Inbox(ctx, &InboxParams{SessionID: "s1", Unread: true})
 	require.NoError(t, err)
 	require.Len(t, s1, 2)
 	require.Equal(t, research.ID, s1[0].TaskID)
 	require.Equal(t, EventTaskCompleted, s1[0].EventType)
-	require.False(t, s1[0].ReadAt.IsZero())
-	again, err := c.Inbox(ctx, &InboxParams{SessionID: "s1", Unread: true, MarkRead: true})
+	require.True(t, s1[0].ReadAt.IsZero())
+	again, err := c.Inbox(ctx, &InboxParams{SessionID: "s1", Unread: true})
 	require.NoError(t, err)
-	require.Empty(t, again, "each unread notification is handed out once")
+	require.Equal(t, s1, again, "reading changes nothing")
+
+	acked, err := c.InboxAck(ctx, &InboxAckParams{IDs: []int64{s1[0].ID, s1[1].ID}})
+	require.NoError(t, err)
+	require.Equal(t, 2, acked)
+	again, err = c.Inbox(ctx, &InboxParams{SessionID: "s1", Unread: true})
+	require.NoError(t, err)
+	require.Empty(t, again, "acknowledged notifications are read")
+	for _, bad := range []*InboxAckParams{nil, {}, {IDs: []int64{1}, UpToID: 1}, {IDs: []int64{0}}, {UpToID: -1}, {IDs: []int64{1}, SessionID: "s1"},
+		{IDs: make([]int64, MaxInboxAckIDs+1)}} {
+		_, err := c.InboxAck(ctx, bad)
+		require.ErrorIs(t, err, ErrInvalid, "%+v", bad)
+	}
+	_, err = c.InboxAck(ctx, &InboxAckParams{IDs: []int64{s1[0].ID, 424242}})
+	require.ErrorIs(t, err, ErrNotFound)
 	unread, err := c.Inbox(ctx, &InboxParams{Unread: true})
 	require.NoError(t, err)
 	require.Len(t, unread, 1)

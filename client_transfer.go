@@ -62,6 +62,9 @@ type exportLine struct {
 // as it was before events that follow it in the file. Stop the daemon for a
 // snapshot.
 func (c *Client) Export(ctx context.Context, w io.Writer, since time.Time) error {
+	if !since.IsZero() && !store.TimeInRange(since.UTC()) {
+		return &ValidationError{Field: "since", Message: since.UTC().Format(time.RFC3339) + " is outside the years 0001–9999 (UTC)"}
+	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false) // keep stored JSON byte for byte

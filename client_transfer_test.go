@@ -88,7 +88,9 @@ func fillTransfer(t *testing.T, c *Client) []string {
 
 	child := submit(SubmitParams{Goal: "Sub step", Agent: "child", ParentID: running.ID})
 
-	_, err = c.Inbox(ctx, &InboxParams{SessionID: "s1", MarkRead: true, Limit: 1})
+	first, err := c.Inbox(ctx, &InboxParams{SessionID: "s1", Limit: 1})
+	require.NoError(t, err)
+	_, err = c.InboxAck(ctx, &InboxAckParams{IDs: []int64{first[0].ID}})
 	require.NoError(t, err)
 	return []string{done.ID, asking.ID, blocked.ID, failing.ID, cancelled.ID, running.ID, child.ID}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 	"unicode"
@@ -29,12 +30,30 @@ type NotificationListParams struct {
 	Unread    bool      // only notifications not read yet
 	AfterID   int64     // only ids above it, to page
 	Since     time.Time // only notifications created at or after it
-	// MarkRead marks the returned notifications read at Now, in the
-	// transaction that lists them; ones read before keep their ReadAt.
-	MarkRead bool
-	Limit    int // ≥ 1
-	Now      *time.Time
+	Limit     int       // ≥ 1
 }
+
+// NotificationAckParams marks notifications read: the ones IDs names, or
+// every unread one with an id up to UpToID (of SessionID's inbox, when it
+// is set). Exactly one of IDs and UpToID is given.
+type NotificationAckParams struct {
+	IDs       []int64
+	UpToID    int64
+	SessionID string // with UpToID: only this session's inbox; "" every session's
+	Now       *time.Time
+}
+
+// NotificationUnknownError is an acknowledgement naming notifications that
+// do not exist. Nothing was marked. It matches ErrNotFound.
+type NotificationUnknownError struct {
+	IDs []int64
+}
+
+func (e *NotificationUnknownError) Error() string {
+	return fmt.Sprintf("errand: unknown notification ids %v", e.IDs)
+}
+
+func (e *NotificationUnknownError) Is(target error) bool { return target == ErrNotFound }
 
 // Notifies reports whether an event of type typ about a top-level task
 // writes a notification to the task's session inbox (unless the task's

@@ -193,12 +193,17 @@ type Store interface {
 	// empty journal.
 	EventLastID(ctx context.Context) (int64, error)
 
-	// NotificationList returns inbox notifications, oldest first. With
-	// MarkRead, the returned ones are marked read in the same transaction.
-	// Every event for which Notifies holds, about a task with no parent
+	// NotificationList returns inbox notifications, oldest first; listing
+	// changes nothing. Every event for which Notifies holds, about a task with no parent
 	// whose Options.ResultRoute is not none, writes one notification (text
 	// from NotificationText) in the transaction that appends the event.
 	NotificationList(ctx context.Context, params *NotificationListParams) ([]*Notification, error)
+
+	// NotificationAck marks notifications read at Now and returns how many
+	// were unread; ones read before keep their ReadAt. An id in IDs that
+	// names no notification is a *NotificationUnknownError and nothing is
+	// marked.
+	NotificationAck(ctx context.Context, params *NotificationAckParams) (int, error)
 
 	// CursorGet returns the event id a journal consumer stored under name;
 	// found is false when it stored none.

@@ -702,26 +702,42 @@ func TestTasksStepsReadyBlockedInputs(t *testing.T) {
 func TestInbox(t *testing.T) {
 	t.Parallel()
 	f := newFakeDaemon(t)
+	read := now.Add(-time.Minute)
 	f.reply("GET /api/inbox", 200, api.NotificationList{Notifications: []*api.Notification{
-		{ID: 1, SessionID: "s1", TaskID: "tsk_1", EventType: "task.completed", Text: "Library REST API completed", CreatedAt: now.Add(-5 * time.Minute)},
+		{ID: "ntf_1", SessionID: "s1", TaskID: "tsk_1", EventType: "task.completed", Text: "Library REST API completed", CreatedAt: now.Add(-5 * time.Minute)},
+		{ID: "ntf_2", SessionID: "s1", TaskID: "tsk_2", EventType: "task.failed", Text: "Seen before", CreatedAt: now.Add(-4 * time.Minute), ReadAt: &read},
+		{ID: "ntf_3", SessionID: "s1", TaskID: "tsk_3", EventType: "task.input_required", Text: "Which one?", CreatedAt: now.Add(-3 * time.Minute)},
 	}})
+	f.reply("POST /api/inbox/ack", 200, api.AckResult{Acked: 2})
 	r := cli(t, testEnv(nil), f.args("inbox", "--session", "s1")...)
 	require.NoError(t, r.err, r.stderr)
-	require.Equal(t, "AGE  TASK   EVENT           TEXT\n5m   tsk_1  task.completed  Library REST API completed\n", r.stdout)
+	require.Equal(t, "AGE  TASK   EVENT                TEXT\n"+
+		"5m   tsk_1  task.completed       Library REST API completed\n"+
+		"4m   tsk_2  task.failed          Seen before\n"+
+		"3m   tsk_3  task.input_required  Which one?\n", r.stdout)
 	require.Equal(t, "session=s1", f.requests("/api/inbox")[0].Query)
+	acks := f.requests("/api/inbox/ack")
+	require.Len(t, acks, 1, "what was printed is acknowledged")
+	require.JSONEq(t, `{"ids":["ntf_1","ntf_3"]}`, acks[0].Body, "only the unread ones it printed")
 
 	r = cli(t, testEnv(nil), f.args("inbox", "--all", "--json")...)
 	require.NoError(t, r.err, r.stderr)
 	require.Equal(t, "all=true", f.requests("/api/inbox")[1].Query)
 	var list api.NotificationList
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
-	require.Len(t, list.Notifications, 1)
+	require.Len(t, list.Notifications, 3)
+	require.Len(t, f.requests("/api/inbox/ack"), 2)
+
+	r = cli(t, testEnv(nil), f.args("inbox", "--no-ack")...)
+	require.NoError(t, r.err, r.stderr)
+	require.Len(t, f.requests("/api/inbox/ack"), 2, "--no-ack leaves them unread")
 
 	f2 := newFakeDaemon(t)
 	f2.reply("GET /api/inbox", 200, api.NotificationList{Notifications: []*api.Notification{}})
 	r = cli(t, testEnv(nil), f2.args("inbox")...)
 	require.NoError(t, r.err)
 	require.Equal(t, "no new notifications\n", r.stdout)
+	require.Empty(t, f2.requests("/api/inbox/ack"), "nothing printed, nothing acknowledged")
 }
 
 func TestTokenAndServerResolution(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/config"
+	"github.com/errandhq/errand/store"
 )
 
 // storeFlags are the flags of the commands that open the store directly.
@@ -144,8 +145,20 @@ duration such as 24h meaning that long ago.`,
 	return cmd
 }
 
-// parseSince reads --since: RFC 3339, a date, or a duration before now.
+// parseSince reads --since: RFC 3339, a date, or a duration before now,
+// landing within the years 0001–9999 in UTC.
 func parseSince(s string, now time.Time) (time.Time, error) {
+	t, err := parseSinceForm(s, now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !store.TimeInRange(t.UTC()) {
+		return time.Time{}, fmt.Errorf("%q is outside the years 0001–9999 (UTC)", s)
+	}
+	return t, nil
+}
+
+func parseSinceForm(s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
 	}
@@ -156,7 +169,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	if n, ok := strings.CutSuffix(s, "d"); ok {
-		if days, err := strconv.Atoi(n); err == nil && days >= 0 {
+		if days, err := strconv.Atoi(n); err == nil && days >= 0 && days <= 4_000_000 {
 			return now.AddDate(0, 0, -days), nil
 		}
 	}

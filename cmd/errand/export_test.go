@@ -112,6 +112,11 @@ func TestExportErrors(t *testing.T) {
 	r = cli(t, testEnv(map[string]string{"ERRAND_HOME": home}), "export", "--since", "yesterday")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, `--since: "yesterday" is not`)
+	for _, since := range []string{"9999-12-31T23:59:59-23:59", "0000-01-01T00:00:00+23:59", "3000000d"} {
+		r = cli(t, testEnv(map[string]string{"ERRAND_HOME": home}), "export", "--since", since)
+		require.Equal(t, 1, r.code, since)
+		require.Contains(t, r.stderr, `--since: "`+since+`" is outside the years 0001–9999 (UTC)`)
+	}
 
 	r = cli(t, testEnv(map[string]string{"ERRAND_HOME": home}), "import", filepath.Join(home, "missing.jsonl"))
 	require.Equal(t, 1, r.code)

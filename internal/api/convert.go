@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/errandhq/errand/store"
@@ -130,10 +132,32 @@ func FromInput(in *store.InputRequest) *Input {
 	return w
 }
 
+// notificationPrefix starts every notification id on the wire.
+const notificationPrefix = "ntf_"
+
+// NotificationID is the wire id of the stored notification n.
+func NotificationID(n int64) string { return notificationPrefix + strconv.FormatInt(n, 10) }
+
+// ParseNotificationID reads a wire notification id; ok is false for
+// anything NotificationID does not write.
+func ParseNotificationID(s string) (n int64, ok bool) {
+	digits, found := strings.CutPrefix(s, notificationPrefix)
+	if !found || digits == "" || digits[0] == '0' || len(digits) > 18 {
+		return 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	return n, err == nil
+}
+
 // FromNotification is the wire shape of an inbox entry.
 func FromNotification(n *store.Notification) *Notification {
 	return &Notification{
-		ID:        n.ID,
+		ID:        NotificationID(n.ID),
 		SessionID: n.SessionID,
 		TaskID:    n.TaskID,
 		EventID:   n.EventID,

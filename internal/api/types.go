@@ -162,7 +162,7 @@ type BlockedList struct {
 // Notification is an inbox entry for a session: a top-level task ended or
 // asked for input.
 type Notification struct {
-	ID        int64      `json:"id"`
+	ID        string     `json:"id"` // "ntf_" and a number that grows with each notification
 	SessionID string     `json:"session_id"`
 	TaskID    string     `json:"task_id"`
 	EventID   int64      `json:"event_id"`
@@ -175,6 +175,20 @@ type Notification struct {
 // NotificationList is GET /api/inbox.
 type NotificationList struct {
 	Notifications []*Notification `json:"notifications"`
+}
+
+// AckInbox is the body of POST /api/inbox/ack: the notifications to mark
+// read, by id, or every unread one up to an id (of one session's inbox
+// when SessionID is set).
+type AckInbox struct {
+	IDs       []string `json:"ids,omitempty"`
+	UpTo      string   `json:"up_to,omitempty"`
+	SessionID string   `json:"session_id,omitempty"`
+}
+
+// AckResult answers POST /api/inbox/ack: how many were unread.
+type AckResult struct {
+	Acked int `json:"acked"`
 }
 
 // Status is GET /api/status and `errand status --json`.

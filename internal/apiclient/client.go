@@ -188,8 +188,8 @@ func (c *Client) ListInputs(ctx context.Context, status string) (*api.InputList,
 	return &out, c.do(ctx, http.MethodGet, withQuery("/api/inputs", q), nil, &out)
 }
 
-// Inbox returns a session's unread notifications, which the daemon then
-// marks read; all includes the read ones: GET /api/inbox.
+// Inbox returns a session's unread notifications; all includes the read
+// ones: GET /api/inbox. Listing marks nothing read (see AckInbox).
 func (c *Client) Inbox(ctx context.Context, session string, all bool) (*api.NotificationList, error) {
 	q := url.Values{}
 	setIf(q, "session", session)
@@ -198,6 +198,14 @@ func (c *Client) Inbox(ctx context.Context, session string, all bool) (*api.Noti
 	}
 	var out api.NotificationList
 	return &out, c.do(ctx, http.MethodGet, withQuery("/api/inbox", q), nil, &out)
+}
+
+// AckInbox marks the notifications ids names read and returns how many
+// were unread: POST /api/inbox/ack.
+func (c *Client) AckInbox(ctx context.Context, ids []string) (int, error) {
+	var out api.AckResult
+	err := c.do(ctx, http.MethodPost, "/api/inbox/ack", api.AckInbox{IDs: ids}, &out)
+	return out.Acked, err
 }
 
 // ReadyTasks returns the tasks a worker could claim now, best first: GET

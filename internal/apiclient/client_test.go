@@ -176,10 +176,17 @@ func TestRoutes(t *testing.T) {
 			name:   "Inbox",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.Inbox(ctx, "s1", true) },
 			method: "GET", path: "/api/inbox", query: "all=true&session=s1", status: 200,
-			resp: `{"notifications":[{"id":3,"session_id":"s1","task_id":"tsk_1","event_type":"task.completed","text":"done"}]}`,
+			resp: `{"notifications":[{"id":"ntf_3","session_id":"s1","task_id":"tsk_1","event_type":"task.completed","text":"done"}]}`,
 			check: func(t *testing.T, got any) {
 				require.Equal(t, "done", got.(*api.NotificationList).Notifications[0].Text)
 			},
+		},
+		{
+			name:   "AckInbox",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.AckInbox(ctx, []string{"ntf_3", "ntf_4"}) },
+			method: "POST", path: "/api/inbox/ack", body: `{"ids":["ntf_3","ntf_4"]}`, status: 200,
+			resp:  `{"acked":2}`,
+			check: func(t *testing.T, got any) { require.Equal(t, 2, got) },
 		},
 		{
 			name:   "ReadyTasks",

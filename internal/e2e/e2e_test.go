@@ -314,7 +314,7 @@ webhooks:
 		var inbox api.NotificationList
 		require.NoError(t, json.Unmarshal([]byte(out), &inbox), out)
 		for _, n := range inbox.Notifications {
-			require.NotContains(t, n.Text, "say hello", "listing marks them read")
+			require.NotContains(t, n.Text, "say hello", "inbox acknowledged what it printed")
 		}
 	})
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/errandhq/errand/internal/id"
@@ -99,6 +100,15 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 	case !utf8.ValidString(p.Goal):
 		return nil, invalid("goal", "must be valid UTF-8")
 	}
+	if err := checkText("goal", p.Goal); err != nil {
+		return nil, err
+	}
+	if err := checkText("title", p.Title); err != nil {
+		return nil, err
+	}
+	if p.RunAt != nil && !store.TimeInRange(p.RunAt.UTC()) {
+		return nil, invalid("run_at", "%s is %s in UTC, outside the years 0001–9999", p.RunAt.Format(time.RFC3339Nano), p.RunAt.UTC().Format("2006-01-02T15:04:05Z07:00"))
+	}
 	input, err := jsonObject("input", p.Input, e.cfg.MaxInputBytes)
 	if err != nil {
 		return nil, err
@@ -178,6 +188,9 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 	if p.InputTimeout < 0 {
 		return nil, invalid("input_timeout", "must not be negative")
 	}
+	if !store.TimeInRange(e.clock.Now().UTC().Add(p.InputTimeout)) {
+		return nil, invalid("input_timeout", "%s reaches past the year 9999", p.InputTimeout)
+	}
 	switch p.Source {
 	case "", store.SourceUser, store.SourceAgent, store.SourceSchedule, store.SourceEvent:
 	default:
@@ -232,6 +245,21 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 		Actor:               actor,
 		Now:                 e.now(),
 	}, nil
+}
+
+// checkText refuses text a person reads that carries control characters
+// other than tab and newline: they hide or rewrite what a terminal or page
+// shows, and a NUL cuts the text short in many tools.
+func checkText(field, s string) error {
+	if !utf8.ValidString(s) {
+		return invalid(field, "must be valid UTF-8")
+	}
+	for i, r := range s {
+		if r != '\t' && r != '\n' && unicode.IsControl(r) {
+			return invalid(field, "holds the control character %U at byte %d (only tab and newline are allowed)", r, i)
+		}
+	}
+	return nil
 }
 
 func longestField(p *SubmitParams) string {

@@ -46,6 +46,7 @@ var Points = [...]string{
 	"EventList",
 	"EventLastID",
 	"NotificationList",
+	"NotificationAck",
 	"CursorGet",
 	"CursorSet",
 	"SpendSince",
@@ -345,6 +346,11 @@ func (s *Store) EventLastID(ctx context.Context) (int64, error) {
 // NotificationList calls the inner store's NotificationList under the faults at point "NotificationList".
 func (s *Store) NotificationList(ctx context.Context, params *store.NotificationListParams) ([]*store.Notification, error) {
 	return call(ctx, s, "NotificationList", func() ([]*store.Notification, error) { return s.inner.NotificationList(ctx, params) })
+}
+
+// NotificationAck calls the inner store's NotificationAck under the faults at point "NotificationAck".
+func (s *Store) NotificationAck(ctx context.Context, params *store.NotificationAckParams) (int, error) {
+	return call(ctx, s, "NotificationAck", func() (int, error) { return s.inner.NotificationAck(ctx, params) })
 }
 
 // CursorGet calls the inner store's CursorGet under the faults at point "CursorGet".

@@ -37,7 +37,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusNotFound && detail.Message == "" {
 		detail.Message = notFoundMessage(r)
 	}
-	writeJSON(w, status, api.ErrorBody{Error: detail})
+	s.writeJSON(w, status, api.ErrorBody{Error: detail})
 }
 
 // classify maps err to a status and error body. Anything not recognised
@@ -75,19 +75,26 @@ func (s *Server) classify(err error, what string) (int, api.ErrorDetail) {
 		return http.StatusConflict, d("budget_exceeded", err.Error(), "")
 	case errors.Is(err, errand.ErrNotFound):
 		return http.StatusNotFound, d(api.CodeNotFound, "", "")
+	case errors.Is(err, context.Canceled):
+		// The server is stopping under a request whose client is still
+		// there: it can try again elsewhere or later.
+		return http.StatusServiceUnavailable, d(api.CodeUnavailable, "the server is stopping; try again", "")
 	default:
 		s.log.Error("request failed", "request", what, "err", err)
 		return http.StatusInternalServerError, d(api.CodeInternal, "internal error", "")
 	}
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg, field string) {
-	writeJSON(w, status, api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: msg, Field: field}})
+func (s *Server) writeError(w http.ResponseWriter, status int, code, msg, field string) {
+	s.writeJSON(w, status, api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: msg, Field: field}})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON answers with v. A value that cannot be written as JSON is a
+// fault of ours: logged, and answered with a 500 that holds no part of it.
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
+		s.log.Error("encode response", "type", fmt.Sprintf("%T", v), "err", err)
 		status = http.StatusInternalServerError
 		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
 	}
@@ -116,8 +123,11 @@ func decodeStrict(body []byte, v any, optional bool) error {
 		return malformed("", "a JSON request body is required")
 	}
 	if json.Valid(body) {
-		// Keys first: their errors name the field, at any depth.
+		// Keys and text first: their errors name the field, at any depth.
 		if err := checkKeys(body, reflect.TypeOf(v), ""); err != nil {
+			return err
+		}
+		if err := checkUTF8(body); err != nil {
 			return err
 		}
 	}

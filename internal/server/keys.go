@@ -2,9 +2,12 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
+	"unicode/utf8"
 )
 
 // checkKeys refuses object keys that encoding/json would accept but the
@@ -67,4 +70,142 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		fields[name] = f.Type
 	}
 	return fields
+}
+
+// checkUTF8 refuses a body whose strings are not valid UTF-8: raw invalid
+// bytes, or an escaped lone surrogate ("\ud800"). encoding/json would
+// quietly turn either into U+FFFD, storing text the client never sent. The
+// JSON is known to be well formed.
+func checkUTF8(body []byte) error {
+	if utf8.Valid(body) && !bytes.Contains(bytes.ToLower(body), []byte(`\ud`)) {
+		return nil
+	}
+	type level struct {
+		object bool
+		key    string // the key whose value comes next (objects)
+		index  int    // the next element's index (arrays)
+		atKey  bool
+	}
+	var stack []*level
+	path := func(key bool) string {
+		var b strings.Builder
+		for i, l := range stack {
+			last := i == len(stack)-1
+			switch {
+			case l.object && last && key:
+			case l.object:
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(l.key)
+			default:
+				fmt.Fprintf(&b, "[%d]", l.index)
+			}
+		}
+		return b.String()
+	}
+	// value moves the innermost level past one value.
+	value := func() {
+		if len(stack) == 0 {
+			return
+		}
+		if l := stack[len(stack)-1]; l.object {
+			l.atKey = true
+		} else {
+			l.index++
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF, or a syntax error the decoder reports
+		}
+		switch tok := tok.(type) {
+		case json.Delim:
+			switch tok {
+			case '{', '[':
+				stack = append(stack, &level{object: tok == '{', atKey: true})
+			default:
+				stack = stack[:len(stack)-1]
+				value()
+			}
+		case string:
+			raw := body[start:dec.InputOffset()]
+			raw = raw[bytes.IndexByte(raw, '"'):]
+			isKey := len(stack) > 0 && stack[len(stack)-1].object && stack[len(stack)-1].atKey
+			if !validJSONString(raw) {
+				field := path(isKey)
+				if isKey {
+					return malformed(field, "a key in %s is not valid UTF-8", cmp.Or(field, "the body"))
+				}
+				return malformed(field, "%s is not valid UTF-8", cmp.Or(field, "the body"))
+			}
+			if isKey {
+				l := stack[len(stack)-1]
+				l.key, l.atKey = tok, false
+				continue
+			}
+			value()
+		default:
+			value()
+		}
+	}
+}
+
+// validJSONString reports whether a quoted JSON string holds valid UTF-8
+// and no escaped lone surrogate.
+func validJSONString(quoted []byte) bool {
+	if !utf8.Valid(quoted) {
+		return false
+	}
+	for i := 0; i < len(quoted); i++ {
+		if quoted[i] != '\\' {
+			continue
+		}
+		i++
+		if i >= len(quoted) || quoted[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(quoted[i+1:])
+		if !ok {
+			return false
+		}
+		i += 4
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return false // a low surrogate with no high one before it
+		case r >= 0xd800 && r <= 0xdbff:
+			if i+2 >= len(quoted) || quoted[i+1] != '\\' || quoted[i+2] != 'u' {
+				return false
+			}
+			low, ok := hex4(quoted[i+3:])
+			if !ok || low < 0xdc00 || low > 0xdfff {
+				return false
+			}
+			i += 6
+		}
+	}
+	return true
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

@@ -9,9 +9,11 @@ import (
 	"crypto/subtle"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
@@ -126,6 +128,7 @@ func (s *Server) routes() {
 	api("GET /api/events", s.allEvents)
 	api("GET /api/inputs", s.inputs)
 	api("GET /api/inbox", s.inbox)
+	api("POST /api/inbox/ack", s.ackInbox)
 	api("GET /api/status", s.status)
 	api("GET /api/ws", s.websocket)
 	// Anything else under /api is a JSON 404 (or 405), behind the token
@@ -135,9 +138,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-s.streams.done: // shutting down: send traffic elsewhere
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
+			s.writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
 		default:
-			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+			s.writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		}
 	})
 	if s.cfg.Metrics != nil {
@@ -162,7 +165,11 @@ func (s *Server) authed(h http.HandlerFunc) http.Handler {
 		}
 		if !ok || len(want) == 0 || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="errand"`)
-			writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "a valid bearer token is required (Authorization: Bearer <token>; see $ERRAND_HOME/token)", "")
+			s.writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "a valid bearer token is required (Authorization: Bearer <token>; see $ERRAND_HOME/token)", "")
+			return
+		}
+		if err := checkQuery(r.URL.RawQuery); err != nil {
+			s.fail(w, r, err)
 			return
 		}
 		h(w, r)
@@ -179,19 +186,47 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 					panic(v)
 				}
 				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
-				writeError(w, http.StatusInternalServerError, api.CodeInternal, "internal error", "")
+				s.writeError(w, http.StatusInternalServerError, api.CodeInternal, "internal error", "")
 			}
 		}()
 		next.ServeHTTP(w, r)
 	})
 }
 
+// checkQuery refuses a query string that does not parse as a whole. Go's
+// own parser drops the pairs it cannot read (a ";" separator, a bad
+// escape) and keeps the rest, so a filter would silently vanish and a list
+// answer with everything.
+func checkQuery(raw string) error {
+	for pair := range strings.SplitSeq(raw, "&") {
+		if pair == "" {
+			continue
+		}
+		rawName, rawValue, _ := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(rawName)
+		if err != nil || !utf8.ValidString(name) {
+			return malformed("", "the query string does not parse: parameter name %q is not a valid escaped UTF-8 string", rawName)
+		}
+		if strings.Contains(pair, ";") {
+			return malformed(name, "query parameter %s holds a \";\": separate parameters with \"&\", and write a literal \";\" as %%3B", name)
+		}
+		value, err := url.QueryUnescape(rawValue)
+		if err != nil {
+			return malformed(name, "query parameter %s does not parse: %v", name, err)
+		}
+		if !utf8.ValidString(value) {
+			return malformed(name, "query parameter %s is not valid UTF-8", name)
+		}
+	}
+	return nil
+}
+
 func (s *Server) unknownRoute(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := s.shapes.Handler(r); pattern != "" {
 		allow := strings.Join(s.methods[pattern], ", ")
 		w.Header().Set("Allow", allow)
-		writeError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path+" (allowed: "+allow+")", "")
+		s.writeError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path+" (allowed: "+allow+")", "")
 		return
 	}
-	writeError(w, http.StatusNotFound, api.CodeNotFound, "no route "+r.Method+" "+r.URL.Path, "")
+	s.writeError(w, http.StatusNotFound, api.CodeNotFound, "no route "+r.Method+" "+r.URL.Path, "")
 }

@@ -36,6 +36,7 @@ var unknownID = id.New(id.Task)
 
 type fixture struct {
 	t      *testing.T
+	dbPath string
 	client *errand.Client
 	server *Server
 	http   *httptest.Server
@@ -46,9 +47,10 @@ type fixture struct {
 // registered and run by an engine.
 func newFixture(t *testing.T, agents map[string]errand.Agent) *fixture {
 	t.Helper()
-	c, err := errand.Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"), &errand.Config{Agents: agents})
+	dbPath := filepath.Join(t.TempDir(), "errand.db")
+	c, err := errand.Open(t.Context(), dbPath, &errand.Config{Agents: agents})
 	require.NoError(t, err)
-	f := &fixture{t: t, client: c, clock: clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))}
+	f := &fixture{t: t, dbPath: dbPath, client: c, clock: clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))}
 	f.server = New(Config{Client: c, Token: testToken, Clock: f.clock, Metrics: http.NotFoundHandler(), Logger: slog.New(failOnError{t: t, Handler: slog.NewTextHandler(os.Stderr, nil)})})
 	f.http = httptest.NewServer(f.server.Handler())
 	var engine *errand.Engine

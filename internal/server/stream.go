@@ -63,6 +63,28 @@ func streamAfter(r *http.Request) (after int64, ok bool, err error) {
 	return n, true, nil
 }
 
+// resumePoint is streamAfter checked against the journal: an id past its
+// last event names an event that does not exist, and a stream from there
+// could stay silent for ever.
+func (s *Server) resumePoint(r *http.Request) (after int64, ok bool, err error) {
+	after, ok, err = streamAfter(r)
+	if err != nil || !ok || after == 0 {
+		return after, ok, err
+	}
+	last, err := s.client.LastEventID(r.Context())
+	if err != nil {
+		return 0, false, err
+	}
+	if after > last {
+		name := "after"
+		if r.Header.Get("Last-Event-ID") != "" {
+			name = "Last-Event-ID"
+		}
+		return 0, false, malformed(name, "%s %d is past the journal's last event id %d", name, after, last)
+	}
+	return after, true, nil
+}
+
 func streamTypes(r *http.Request) []string {
 	var types []string
 	for _, v := range r.URL.Query()["types"] {
@@ -78,7 +100,7 @@ func streamTypes(r *http.Request) []string {
 // allEvents streams the journal: live events only, unless the client
 // names where to resume.
 func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
-	after, ok, err := streamAfter(r)
+	after, ok, err := s.resumePoint(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -96,7 +118,7 @@ func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
 // names where to resume: a task's history is short, and a watcher that
 // connects just after submitting must not miss its start.
 func (s *Server) taskEvents(w http.ResponseWriter, r *http.Request) {
-	after, _, err := streamAfter(r)
+	after, _, err := s.resumePoint(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -75,7 +75,7 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 	if res.Duplicate {
 		status = http.StatusOK // a replay of the request that made it
 	}
-	writeJSON(w, status, api.FromTask(res.Task))
+	s.writeJSON(w, status, api.FromTask(res.Task))
 }
 
 // errDuplicate is an idempotency key reused for a different task.
@@ -161,7 +161,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.TaskList{Tasks: api.FromTasks(res.Tasks), NextCursor: res.NextCursor})
+	s.writeJSON(w, http.StatusOK, api.TaskList{Tasks: api.FromTasks(res.Tasks), NextCursor: res.NextCursor})
 }
 
 func queryLimit(r *http.Request, def int) (int, error) {
@@ -187,7 +187,7 @@ func (s *Server) readyTasks(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.TaskList{Tasks: api.FromTasks(ts)})
+	s.writeJSON(w, http.StatusOK, api.TaskList{Tasks: api.FromTasks(ts)})
 }
 
 func (s *Server) blockedTasks(w http.ResponseWriter, r *http.Request) {
@@ -205,7 +205,7 @@ func (s *Server) blockedTasks(w http.ResponseWriter, r *http.Request) {
 	for i, b := range bs {
 		out.Tasks[i] = &api.BlockedTask{Task: api.FromTask(b.Task), BlockedBy: b.BlockedBy}
 	}
-	writeJSON(w, http.StatusOK, out)
+	s.writeJSON(w, http.StatusOK, out)
 }
 
 // taskWrite answers a request that changes one task and returns it.
@@ -214,7 +214,7 @@ func (s *Server) taskWrite(w http.ResponseWriter, r *http.Request, t *errand.Tas
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.FromTask(t))
+	s.writeJSON(w, http.StatusOK, api.FromTask(t))
 }
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
@@ -289,7 +289,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.FromInput(in))
+	s.writeJSON(w, http.StatusOK, api.FromInput(in))
 }
 
 // answerTask answers the task's open question, or the named request,
@@ -337,7 +337,7 @@ func (s *Server) steps(w http.ResponseWriter, r *http.Request) {
 	for i, st := range steps {
 		out.Steps[i] = api.FromStep(st)
 	}
-	writeJSON(w, http.StatusOK, out)
+	s.writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) inputs(w http.ResponseWriter, r *http.Request) {
@@ -358,7 +358,7 @@ func (s *Server) inputs(w http.ResponseWriter, r *http.Request) {
 	for i, in := range ins {
 		out.Inputs[i] = api.FromInput(in)
 	}
-	writeJSON(w, http.StatusOK, out)
+	s.writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
@@ -374,7 +374,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ns, err := s.client.Inbox(r.Context(), &errand.InboxParams{
-		SessionID: q.Get("session"), Unread: !all, MarkRead: true, Limit: limit,
+		SessionID: q.Get("session"), Unread: !all, Limit: limit,
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -384,7 +384,48 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	for i, n := range ns {
 		out.Notifications[i] = api.FromNotification(n)
 	}
-	writeJSON(w, http.StatusOK, out)
+	s.writeJSON(w, http.StatusOK, out)
+}
+
+// ackInbox marks notifications read: listing them never does, so a
+// prefetch, a proxy or a second tab cannot hide them from their reader.
+func (s *Server) ackInbox(w http.ResponseWriter, r *http.Request) {
+	var body api.AckInbox
+	if err := s.decode(w, r, &body, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p := &errand.InboxAckParams{SessionID: body.SessionID}
+	for _, raw := range body.IDs {
+		n, ok := api.ParseNotificationID(raw)
+		if !ok {
+			s.fail(w, r, &errand.ValidationError{Field: "ids", Message: fmt.Sprintf("%q is not a notification id (ntf_…)", raw)})
+			return
+		}
+		p.IDs = append(p.IDs, n)
+	}
+	if body.UpTo != "" {
+		n, ok := api.ParseNotificationID(body.UpTo)
+		if !ok {
+			s.fail(w, r, &errand.ValidationError{Field: "up_to", Message: fmt.Sprintf("%q is not a notification id (ntf_…)", body.UpTo)})
+			return
+		}
+		p.UpToID = n
+	}
+	acked, err := s.client.InboxAck(r.Context(), p)
+	var unknown *store.NotificationUnknownError
+	if errors.As(err, &unknown) {
+		ids := make([]string, len(unknown.IDs))
+		for i, n := range unknown.IDs {
+			ids[i] = api.NotificationID(n)
+		}
+		err = &errand.ValidationError{Field: "ids", Message: "no notification " + strings.Join(ids, ", "), Unprocessable: true}
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, api.AckResult{Acked: acked})
 }
 
 func queryBool(r *http.Request, name string) (bool, error) {
@@ -401,7 +442,7 @@ func queryBool(r *http.Request, name string) (bool, error) {
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Status == nil {
-		writeJSON(w, http.StatusOK, api.Status{State: "alive", Tasks: map[string]int{}})
+		s.writeJSON(w, http.StatusOK, api.Status{State: "alive", Tasks: map[string]int{}})
 		return
 	}
 	st, err := s.cfg.Status(r.Context())
@@ -409,12 +450,12 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	s.writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) budget(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Budget == nil {
-		writeJSON(w, http.StatusOK, api.BudgetSummary{})
+		s.writeJSON(w, http.StatusOK, api.BudgetSummary{})
 		return
 	}
 	b, err := s.cfg.Budget(r.Context())
@@ -422,5 +463,5 @@ func (s *Server) budget(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, b)
+	s.writeJSON(w, http.StatusOK, b)
 }

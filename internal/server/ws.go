@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -24,7 +25,7 @@ const wsOutbox = 256
 // narrows them with subscribe; ?after=N replays the journal after event N
 // first, so a client that reconnects misses nothing.
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
-	after, resume, err := streamAfter(r)
+	after, resume, err := s.resumePoint(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -141,11 +142,18 @@ func (ws *wsSession) readLoop(ctx context.Context) {
 		}
 		var res api.Frame
 		if typ != websocket.MessageText {
-			res = api.Frame{Type: "res", Error: &api.ErrorDetail{Code: api.CodeBadRequest, Message: "frames must be JSON text"}}
+			res = api.Frame{Type: "res", ID: frameID(data), Error: &api.ErrorDetail{Code: api.CodeBadRequest, Message: "frames must be JSON text"}}
 		} else {
 			res = ws.handle(ctx, data)
 		}
-		b, _ := json.Marshal(res)
+		if ctx.Err() != nil {
+			return // the client left or the server is stopping: nobody to answer
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			ws.s.log.Error("encode websocket reply", "err", err)
+			b, _ = json.Marshal(api.Frame{Type: "res", ID: res.ID, Error: &api.ErrorDetail{Code: api.CodeInternal, Message: "internal error"}})
+		}
 		select {
 		case ws.out <- wsFrame{b: b}:
 		case <-ctx.Done():
@@ -154,11 +162,26 @@ func (ws *wsSession) readLoop(ctx context.Context) {
 	}
 }
 
-// handle answers one request frame.
+// frameID is the id of a frame that may not be a valid request, so that
+// even the reply refusing it says which request it answers.
+func frameID(data []byte) *int64 {
+	var f struct {
+		ID *int64 `json:"id"`
+	}
+	// The first value only: the frame may have bytes after it.
+	if json.NewDecoder(bytes.NewReader(data)).Decode(&f) != nil {
+		return nil
+	}
+	return f.ID
+}
+
+// handle answers one request frame: a reply with the request's id (when
+// the frame has one) and exactly one of result and error.
 func (ws *wsSession) handle(ctx context.Context, data []byte) api.Frame {
 	var req api.Frame
 	if err := decodeStrict(data, &req, false); err != nil {
-		return api.Frame{Type: "res", Error: &api.ErrorDetail{Code: api.CodeBadRequest, Message: err.Error()}}
+		_, detail := ws.s.classify(err, "ws frame")
+		return api.Frame{Type: "res", ID: frameID(data), Error: &detail}
 	}
 	res := api.Frame{Type: "res", ID: req.ID}
 	if req.Type != "req" || req.ID == nil || req.Method == "" {
@@ -166,6 +189,12 @@ func (ws *wsSession) handle(ctx context.Context, data []byte) api.Frame {
 		return res
 	}
 	result, err := ws.call(ctx, req.Method, req.Params)
+	if err != nil && ctx.Err() != nil {
+		// The client closed the socket, or the server is stopping: not a
+		// fault, and the reply will not be sent.
+		res.Error = &api.ErrorDetail{Code: api.CodeUnavailable, Message: "the connection is closing"}
+		return res
+	}
 	if err != nil {
 		_, detail := ws.s.classify(err, "ws "+req.Method)
 		if detail.Code == api.CodeNotFound && detail.Message == "" {
@@ -174,7 +203,13 @@ func (ws *wsSession) handle(ctx context.Context, data []byte) api.Frame {
 		res.Error = &detail
 		return res
 	}
-	res.Result, _ = json.Marshal(result)
+	b, err := json.Marshal(result)
+	if err != nil {
+		ws.s.log.Error("encode websocket result", "method", req.Method, "err", err)
+		res.Error = &api.ErrorDetail{Code: api.CodeInternal, Message: "internal error"}
+		return res
+	}
+	res.Result = b
 	return res
 }
 

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -51,65 +52,72 @@ func (s *Store) NotificationList(ctx context.Context, p *store.NotificationListP
 	query += ` ORDER BY id LIMIT ?`
 	args = append(args, max(p.Limit, 1))
 
-	list := func(q querier) ([]*store.Notification, error) {
-		rows, err := q.QueryContext(ctx, query, args...)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		var out []*store.Notification
-		for rows.Next() {
-			n, err := scanNotification(rows)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, n)
-		}
-		return out, rows.Err()
-	}
-	if !p.MarkRead {
-		out, err := list(s.reader)
-		if err != nil {
-			return nil, fmt.Errorf("list notifications: %w", err)
-		}
-		return out, nil
-	}
-
-	at := now(p.Now)
-	var out []*store.Notification
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if out, err = list(tx); err != nil {
-			return err
-		}
-		var unread []int64
-		for _, n := range out {
-			if n.ReadAt.IsZero() {
-				unread = append(unread, n.ID)
-			}
-		}
-		if len(unread) == 0 {
-			return nil
-		}
-		ids := make([]string, len(unread))
-		for i, id := range unread {
-			ids[i] = fmt.Sprint(id)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE notifications SET read_at = ? WHERE id IN (SELECT value FROM json_each(?))`,
-			micros(at), "["+strings.Join(ids, ",")+"]"); err != nil {
-			return err
-		}
-		for _, n := range out {
-			if n.ReadAt.IsZero() {
-				n.ReadAt = at
-			}
-		}
-		return nil
-	})
+	rows, err := s.reader.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list notifications: %w", err)
 	}
+	defer rows.Close()
+	var out []*store.Notification
+	for rows.Next() {
+		n, err := scanNotification(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list notifications: %w", err)
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list notifications: %w", err)
+	}
 	return out, nil
+}
+
+// NotificationAck implements store.Store.
+func (s *Store) NotificationAck(ctx context.Context, p *store.NotificationAckParams) (int, error) {
+	at := now(p.Now)
+	var acked int64
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		var res sql.Result
+		var err error
+		if len(p.IDs) > 0 {
+			ids, _ := json.Marshal(p.IDs)
+			var unknown []int64
+			rows, err := tx.QueryContext(ctx, `SELECT j.value FROM json_each(?) j WHERE NOT EXISTS (SELECT 1 FROM notifications n WHERE n.id = j.value) ORDER BY j.key`, string(ids))
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					rows.Close()
+					return err
+				}
+				unknown = append(unknown, id)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if len(unknown) > 0 {
+				return &store.NotificationUnknownError{IDs: unknown}
+			}
+			res, err = tx.ExecContext(ctx, `UPDATE notifications SET read_at = ? WHERE read_at IS NULL AND id IN (SELECT value FROM json_each(?))`, micros(at), string(ids))
+			if err != nil {
+				return err
+			}
+		} else {
+			res, err = tx.ExecContext(ctx, `UPDATE notifications SET read_at = ? WHERE read_at IS NULL AND id <= ? AND (? = '' OR session_id = ?)`,
+				micros(at), p.UpToID, p.SessionID, p.SessionID)
+			if err != nil {
+				return err
+			}
+		}
+		acked, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("ack notifications: %w", err)
+	}
+	return int(acked), nil
 }
 
 // CursorGet implements store.Store.

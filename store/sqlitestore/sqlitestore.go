@@ -252,7 +252,9 @@ func ceilMicros(t time.Time) int64 {
 	return t.Truncate(time.Microsecond).UnixMicro() + 1
 }
 
-func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+// fromMicros reads a stored time, moved into the range every surface can
+// write (see store.ClampTime).
+func fromMicros(v int64) time.Time { return store.ClampTime(time.UnixMicro(v).UTC()) }
 
 func nullMicros(v sql.NullInt64) time.Time {
 	if !v.Valid {

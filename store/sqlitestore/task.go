@@ -170,6 +170,9 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 		Budget: p.Budget, Options: p.Options, CreatedAt: at, UpdatedAt: at,
 	}
 	if p.RunAt != nil {
+		if !store.TimeInRange(p.RunAt.UTC()) {
+			return nil, fmt.Errorf("insert task: %w", &store.TimeRangeError{Field: "run_at", Time: *p.RunAt})
+		}
 		t.RunAt = now(p.RunAt)
 	}
 	var budget, options sql.NullString

@@ -162,38 +162,55 @@ func testNotification(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Equal(t, tasks[0].ID, all[0].TaskID)
 	})
 
-	t.Run("MarkRead", func(t *testing.T) {
+	t.Run("Ack", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, newDatabase)
-		for i := range 3 {
-			task := b.insert(t, store.TaskInsertParams{SessionID: "s"})
+		for i, session := range []string{"s", "s", "s", "other"} {
+			task := b.insert(t, store.TaskInsertParams{SessionID: session})
 			_, err := b.store.TaskCancel(b.ctx, &store.TaskCancelParams{ID: task.ID, Now: at(time.Duration(i) * time.Second)})
 			require.NoError(t, err)
 		}
-		all := list(t, b, store.NotificationListParams{SessionID: "s"})
-		require.Len(t, all, 3)
+		all := list(t, b, store.NotificationListParams{})
+		require.Len(t, all, 4)
+		ack := func(p store.NotificationAckParams) int {
+			t.Helper()
+			n, err := b.store.NotificationAck(b.ctx, &p)
+			require.NoError(t, err)
+			return n
+		}
 
-		// Listing without MarkRead changes nothing.
-		require.Len(t, list(t, b, store.NotificationListParams{SessionID: "s", Unread: true}), 3)
+		// Listing, however often, changes nothing.
+		for range 2 {
+			require.Len(t, list(t, b, store.NotificationListParams{SessionID: "s", Unread: true}), 3)
+		}
 
-		first := list(t, b, store.NotificationListParams{SessionID: "s", Unread: true, MarkRead: true, Limit: 1, Now: at(time.Hour)})
-		require.Len(t, first, 1)
-		require.Equal(t, all[0].ID, first[0].ID)
-		requireTime(t, base.Add(time.Hour), first[0].ReadAt, "read_at of the returned row")
+		require.Equal(t, 1, ack(store.NotificationAckParams{IDs: []int64{all[1].ID}, Now: at(time.Hour)}))
+		unread := list(t, b, store.NotificationListParams{SessionID: "s", Unread: true})
+		require.Equal(t, []int64{all[0].ID, all[2].ID}, []int64{unread[0].ID, unread[1].ID})
+		require.Equal(t, 0, ack(store.NotificationAckParams{IDs: []int64{all[1].ID}, Now: at(2 * time.Hour)}), "acking again marks nothing")
 
-		rest := list(t, b, store.NotificationListParams{SessionID: "s", Unread: true, MarkRead: true, Now: at(2 * time.Hour)})
-		require.Equal(t, []int64{all[1].ID, all[2].ID}, []int64{rest[0].ID, rest[1].ID})
+		// An unknown id refuses the whole acknowledgement.
+		_, err := b.store.NotificationAck(b.ctx, &store.NotificationAckParams{IDs: []int64{all[0].ID, 999_999}})
+		var unknown *store.NotificationUnknownError
+		require.ErrorAs(t, err, &unknown)
+		require.Equal(t, []int64{999_999}, unknown.IDs)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		require.Len(t, list(t, b, store.NotificationListParams{SessionID: "s", Unread: true}), 2, "nothing was marked")
+
+		// Up to an id, within one session: the other session's stays unread.
+		require.Equal(t, 2, ack(store.NotificationAckParams{UpToID: all[3].ID, SessionID: "s", Now: at(3 * time.Hour)}))
 		require.Empty(t, list(t, b, store.NotificationListParams{SessionID: "s", Unread: true}))
+		require.Len(t, list(t, b, store.NotificationListParams{SessionID: "other", Unread: true}), 1)
 
-		// Marking again keeps when each was first read.
-		again := list(t, b, store.NotificationListParams{SessionID: "s", MarkRead: true, Now: at(3 * time.Hour)})
-		require.Len(t, again, 3)
-		requireTime(t, base.Add(time.Hour), again[0].ReadAt, "read_at of the first")
-		requireTime(t, base.Add(2*time.Hour), again[2].ReadAt, "read_at of the last")
-		require.Equal(t, again, list(t, b, store.NotificationListParams{SessionID: "s"}), "read from another handle too")
+		read := list(t, b, store.NotificationListParams{SessionID: "s"})
+		requireTime(t, base.Add(3*time.Hour), read[0].ReadAt, "read_at of one acked up to")
+		requireTime(t, base.Add(time.Hour), read[1].ReadAt, "read_at keeps the first acknowledgement")
 		other, err := b.open().NotificationList(b.ctx, &store.NotificationListParams{SessionID: "s", Limit: 10})
 		require.NoError(t, err)
-		require.Equal(t, again, other)
+		require.Equal(t, read, other, "read from another handle too")
+
+		require.Equal(t, 1, ack(store.NotificationAckParams{UpToID: all[3].ID, Now: at(4 * time.Hour)}), "every session's")
+		require.Empty(t, list(t, b, store.NotificationListParams{Unread: true}))
 	})
 }
 

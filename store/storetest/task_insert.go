@@ -155,6 +155,28 @@ func testTaskInsert(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	t.Run("RunAtOutsideTheStorableRangeWritesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// Year 9999 where written, 10000 in UTC; and year -1 in UTC.
+		for _, runAt := range []time.Time{
+			time.Date(9999, 12, 31, 23, 59, 59, 0, time.FixedZone("", -(23*3600+59*60))),
+			time.Date(0, 1, 1, 0, 0, 0, 0, time.FixedZone("", 23*3600+59*60)),
+		} {
+			res, err := b.store.TaskInsert(b.ctx, fillInsert(&store.TaskInsertParams{RunAt: &runAt}))
+			require.Nil(t, res)
+			var rangeErr *store.TimeRangeError
+			require.ErrorAs(t, err, &rangeErr)
+			require.Equal(t, "run_at", rangeErr.Field)
+		}
+		require.Empty(t, b.listAll(t))
+		require.Empty(t, b.allEvents(t))
+
+		edge := store.MaxTime
+		task := b.insert(t, store.TaskInsertParams{RunAt: &edge})
+		requireTime(t, store.MaxTime, b.get(t, task.ID).RunAt, "run_at at the end of the range")
+	})
+
 	t.Run("UnknownDependencyWritesNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

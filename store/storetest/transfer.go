@@ -223,9 +223,12 @@ func fillForExport(t *testing.T, b *testBundle) {
 	_, err = b.store.TaskCancel(b.ctx, &store.TaskCancelParams{ID: quiet.ID, Now: at(22 * time.Second)})
 	require.NoError(t, err)
 
-	read, err := b.store.NotificationList(b.ctx, &store.NotificationListParams{SessionID: "s1", MarkRead: true, Limit: 1, Now: at(30 * time.Second)})
+	first, err := b.store.NotificationList(b.ctx, &store.NotificationListParams{SessionID: "s1", Limit: 1})
 	require.NoError(t, err)
-	require.Len(t, read, 1)
+	require.Len(t, first, 1)
+	acked, err := b.store.NotificationAck(b.ctx, &store.NotificationAckParams{IDs: []int64{first[0].ID}, Now: at(30 * time.Second)})
+	require.NoError(t, err)
+	require.Equal(t, 1, acked)
 }
 
 // exportAll reads everything an export holds from s: the tasks page by page
