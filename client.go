@@ -54,6 +54,9 @@ type Config struct {
 	Budget *Budget
 	// Logger receives warnings and errors; default: discarded.
 	Logger *slog.Logger
+	// SkipIntegrityCheck skips the check Open makes of a SQLite file
+	// (PRAGMA quick_check, which reads all of it), for very large stores.
+	SkipIntegrityCheck bool
 }
 
 // Client is the task API over one store: submit, inspect, cancel, retry,
@@ -68,7 +71,9 @@ type Client struct {
 
 // Open connects to the store named by dsn and applies pending migrations.
 // Accepted forms: "sqlite:///abs/path.db", "sqlite:relative/path.db", or a
-// bare file path (SQLite).
+// bare file path (SQLite). A new SQLite file is created with mode 0600. An
+// existing one that is empty, damaged or cannot be written is refused with
+// an error wrapping sqlitestore.ErrEmptyFile, ErrDamaged or ErrReadOnly.
 func Open(ctx context.Context, dsn string, cfg *Config) (*Client, error) {
 	if cfg == nil {
 		cfg = &Config{}
@@ -96,7 +101,10 @@ func openStore(ctx context.Context, dsn string, cfg *Config) (store.Store, error
 	case strings.Contains(dsn, "://"):
 		return nil, fmt.Errorf("errand: unknown store %q: want a sqlite path or sqlite:// URL", dsn)
 	}
-	st, err := sqlitestore.Open(ctx, dsn, &sqlitestore.Config{Durability: sqlitestore.Durability(cfg.Durability)})
+	st, err := sqlitestore.Open(ctx, dsn, &sqlitestore.Config{
+		Durability:         sqlitestore.Durability(cfg.Durability),
+		SkipIntegrityCheck: cfg.SkipIntegrityCheck,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +169,10 @@ func fileBudget(file *config.Config) *Budget {
 	}
 	return &Budget{MaxTokens: tb.MaxTokens, MaxCostUSD: tb.MaxCostUSD, MaxWallClock: store.Duration(tb.MaxWallClock), MaxToolCalls: tb.MaxToolCalls}
 }
+
+// CheckWritable reports whether the store could take a write now: nil, or
+// why not. It changes nothing.
+func (c *Client) CheckWritable(ctx context.Context) error { return c.store.CheckWritable(ctx) }
 
 // Close closes the store. Stop engines first.
 func (c *Client) Close() error { return c.store.Close() }

@@ -232,6 +232,10 @@ type Store interface {
 	// not checked.
 	BatchImport(ctx context.Context, batch *Batch) error
 
+	// CheckWritable reports whether a write could commit now: nil, or why
+	// not. It changes nothing. Health checks call it.
+	CheckWritable(ctx context.Context) error
+
 	// Close releases the store's connections.
 	Close() error
 }

@@ -17,18 +17,21 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/config"
+	"github.com/errandhq/errand/internal/daemon"
 	"github.com/errandhq/errand/store"
 )
 
 // storeFlags are the flags of the commands that open the store directly.
 type storeFlags struct {
-	configFile string
-	store      string
+	configFile         string
+	store              string
+	skipIntegrityCheck bool
 }
 
 func (f *storeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.configFile, "config", "", "config file (default $ERRAND_HOME/errand.yaml)")
 	cmd.Flags().StringVar(&f.store, "store", "", "store: sqlite, a SQLite path or a postgres:// URL (default from the config)")
+	cmd.Flags().BoolVar(&f.skipIntegrityCheck, "skip-integrity-check", false, "open a SQLite store that fails its integrity check, to save what is readable")
 }
 
 // open opens the store the daemon uses (or --store), whether the daemon
@@ -47,7 +50,7 @@ func (a *app) openStore(ctx context.Context, f *storeFlags, mustExist bool) (*er
 		return nil, err
 	}
 	dsn := cfg.StoreDSN(home)
-	if path, ok := sqlitePath(dsn); ok {
+	if path, ok := config.SQLitePath(dsn); ok {
 		switch _, err := os.Stat(path); {
 		case errors.Is(err, fs.ErrNotExist) && mustExist:
 			return nil, fmt.Errorf("no store at %s (set --store, or ERRAND_HOME)", path)
@@ -57,27 +60,11 @@ func (a *app) openStore(ctx context.Context, f *storeFlags, mustExist bool) (*er
 			}
 		}
 	}
-	c, err := errand.Open(ctx, dsn, &errand.Config{Durability: cfg.Durability})
+	c, err := errand.Open(ctx, dsn, &errand.Config{Durability: cfg.Durability, SkipIntegrityCheck: f.skipIntegrityCheck})
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, fmt.Errorf("open store: %w", daemon.ExplainStoreError(err))
 	}
 	return c, nil
-}
-
-// sqlitePath is the file of a SQLite DSN.
-func sqlitePath(dsn string) (string, bool) {
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return "", false
-	case strings.HasPrefix(dsn, "sqlite://"):
-		dsn = strings.TrimPrefix(dsn, "sqlite://")
-	case strings.HasPrefix(dsn, "sqlite:"):
-		dsn = strings.TrimPrefix(dsn, "sqlite:")
-	}
-	if i := strings.IndexByte(dsn, '?'); i >= 0 {
-		dsn = dsn[:i]
-	}
-	return dsn, dsn != "" && dsn != ":memory:"
 }
 
 func (a *app) newExportCmd() *cobra.Command {

@@ -103,22 +103,6 @@ func TestParseSince(t *testing.T) {
 	}
 }
 
-func TestSQLitePath(t *testing.T) {
-	t.Parallel()
-	for dsn, want := range map[string]string{
-		"sqlite:///abs/errand.db":  "/abs/errand.db",
-		"sqlite:rel/errand.db":     "rel/errand.db",
-		"/abs/x.db":                "/abs/x.db",
-		"sqlite:///a.db?_txlock=1": "/a.db",
-	} {
-		got, ok := sqlitePath(dsn)
-		require.True(t, ok, dsn)
-		require.Equal(t, want, got)
-	}
-	_, ok := sqlitePath("postgres://u@h/db")
-	require.False(t, ok)
-}
-
 func TestEventText(t *testing.T) {
 	t.Parallel()
 	raw := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }

@@ -18,7 +18,10 @@ shuts down gracefully (a second signal kills it at once).
 
 It reads --config (default $ERRAND_HOME/errand.yaml; a missing default file
 means the defaults), then ERRAND_* environment variables, then these flags.
-On first start it creates $ERRAND_HOME with the API token the CLI reads.`,
+On first start it creates $ERRAND_HOME with the API token the CLI reads.
+
+At start it checks the SQLite store: an empty, damaged (PRAGMA quick_check)
+or read-only file stops serve with what to do about it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
@@ -44,5 +47,6 @@ On first start it creates $ERRAND_HOME with the API token the CLI reads.`,
 	f.StringVar(&opts.Store, "store", "", "store: sqlite, a SQLite path or a postgres:// URL (default from the config: sqlite)")
 	f.IntVar(&opts.Workers, "workers", 0, "tasks run at once (default from the config: 4)")
 	f.StringVar(&opts.LogFormat, "log-format", "text", "log format: text or json")
+	f.BoolVar(&opts.SkipIntegrityCheck, "skip-integrity-check", false, "do not check the SQLite file at start (PRAGMA quick_check reads all of it)")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Environment variables read by Home and ApplyEnv.
@@ -110,6 +111,22 @@ func (c *Config) StoreDSN(home string) string {
 		return "sqlite://" + filepath.Join(home, "errand.db")
 	}
 	return c.Store
+}
+
+// SQLitePath is the file of a SQLite DSN; false for other stores.
+func SQLitePath(dsn string) (string, bool) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return "", false
+	case strings.HasPrefix(dsn, "sqlite://"):
+		dsn = strings.TrimPrefix(dsn, "sqlite://")
+	case strings.HasPrefix(dsn, "sqlite:"):
+		dsn = strings.TrimPrefix(dsn, "sqlite:")
+	}
+	if i := strings.IndexByte(dsn, '?'); i >= 0 {
+		dsn = dsn[:i]
+	}
+	return dsn, dsn != "" && dsn != ":memory:"
 }
 
 // ServerURL returns the base URL at which the CLI reaches a daemon listening

@@ -236,3 +236,18 @@ func TestServerURL(t *testing.T) {
 		require.Equal(t, want, cfg.ServerURL(), listen)
 	}
 }
+func TestSQLitePath(t *testing.T) {
+	t.Parallel()
+	for dsn, want := range map[string]string{
+		"sqlite:///abs/errand.db":  "/abs/errand.db",
+		"sqlite:rel/errand.db":     "rel/errand.db",
+		"/abs/x.db":                "/abs/x.db",
+		"sqlite:///a.db?_txlock=1": "/a.db",
+	} {
+		got, ok := SQLitePath(dsn)
+		require.True(t, ok, dsn)
+		require.Equal(t, want, got)
+	}
+	_, ok := SQLitePath("postgres://u@h/db")
+	require.False(t, ok)
+}

@@ -37,7 +37,9 @@ type Options struct {
 	Store      string
 	Workers    int
 	LogFormat  string // text (default) or json
-	Stderr     io.Writer
+	// SkipIntegrityCheck skips the check of the SQLite file at start.
+	SkipIntegrityCheck bool
+	Stderr             io.Writer
 	// Lookup reads the environment; nil means os.LookupEnv.
 	Lookup func(string) (string, bool)
 	// Ready, when set, is called once the API is listening, with its
@@ -138,12 +140,16 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		LeaseTTL:        time.Duration(cfg.LeaseTTL),
 		MaxSubtaskDepth: cfg.MaxSubtaskDepth,
 		Logger:          log,
+
+		SkipIntegrityCheck: opts.SkipIntegrityCheck,
 	}
 	if _, statErr := os.Stat(cfgPath); statErr == nil {
 		clientCfg.ConfigFile = cfgPath
 	}
+	dbPath, _ := config.SQLitePath(cfg.StoreDSN(home))
+	warnIfExposed(log, home, dbPath)
 	if d.client, err = errand.Open(ctx, cfg.StoreDSN(home), clientCfg); err != nil {
-		return nil, err
+		return nil, ExplainStoreError(err)
 	}
 	if _, ok := cfg.Agents["default"]; !ok {
 		if err = d.client.RegisterAgent("default", unconfiguredAgent(cfgPath)); err != nil {
@@ -172,6 +178,7 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		MetricsNeedToken: cfg.Auth.ProtectMetrics,
 		Status:           d.status,
 		Budget:           d.budget,
+		Health:           d.client.CheckWritable,
 		OnStream: func(open bool) {
 			if open {
 				d.metrics.StreamOpened()

@@ -52,6 +52,7 @@ var Points = [...]string{
 	"SpendSince",
 	"BatchExport",
 	"BatchImport",
+	"CheckWritable",
 }
 
 // When says on which side of the inner call an injected fault strikes.
@@ -384,6 +385,11 @@ func (s *Store) BatchExport(ctx context.Context, params *store.BatchExportParams
 // BatchImport calls the inner store's BatchImport under the faults at point "BatchImport".
 func (s *Store) BatchImport(ctx context.Context, batch *store.Batch) error {
 	return call0(ctx, s, "BatchImport", func() error { return s.inner.BatchImport(ctx, batch) })
+}
+
+// CheckWritable calls the inner store's CheckWritable under the faults at point "CheckWritable".
+func (s *Store) CheckWritable(ctx context.Context) error {
+	return call0(ctx, s, "CheckWritable", func() error { return s.inner.CheckWritable(ctx) })
 }
 
 // Close closes the inner store. It cannot be faulted.

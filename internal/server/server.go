@@ -26,6 +26,13 @@ const (
 	DefaultKeepAlive     = 15 * time.Second
 	DefaultWriteTimeout  = 10 * time.Second
 	DefaultStreamBacklog = 256
+
+	// HealthCacheTTL is how long /healthz reuses a store check, so a probe
+	// storm does not queue behind the store's writes.
+	HealthCacheTTL = time.Second
+	// healthTimeout bounds one store check: a store that cannot take a
+	// write that fast is not healthy.
+	healthTimeout = 5 * time.Second
 )
 
 // Config wires a Server.
@@ -41,6 +48,9 @@ type Config struct {
 	// Status and Budget answer GET /api/status and GET /api/tasks/budget.
 	Status func(ctx context.Context) (*api.Status, error)
 	Budget func(ctx context.Context) (*api.BudgetSummary, error)
+	// Health, when set, is asked by /healthz whether the store can take a
+	// write (at most once a HealthCacheTTL); an error is a 503.
+	Health func(ctx context.Context) error
 	// OnStream is told when an SSE or WebSocket client connects (true) and
 	// leaves (false).
 	OnStream func(open bool)
@@ -69,6 +79,7 @@ type Server struct {
 	methods map[string][]string
 
 	streams streams
+	health  health
 }
 
 // New returns a server for cfg.
@@ -135,14 +146,7 @@ func (s *Server) routes() {
 	// too, so probing reveals nothing.
 	api("/api/", s.unknownRoute)
 
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-s.streams.done: // shutting down: send traffic elsewhere
-			s.writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
-		default:
-			s.writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-		}
-	})
+	s.mux.HandleFunc("GET /healthz", s.healthz)
 	if s.cfg.Metrics != nil {
 		if s.cfg.MetricsNeedToken {
 			s.mux.Handle("GET /metrics", s.authed(s.cfg.Metrics.ServeHTTP))

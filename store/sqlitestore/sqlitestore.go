@@ -49,6 +49,9 @@ const (
 	DefaultBusyTimeout = 10 * time.Second
 	// DefaultCacheSizeKiB is the page cache per connection.
 	DefaultCacheSizeKiB = 32 * 1024
+	// DefaultIntegrityCheckTimeout bounds the check Open runs: quick_check
+	// reads the whole file, some hundreds of MB a second.
+	DefaultIntegrityCheckTimeout = time.Minute
 )
 
 // Config tunes a Store. The zero value is usable.
@@ -59,6 +62,17 @@ type Config struct {
 	BusyTimeout time.Duration
 	// ReadConns is the size of the read pool; default max(4, GOMAXPROCS).
 	ReadConns int
+	// SkipIntegrityCheck skips the quick_check Open runs on the file, for
+	// stores too large to read through at every start.
+	SkipIntegrityCheck bool
+	// IntegrityCheckTimeout bounds that check; default
+	// DefaultIntegrityCheckTimeout. Open fails with ErrIntegrityCheckTimeout
+	// when it is not done by then.
+	IntegrityCheckTimeout time.Duration
+
+	// readOnlyFile opens the file as SQLite does one it may not write: for
+	// tests, which may run as root, whom file modes do not stop.
+	readOnlyFile bool
 }
 
 func (c *Config) withDefaults() *Config {
@@ -66,6 +80,7 @@ func (c *Config) withDefaults() *Config {
 	out.Durability = cmp.Or(out.Durability, DurabilityNormal)
 	out.BusyTimeout = cmp.Or(out.BusyTimeout, DefaultBusyTimeout)
 	out.ReadConns = cmp.Or(out.ReadConns, max(4, runtime.GOMAXPROCS(0)))
+	out.IntegrityCheckTimeout = cmp.Or(out.IntegrityCheckTimeout, DefaultIntegrityCheckTimeout)
 	return &out
 }
 
@@ -75,8 +90,8 @@ func (c *Config) validate() error {
 	default:
 		return fmt.Errorf("durability %q: want %q or %q", c.Durability, DurabilityNormal, DurabilityFull)
 	}
-	if c.BusyTimeout < 0 || c.ReadConns < 0 {
-		return errors.New("busy timeout and read conns must not be negative")
+	if c.BusyTimeout < 0 || c.ReadConns < 0 || c.IntegrityCheckTimeout < 0 {
+		return errors.New("busy timeout, read conns and integrity check timeout must not be negative")
 	}
 	return nil
 }
@@ -112,24 +127,50 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		return nil, errors.New("open sqlite store: a file path is required (an in-memory database cannot be shared by the read pool)")
 	}
 
+	fail := func(err error) (*Store, error) {
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, classifyOpenError(err))
+	}
+	if err := prepareFile(path); err != nil {
+		return fail(err)
+	}
 	writer, err := sql.Open("sqlite", dsn(path, cfg, false))
 	if err != nil {
-		return nil, fmt.Errorf("open sqlite store: %w", err)
+		return fail(err)
 	}
 	writer.SetMaxOpenConns(1)
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
 
-	// Create the file now, so the lock is keyed by its resolved path.
+	// Connect now, so the lock is keyed by the file's resolved path.
 	if err := writer.PingContext(ctx); err != nil {
 		writer.Close()
-		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+		return fail(err)
 	}
 	s := &Store{path: path, writer: writer, lock: acquireFileLock(path)}
+	// Check before migrating: a damaged file is not written to.
+	if !cfg.SkipIntegrityCheck {
+		checkCtx, cancel := context.WithTimeout(ctx, cfg.IntegrityCheckTimeout)
+		err := checkIntegrity(checkCtx, writer)
+		timedOut := checkCtx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if timedOut {
+			err = fmt.Errorf("%w (%s)", ErrIntegrityCheckTimeout, cfg.IntegrityCheckTimeout)
+		}
+		if err != nil {
+			s.Close()
+			return fail(err)
+		}
+	}
 	if err := migrateUp(ctx, s); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+		return fail(err)
+	}
+	// A read-only file opens and reads; find out now, not at the first
+	// task submitted.
+	if err := probeWrite(ctx, writer); err != nil {
+		s.Close()
+		return fail(err)
 	}
 
 	reader, err := sql.Open("sqlite", dsn(path, cfg, true))
@@ -161,6 +202,9 @@ func dsn(path string, cfg *Config, readOnly bool) string {
 	// Checkpoints run in the background (see checkpointer), not on the
 	// commit that happens to cross the threshold.
 	q.Add("_pragma", "wal_autocheckpoint(0)")
+	if cfg.readOnlyFile {
+		q.Set("mode", "ro")
+	}
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
 	} else {
