@@ -137,6 +137,9 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 			if err := run.EndStep(ctx, rec.Key, res); err != nil {
 				return taskrun.Result{}, false, err
 			}
+			if spec.Type == taskrun.StepToolCall && res.Status != taskrun.StepDenied {
+				a.spent.ToolCalls++ // as the store counts them
+			}
 		} else if advance {
 			next.StepsLog = append(next.StepsLog, StepLog{Step: n, Summary: summarize(fmt.Sprint(summary))})
 			cp, err := next.Marshal()

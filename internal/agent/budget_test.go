@@ -3,7 +3,11 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -12,9 +16,14 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-// usageModel calls the "work" tool forever; each reply reports 450 input
-// tokens and 500 output tokens, or fewer when max_tokens says so.
-type usageModel struct{ scriptedModel }
+// usageModel calls the "work" tool forever and reports the usage its
+// tokenize function counts for each request, with a reply as long as
+// max_tokens allows, up to maxOut.
+type usageModel struct {
+	scriptedModel
+	tokenize func(req *provider.Request) int64
+	maxOut   int64
+}
 
 func (m *usageModel) Complete(ctx context.Context, req *provider.Request) (*provider.Response, error) {
 	m.mu.Lock()
@@ -22,37 +31,59 @@ func (m *usageModel) Complete(ctx context.Context, req *provider.Request) (*prov
 	m.mu.Unlock()
 	return &provider.Response{
 		ToolCalls: []provider.ToolCall{toolCall("w", "work", `{}`)},
-		Usage:     provider.Usage{InputTokens: 450, OutputTokens: min(500, int64(req.MaxTokens))},
+		Usage:     provider.Usage{InputTokens: m.tokenize(req), OutputTokens: min(m.maxOut, int64(req.MaxTokens))},
 	}, nil
 }
 
-// Five steps of 950 tokens would use 4,750; a 1,000-token budget stops the
-// task within one step of its limit, failed with budget_exceeded, after one
-// warning at 80%.
+// runeTokenizer counts a token for every character and 4 for every
+// message: about what real tokenizers do with CJK text, and three times
+// what a characters ÷ 3 estimate expects.
+func runeTokenizer(req *provider.Request) int64 {
+	n := int64(utf8.RuneCountInString(req.System))
+	for _, m := range req.Messages {
+		n += 4 + int64(utf8.RuneCountInString(m.Content))
+		for _, c := range m.ToolCalls {
+			n += int64(utf8.RuneCountInString(c.Name) + utf8.RuneCount(c.Arguments))
+		}
+	}
+	for _, t := range req.Tools {
+		n += int64(utf8.RuneCountInString(t.Name) + utf8.RuneCountInString(t.Description) + utf8.RuneCount(t.Parameters))
+	}
+	return n
+}
+
+var workTool = ToolFunc(provider.Tool{Name: "work"}, func(ctx context.Context, key string, args json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage(`"worked"`), nil
+})
+
+// A model that spends the worst case the bound allows on every step: the
+// task stops within one step of its limit, failed with budget_exceeded,
+// after one warning at 80%.
 func TestLLMBudgetStopsTheTask(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	model := &usageModel{}
-	work := ToolFunc(provider.Tool{Name: "work"}, func(ctx context.Context, key string, args json.RawMessage) (json.RawMessage, error) {
-		return json.RawMessage(`"worked"`), nil
-	})
-	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m", Tools: []Tool{work}, MaxSteps: 5})
+	model := &usageModel{tokenize: provider.MaxRequestTokens, maxOut: 500}
+	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m", Tools: []Tool{workTool}, MaxSteps: 50})
 	require.NoError(t, err)
 	b.start(t, agent)
-	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "spend", Budget: &store.Budget{MaxTokens: 1000}})
+	const budget = 30000
+	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "spend", Budget: &store.Budget{MaxTokens: budget}})
 	require.NoError(t, err)
 	done := b.waitEnd(t, task.ID)
 
 	require.Equal(t, store.StatusFailed, done.Status)
 	require.Equal(t, "budget_exceeded", done.Error.Code)
 	require.Contains(t, done.Error.Message, "max_tokens")
-	require.LessOrEqual(t, model.calls(), 2, "stopped within one step of the limit")
-	require.GreaterOrEqual(t, done.Consumed.Tokens, int64(800))
-	require.LessOrEqual(t, done.Consumed.Tokens, int64(1000), "reservations keep it within the limit")
+	require.LessOrEqual(t, done.Consumed.Tokens, int64(budget), "reservations keep it within the limit")
+	model.mu.Lock()
+	refused := model.requests[len(model.requests)-1]
+	model.mu.Unlock()
+	require.Greater(t, done.Consumed.Tokens+provider.MaxRequestTokens(refused)+500, int64(budget),
+		"stopped only when one more step might not fit")
 	require.Equal(t, &store.Amount{}, done.Reserved, "every reservation was released")
 
 	types := map[string]int{}
-	events, err := b.engine.Store().EventList(context.Background(), &store.EventListParams{TaskID: task.ID, Limit: 100})
+	events, err := b.engine.Store().EventList(context.Background(), &store.EventListParams{TaskID: task.ID, Limit: 1000})
 	require.NoError(t, err)
 	for _, ev := range events {
 		types[ev.Type]++
@@ -60,10 +91,52 @@ func TestLLMBudgetStopsTheTask(t *testing.T) {
 	require.Equal(t, 1, types[store.EventTaskBudgetWarning])
 	require.Equal(t, 1, types[store.EventTaskBudgetExceeded])
 	require.Equal(t, 1, types[store.EventTaskFailed])
+}
 
-	model.mu.Lock()
-	defer model.mu.Unlock()
-	require.LessOrEqual(t, model.requests[len(model.requests)-1].MaxTokens, 1000, "replies are sized to what is left")
+// A call is made only if its reservation fits, and the reservation bounds
+// what the call can use: the reply is capped at what the budget leaves
+// (sent as the server's max_tokens), and the prompt is bounded by its
+// bytes, so text where a character is more than a token (CJK here) cannot
+// carry the task past its limit. A characters ÷ 3 estimate let it.
+func TestLLMReservationBoundsEveryCall(t *testing.T) {
+	t.Parallel()
+	goal := strings.Repeat("東京の市場を調査して要約を送ってください。", 40)
+	for _, budget := range []int64{9000, 12000, 12001, 15999} {
+		t.Run(fmt.Sprint(budget), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			model := &usageModel{tokenize: runeTokenizer, maxOut: 1 << 20}
+			agent, err := NewLLM(LLMConfig{Provider: model, Model: "m", Tools: []Tool{workTool}, MaxSteps: 50})
+			require.NoError(t, err)
+			b.start(t, agent)
+			task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: goal, Budget: &store.Budget{MaxTokens: budget}})
+			require.NoError(t, err)
+			done := b.waitEnd(t, task.ID)
+
+			require.Equal(t, "budget_exceeded", done.Error.Code)
+			require.Positive(t, model.calls(), "the budget leaves room for a call")
+			require.LessOrEqual(t, done.Consumed.Tokens, budget, "no call crossed the limit")
+
+			made := model.calls()
+			model.mu.Lock()
+			defer model.mu.Unlock()
+			var spent int64
+			steps, err := b.engine.Store().StepListByTask(context.Background(), &store.StepListParams{TaskID: task.ID, Limit: 1000})
+			require.NoError(t, err)
+			calls := 0
+			for _, st := range steps {
+				if st.Type != store.StepLLMCall || st.Status != store.StepDone {
+					continue
+				}
+				req := model.requests[calls]
+				calls++
+				require.LessOrEqual(t, spent+runeTokenizer(req)+int64(req.MaxTokens), budget,
+					"call %d: what it could use fit what was left", calls)
+				spent += st.TokensIn + st.TokensOut
+			}
+			require.Equal(t, made, calls, "every call made was recorded done")
+		})
+	}
 }
 
 func TestLLMToolCallBudget(t *testing.T) {
@@ -120,4 +193,44 @@ func TestLLMTaskOptions(t *testing.T) {
 		offered = append(offered, tool.Name)
 	}
 	require.ElementsMatch(t, []string{"finish_task", "update_plan", "search"}, offered)
+}
+
+// Once max_tool_calls is used up, every tool but finish_task would be
+// refused, so the model is offered finish_task alone and told why: no paid
+// call is made whose only possible outcome is a refused tool.
+func TestLLMToolCallsUsedUpLeaveOnlyFinish(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ran atomic.Int32
+	work := ToolFunc(provider.Tool{Name: "work"}, func(ctx context.Context, key string, args json.RawMessage) (json.RawMessage, error) {
+		ran.Add(1)
+		return json.RawMessage(`"worked"`), nil
+	})
+	model := &scriptedModel{script: []provider.Response{
+		{ToolCalls: []provider.ToolCall{toolCall("a", "work", `{}`)}},
+		{ToolCalls: []provider.ToolCall{toolCall("b", "work", `{}`)}},
+		{ToolCalls: []provider.ToolCall{toolCall("c", "finish_task", `{"result":"done with what I had"}`)}},
+	}}
+	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m", SystemPrompt: "Be brief.", Tools: []Tool{work}})
+	require.NoError(t, err)
+	b.start(t, agent)
+	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "g", Budget: &store.Budget{MaxToolCalls: 2}})
+	require.NoError(t, err)
+	done := b.waitEnd(t, task.ID)
+	require.Equal(t, store.StatusCompleted, done.Status)
+	require.Equal(t, int32(2), ran.Load())
+
+	model.mu.Lock()
+	defer model.mu.Unlock()
+	require.Len(t, model.requests, 3)
+	names := func(req *provider.Request) (out []string) {
+		for _, tool := range req.Tools {
+			out = append(out, tool.Name)
+		}
+		return out
+	}
+	require.Contains(t, names(model.requests[1]), "work", "one tool call was left")
+	require.Equal(t, []string{ToolFinishTask}, names(model.requests[2]))
+	require.Contains(t, model.requests[2].System, "Be brief.")
+	require.Contains(t, model.requests[2].System, "used all the tool calls")
 }

@@ -163,3 +163,29 @@ func TestLLMOverHTTPResumesAfterCrash(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, map[string]int{task.ID + ":1:1": 1, task.ID + ":2:1": 1, task.ID + ":3:1": 1}, perKey)
 }
+
+// Over HTTP: what the budget leaves goes to the server as max_tokens, so
+// the reply cannot use more than the call reserved.
+func TestLLMOverHTTPSendsTheRemainingAllowance(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	server := providertest.NewOpenAIServer(t, providertest.Reply{
+		ToolCalls: []provider.ToolCall{toolCall("f", "finish_task", `{"result":"ok"}`)},
+		Usage:     &provider.Usage{InputTokens: 900, OutputTokens: 10},
+	})
+	model := provider.NewOpenAI(provider.OpenAIConfig{BaseURL: server.URL(), HTTPClient: server.Client()})
+	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m", MaxOutputTokens: 50000})
+	require.NoError(t, err)
+	b.start(t, agent)
+	const budget = 20000
+	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "g", Budget: &store.Budget{MaxTokens: budget}})
+	require.NoError(t, err)
+	done := b.waitEnd(t, task.ID)
+	require.Equal(t, store.StatusCompleted, done.Status, "%+v", done.Error)
+
+	sent := server.Request(0)
+	require.Positive(t, sent.MaxTokens)
+	require.LessOrEqual(t, int64(sent.MaxTokens)+int64(len(sent.Body)), int64(budget),
+		"the cap leaves the prompt room within the budget")
+	require.Greater(t, sent.MaxTokens, budget/2, "the cap is what is left, not a fixed default")
+}

@@ -319,14 +319,24 @@ func (a *LLM) absorb(state *TaskState, n int, reply *modelReply) {
 	state.StepsLog = append(state.StepsLog, StepLog{Step: n, Summary: summarize(reply.Content)})
 }
 
+// toolBudgetSpentNote tells the model why it has only finish_task left.
+const toolBudgetSpentNote = "This task has used all the tool calls its budget allows. Call finish_task now with the best result you have."
+
+// toolCallsUsedUp reports whether the task's max_tool_calls is reached.
+func (a *LLM) toolCallsUsedUp() bool {
+	return a.budget.MaxToolCalls > 0 && a.spent.ToolCalls >= a.budget.MaxToolCalls
+}
+
 // minOutputTokens is the smallest reply worth asking for; a budget that
 // leaves less stops the task.
 const minOutputTokens = 16
 
 // reserveModelCall sizes the reply to what the budget leaves, then reserves
-// the call's worst case: the prompt estimate plus the whole reply, priced.
+// the call's worst case: the prompt's upper bound plus the whole reply,
+// priced. The reply's size goes to the server as its output limit, so the
+// call can use no more than it reserved.
 func (a *LLM) reserveModelCall(ctx context.Context, run taskrun.Run, req *provider.Request) (taskrun.Amount, error) {
-	prompt := provider.EstimateRequestTokens(req)
+	prompt := provider.MaxRequestTokens(req)
 	maxOut := int64(a.cfg.MaxOutputTokens)
 	if b := a.budget.MaxTokens; b > 0 {
 		maxOut = min(maxOut, b-a.spent.Tokens-prompt)
@@ -379,6 +389,12 @@ func (a *LLM) request(state *TaskState) *provider.Request {
 		}
 	}
 	req.Tools = a.phaseTools(state, req.Tools)
+	if a.toolCallsUsedUp() {
+		// Any other tool would be refused: a paid call that can only
+		// end in a refusal is not made.
+		req.Tools = []provider.Tool{finishTaskSpec}
+		req.System = strings.TrimSpace(req.System + "\n\n" + toolBudgetSpentNote)
+	}
 	if phase, _ := a.phase(state); len(state.Plan) > 0 && phase == "" {
 		var plan strings.Builder
 		plan.WriteString("Current plan:\n")

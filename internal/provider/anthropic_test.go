@@ -425,7 +425,7 @@ func TestAnthropicMissingUsageEstimated(t *testing.T) {
 	req := Request{System: "abc", Messages: []Message{{Role: RoleUser, Content: "abcabc"}}}
 	resp, pieces := anthropicCompleteBoth(t, b.client, req)
 	require.Equal(t, []string{"abcdef"}, pieces)
-	require.Equal(t, Usage{InputTokens: EstimateRequestTokens(&req), OutputTokens: 2, Estimated: true}, resp.Usage)
+	require.Equal(t, Usage{InputTokens: MaxRequestTokens(&req), OutputTokens: 6, Estimated: true}, resp.Usage)
 }
 
 func TestAnthropicHTTPErrors(t *testing.T) {

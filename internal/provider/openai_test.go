@@ -428,7 +428,7 @@ func TestOpenAIStreamShapes(t *testing.T) {
 			body:       "data: {\"model\":\"m\",\"choices\":[{\"delta\":{\"content\":\"Done.\"},\"finish_reason\":\"stop\"}]}",
 			wantPieces: []string{"Done."},
 			want: provider.Response{Content: "Done.", StopReason: "stop", Model: "m",
-				Usage: provider.Usage{InputTokens: provider.EstimateRequestTokens(userRequest("hi")), OutputTokens: provider.EstimateTokens("Done."), Estimated: true}},
+				Usage: provider.Usage{InputTokens: provider.MaxRequestTokens(userRequest("hi")), OutputTokens: provider.MaxTextTokens("Done."), Estimated: true}},
 		},
 		{
 			name: "tool calls without index, repeated ids and names, arguments as object, second choice ignored",
@@ -520,8 +520,8 @@ func TestOpenAIUsage(t *testing.T) {
 				return
 			}
 			require.Equal(t, provider.Usage{
-				InputTokens:  provider.EstimateRequestTokens(req),
-				OutputTokens: provider.EstimateResponseTokens(resp),
+				InputTokens:  provider.MaxRequestTokens(req),
+				OutputTokens: provider.MaxResponseTokens(req, resp),
 				Estimated:    true,
 			}, resp.Usage)
 			require.Positive(t, resp.Usage.InputTokens)

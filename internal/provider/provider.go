@@ -84,7 +84,7 @@ type Usage struct {
 	InputTokens  int64
 	OutputTokens int64
 	// Estimated is set when the server reported no usage and the counts are
-	// estimates (see EstimateTokens).
+	// upper bounds (see MaxRequestTokens).
 	Estimated bool
 }
 

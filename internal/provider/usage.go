@@ -1,56 +1,95 @@
 package provider
 
-import (
-	"math"
-	"unicode/utf8"
+import "math"
+
+// Token counts are bounded from above rather than estimated, so that a
+// budget reservation made from them holds whatever the model's tokenizer:
+// byte-level tokenizers (BPE as in GPT and Llama, SentencePiece with byte
+// fallback) never make a token of less than one byte, so text of n UTF-8
+// bytes is at most n tokens. A guess of characters ÷ 3 was wrong by 3× and
+// more for CJK, emoji and code, and a call reserved on it could cross the
+// limit it was checked against.
+//
+// Servers also add tokens the request's text does not show: a chat
+// template around each message, and for tools a system prompt of their own
+// (Anthropic documents about 350 tokens). The framing constants cover
+// those.
+const (
+	requestFramingTokens = 16  // reply priming, the system turn
+	messageFramingTokens = 8   // role markers and separators of one turn
+	toolFramingTokens    = 16  // the wrapping of one tool definition
+	toolUseTokens        = 512 // a server's own tool-use instructions
 )
 
-// charsPerToken is the conservative ratio used when a server reports no
-// usage: real tokenizers average closer to 4 characters per token in
-// English, so this overestimates, which is the safe side for budgets.
-const charsPerToken = 3
+// MaxTextTokens bounds the tokens text can take: one per UTF-8 byte.
+func MaxTextTokens(text string) int64 { return int64(len(text)) }
 
-// EstimateTokens estimates how many tokens text takes.
-func EstimateTokens(text string) int64 {
-	n := utf8.RuneCountInString(text)
-	return int64((n + charsPerToken - 1) / charsPerToken)
-}
-
-// EstimateRequestTokens estimates the input tokens of a request: its system
-// prompt, messages, tool calls and tool definitions.
-func EstimateRequestTokens(req *Request) int64 {
-	total := EstimateTokens(req.System)
+// MaxRequestTokens bounds the input tokens of a request: its system prompt,
+// messages, tool calls and tool definitions, with their framing.
+func MaxRequestTokens(req *Request) int64 {
+	total := requestFramingTokens + MaxTextTokens(req.System)
 	for _, m := range req.Messages {
-		total += EstimateTokens(m.Content) + 4 // role and framing
+		total += messageFramingTokens + MaxTextTokens(m.Content) + MaxTextTokens(m.ToolCallID)
 		for _, c := range m.ToolCalls {
-			total += EstimateTokens(c.Name) + EstimateTokens(string(c.Arguments))
+			total += messageFramingTokens + MaxTextTokens(c.ID) + MaxTextTokens(c.Name) + int64(len(c.Arguments))
 		}
 	}
+	if len(req.Tools) > 0 {
+		total += toolUseTokens
+	}
 	for _, t := range req.Tools {
-		total += EstimateTokens(t.Name) + EstimateTokens(t.Description) + EstimateTokens(string(t.Parameters))
+		total += toolFramingTokens + MaxTextTokens(t.Name) + MaxTextTokens(t.Description) + int64(len(t.Parameters))
 	}
 	return total
 }
 
-// EstimateResponseTokens estimates the output tokens of a reply.
-func EstimateResponseTokens(resp *Response) int64 {
-	total := EstimateTokens(resp.Content)
+// MaxResponseTokens bounds the output tokens of a reply to req: its text
+// and tool calls, and never more than the req.MaxTokens the server was
+// told to stop at.
+func MaxResponseTokens(req *Request, resp *Response) int64 {
+	total := MaxTextTokens(resp.Content)
 	for _, c := range resp.ToolCalls {
-		total += EstimateTokens(c.Name) + EstimateTokens(string(c.Arguments))
+		total += messageFramingTokens + MaxTextTokens(c.Name) + int64(len(c.Arguments))
+	}
+	if req.MaxTokens > 0 {
+		total = min(total, int64(req.MaxTokens))
 	}
 	return total
 }
 
-// FillUsage estimates the usage of a call whose server reported none.
+// FillUsage fills in the usage of a call whose server reported none, with
+// the bounds above: budgets may then stop a task early, never late.
 func FillUsage(req *Request, resp *Response) {
 	if resp.Usage.InputTokens > 0 || resp.Usage.OutputTokens > 0 {
 		return
 	}
 	resp.Usage = Usage{
-		InputTokens:  EstimateRequestTokens(req),
-		OutputTokens: EstimateResponseTokens(resp),
+		InputTokens:  MaxRequestTokens(req),
+		OutputTokens: MaxResponseTokens(req, resp),
 		Estimated:    true,
 	}
+}
+
+// maxReportedTokens caps a count a server reports: far above any real call,
+// and small enough that budgets add up many without overflowing.
+const maxReportedTokens = 1 << 40
+
+// reportedUsage is the usage a server reported, made safe to add to a
+// budget. A negative count makes the whole report nonsense, so none is kept
+// and FillUsage puts upper bounds in its place (a negative count would
+// hand budget back); a huge count is capped. Input counts are added up.
+func reportedUsage(out int64, in ...int64) Usage {
+	if out < 0 {
+		return Usage{}
+	}
+	u := Usage{OutputTokens: min(out, maxReportedTokens)}
+	for _, n := range in {
+		if n < 0 {
+			return Usage{}
+		}
+		u.InputTokens = min(u.InputTokens+min(n, maxReportedTokens), maxReportedTokens)
+	}
+	return u
 }
 
 // Price is what a model costs, in USD per million tokens.

@@ -2,23 +2,34 @@ package provider
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-func TestEstimateTokens(t *testing.T) {
+func TestTokenBounds(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, int64(0), EstimateTokens(""))
-	require.Equal(t, int64(1), EstimateTokens("abc"))
-	require.Equal(t, int64(2), EstimateTokens("abcd"))
-	require.Equal(t, int64(1), EstimateTokens("héé"), "characters, not bytes")
+	require.Equal(t, int64(0), MaxTextTokens(""))
+	require.Equal(t, int64(3), MaxTextTokens("abc"))
+	require.Equal(t, int64(5), MaxTextTokens("héé"), "bytes, not characters")
+	require.Equal(t, int64(9), MaxTextTokens("東京都"), "a CJK character is 3 bytes, and at most 3 tokens")
 
 	req := &Request{System: "abcdef", Messages: []Message{{Role: RoleUser, Content: "abc"}},
 		Tools: []Tool{{Name: "abc", Parameters: json.RawMessage(`{}`)}}}
 	resp := &Response{Content: "abcabc", ToolCalls: []ToolCall{{Name: "abc", Arguments: json.RawMessage(`{"a":1}`)}}}
 	FillUsage(req, resp)
-	require.Equal(t, Usage{InputTokens: 2 + (1 + 4) + (1 + 1), OutputTokens: 2 + 1 + 3, Estimated: true}, resp.Usage)
+	require.Equal(t, Usage{
+		InputTokens:  requestFramingTokens + 6 + (messageFramingTokens + 3) + toolUseTokens + (toolFramingTokens + 3 + 2),
+		OutputTokens: 6 + (messageFramingTokens + 3 + 7),
+		Estimated:    true,
+	}, resp.Usage)
+
+	// The server stops the reply at MaxTokens, so no bound exceeds it.
+	req.MaxTokens = 10
+	capped := &Response{Content: strings.Repeat("x", 100)}
+	FillUsage(req, capped)
+	require.Equal(t, int64(10), capped.Usage.OutputTokens)
 
 	reported := &Response{Usage: Usage{InputTokens: 10, OutputTokens: 5}}
 	FillUsage(req, reported)
