@@ -10,6 +10,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/store"
 )
 
@@ -38,6 +39,10 @@ const (
 	// maxImportLine bounds one line of an import; a task's checkpoint or a
 	// step's output may be large.
 	maxImportLine = 64 << 20
+	// maxImportID bounds the ids of imported events and notifications: the
+	// journal must have ids left to go on with, and JSON clients read ids
+	// exactly only up to 2^53-1.
+	maxImportID = 1<<53 - 1
 )
 
 // exportLine is one line of an export: {"kind": "task", "data": {…}}.
@@ -293,6 +298,10 @@ func decodeImportLine(line []byte, batch *store.Batch) error {
 		if !rec.Status.Valid() {
 			return fmt.Errorf("task %s: unknown status %q", rec.ID, rec.Status)
 		}
+		if !id.Valid(id.Task, rec.ID) {
+			// Lists page by task id, and their cursors hold only real ids.
+			return fmt.Errorf("task %q: not a task id (tsk_ and 26 base32 digits)", rec.ID)
+		}
 		batch.Tasks = append(batch.Tasks, &rec)
 	case ExportKindDependency:
 		var d store.Dependency
@@ -329,6 +338,9 @@ func decodeImportLine(line []byte, batch *store.Batch) error {
 		if ev.ID <= 0 || ev.TaskID == "" || ev.Type == "" {
 			return errors.New("event: a positive id, task_id and type are required")
 		}
+		if ev.ID > maxImportID {
+			return fmt.Errorf("event %d: ids go up to %d", ev.ID, int64(maxImportID))
+		}
 		batch.Events = append(batch.Events, &ev)
 	case ExportKindNotification:
 		var n store.Notification
@@ -337,6 +349,9 @@ func decodeImportLine(line []byte, batch *store.Batch) error {
 		}
 		if n.ID <= 0 || n.TaskID == "" {
 			return errors.New("notification: a positive id and task_id are required")
+		}
+		if n.ID > maxImportID {
+			return fmt.Errorf("notification %d: ids go up to %d", n.ID, int64(maxImportID))
 		}
 		batch.Notifications = append(batch.Notifications, &n)
 	case ExportKindSchedule:

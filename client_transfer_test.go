@@ -203,8 +203,8 @@ func TestExportSince(t *testing.T) {
 func TestImportRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	task := `{"kind":"task","data":{"id":"tsk_1","run_id":"run_1","agent":"a","title":"t","goal":"g","status":"pending","max_attempts":3,"run_at":"2026-01-02T03:04:05Z","created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z"}}`
-	event := `{"kind":"event","data":{"id":1,"type":"task.created","task_id":"tsk_1","actor":"user","data":{"to":"pending"},"created_at":"2026-01-02T03:04:05Z"}}`
+	task := `{"kind":"task","data":{"id":"tsk_01M870SJ45FB7S2S10WP17S98Z","run_id":"run_1","agent":"a","title":"t","goal":"g","status":"pending","max_attempts":3,"run_at":"2026-01-02T03:04:05Z","created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z"}}`
+	event := `{"kind":"event","data":{"id":1,"type":"task.created","task_id":"tsk_01M870SJ45FB7S2S10WP17S98Z","actor":"user","data":{"to":"pending"},"created_at":"2026-01-02T03:04:05Z"}}`
 	c := openTest(t, nil)
 	for _, tc := range []struct {
 		name  string
@@ -218,6 +218,7 @@ func TestImportRefusesBadInput(t *testing.T) {
 		{"NoData", `{"kind":"task"}`, `import line 1: task: no "data"`},
 		{"TaskWithoutID", `{"kind":"task","data":{"status":"pending"}}`, "import line 1: task: no id"},
 		{"BadStatus", `{"kind":"task","data":{"id":"tsk_2","status":"sleeping"}}`, `import line 1: task tsk_2: unknown status "sleeping"`},
+		{"NotATaskID", `{"kind":"task","data":{"id":"tsk_2","status":"pending"}}`, `import line 1: task "tsk_2": not a task id`},
 		{"BadField", `{"kind":"step","data":{"task_id":"tsk_1","step_no":"one"}}`, "import line 1: step: json"},
 		{"EventWithoutID", "\n\n" + `{"kind":"event","data":{"type":"task.created","task_id":"tsk_1"}}`, "import line 3: event: a positive id"},
 		{"TwoValues", task + " " + task, "import line 1: more than one JSON value"},
@@ -241,7 +242,7 @@ func TestImportRefusesBadInput(t *testing.T) {
 	stats, err := c.Import(ctx, strings.NewReader("\n"+task+"\r\n"+event+"\n\n"))
 	require.NoError(t, err, "blank lines and CRLF are fine")
 	require.Equal(t, &ImportStats{Tasks: 1, Events: 1}, stats)
-	got, err := c.Get(ctx, "tsk_1")
+	got, err := c.Get(ctx, "tsk_01M870SJ45FB7S2S10WP17S98Z")
 	require.NoError(t, err)
 	require.Equal(t, StatusPending, got.Status)
 }

@@ -407,10 +407,7 @@ func (u *anthropicUsage) usage() Usage {
 		}
 		return *p
 	}
-	return Usage{
-		InputTokens:  n(u.InputTokens) + n(u.CacheCreationInputTokens) + n(u.CacheReadInputTokens),
-		OutputTokens: n(u.OutputTokens),
-	}
+	return reportedUsage(n(u.OutputTokens), n(u.InputTokens), n(u.CacheCreationInputTokens), n(u.CacheReadInputTokens))
 }
 
 type anthropicErrorBody struct {

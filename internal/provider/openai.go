@@ -428,7 +428,7 @@ func (o *OpenAI) readJSON(ctx, callCtx context.Context, body io.Reader) (*Respon
 	}
 	openAIFillCallIDs(resp.ToolCalls)
 	if w.Usage != nil {
-		resp.Usage = Usage{InputTokens: w.Usage.PromptTokens, OutputTokens: w.Usage.CompletionTokens}
+		resp.Usage = reportedUsage(w.Usage.CompletionTokens, w.Usage.PromptTokens)
 	}
 	return resp, nil
 }
@@ -608,7 +608,7 @@ func (s *openAIStream) response() *Response {
 	}
 	openAIFillCallIDs(resp.ToolCalls)
 	if s.usage != nil {
-		resp.Usage = Usage{InputTokens: s.usage.PromptTokens, OutputTokens: s.usage.CompletionTokens}
+		resp.Usage = reportedUsage(s.usage.CompletionTokens, s.usage.PromptTokens)
 	}
 	return resp
 }
