@@ -180,8 +180,14 @@ webhooks:
 		require.Contains(t, out, "Finished: say hello")
 		id := strings.Fields(out)[0]
 		require.True(t, strings.HasPrefix(id, "tsk_"), out)
-		body, err := os.ReadFile(filepath.Join(home, "artifacts", id, "output.md"))
-		require.NoError(t, err)
+		// The daemon writes the artifact as it follows the journal, just
+		// after the completion the CLI saw.
+		var body []byte
+		require.Eventually(t, func() bool {
+			var err error
+			body, err = os.ReadFile(filepath.Join(home, "artifacts", id, "output.md"))
+			return err == nil && strings.Contains(string(body), "Finished: say hello")
+		}, 30*time.Second, 10*time.Millisecond, "the artifact is written")
 		require.Contains(t, string(body), "Finished: say hello")
 	})
 
