@@ -227,27 +227,27 @@ func CursorName(url string) string {
 
 // HooksFromConfig turns the webhooks of errand.yaml into Hooks, reading a
 // secret_env secret through lookup (os.LookupEnv if nil). An unset or empty
-// variable, or a whsec_ secret that is not base64, is an error naming the
-// webhook.
+// variable, or a whsec_ secret that is not base64 or has an empty key, is
+// an error naming the webhook's key and, for secret_env, the variable.
 func HooksFromConfig(ws []config.Webhook, lookup func(string) (string, bool)) ([]Hook, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
 	hooks := make([]Hook, 0, len(ws))
 	for i, w := range ws {
-		secret := w.Secret
+		secret, from := w.Secret, fmt.Sprintf("webhooks[%d].secret", i)
 		if w.SecretEnv != "" {
 			v, ok := lookup(w.SecretEnv)
 			if !ok || v == "" {
 				return nil, fmt.Errorf("webhooks[%d].secret_env: environment variable %s is not set", i, w.SecretEnv)
 			}
-			secret = v
+			secret, from = v, fmt.Sprintf("webhooks[%d].secret_env: environment variable %s", i, w.SecretEnv)
 		}
 		var key []byte
 		if secret != "" {
 			var err error
 			if key, err = Key(secret); err != nil {
-				return nil, fmt.Errorf("webhooks[%d]: %w", i, err)
+				return nil, fmt.Errorf("%s: %w", from, err)
 			}
 		}
 		events := slices.Clone(w.Events)

@@ -538,7 +538,10 @@ func TestHooksFromConfig(t *testing.T) {
 	_, err = HooksFromConfig([]config.Webhook{{URL: "https://b.example/", SecretEnv: "EMPTY"}}, lookup)
 	require.ErrorContains(t, err, "EMPTY")
 	_, err = HooksFromConfig([]config.Webhook{{URL: "https://b.example/", Secret: "whsec_!"}}, lookup)
-	require.ErrorContains(t, err, "webhooks[0]: decode whsec_ secret")
+	require.ErrorContains(t, err, "webhooks[0].secret: decode whsec_ secret")
+	env["BAD"] = "whsec_"
+	_, err = HooksFromConfig([]config.Webhook{{URL: "https://a.example/"}, {URL: "https://b.example/", SecretEnv: "BAD"}}, lookup)
+	require.EqualError(t, err, "webhooks[1].secret_env: environment variable BAD: decode whsec_ secret: empty key")
 }
 
 func mustAddr(t *testing.T, s string) netip.Addr {

@@ -43,6 +43,14 @@
 // localhost or a literal loopback, private, link-local, unspecified,
 // multicast or otherwise non-public address, and the hook's dialer refuses
 // such an address again after DNS resolution, at connect time, so a name
-// that resolves (or is rebound) to one is refused too. Proxy settings from
-// the environment are ignored for the same reason.
+// that resolves (or is rebound) to one is refused too. IPv6 is allowed
+// only in 2000::/3 and the NAT64 prefix 64:ff9b::/96, and an IPv6 address
+// that carries an IPv4 one (IPv4-mapped, NAT64, 6to4, Teredo, ISATAP) is
+// judged by that IPv4 address too. Proxy settings from the environment are
+// ignored for the same reason.
+//
+// Whatever AllowPrivate, New refuses a host that another parser would read
+// as a different one: a non-ASCII host (net/http maps it through IDNA) and
+// an IPv4 address written other than as four decimal parts (2130706433,
+// 0x7f.1, 127.1, 0177.0.0.1), which resolvers read as 127.0.0.1.
 package webhook

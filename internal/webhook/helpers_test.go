@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -390,19 +391,25 @@ func hang() func(int, http.ResponseWriter, *http.Request) {
 // loopbackResolver resolves every name to 127.0.0.1 (and no IPv6
 // address), answering DNS over an in-memory pipe.
 func loopbackResolver() *net.Resolver {
+	return fakeResolver(netip.MustParseAddr("127.0.0.1"))
+}
+
+// fakeResolver resolves every name to addrs: A queries get the IPv4 ones,
+// AAAA queries the IPv6 ones. It answers DNS over an in-memory pipe.
+func fakeResolver(addrs ...netip.Addr) *net.Resolver {
 	return &net.Resolver{
 		PreferGo: true,
 		Dial: func(context.Context, string, string) (net.Conn, error) {
 			client, server := net.Pipe()
-			go serveDNS(server)
+			go serveDNS(server, addrs)
 			return client, nil
 		},
 	}
 }
 
-// serveDNS answers one DNS query over a stream: A queries with 127.0.0.1,
-// others with no records.
-func serveDNS(c net.Conn) {
+// serveDNS answers one DNS query over a stream: A and AAAA queries with
+// the addrs of that family, others with no records.
+func serveDNS(c net.Conn, addrs []netip.Addr) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(waitTimeout))
 	var size [2]byte
@@ -425,10 +432,14 @@ func serveDNS(c net.Conn) {
 	// one question, answers, no authority or additional records.
 	resp := []byte{q[0], q[1], 0x81, 0x80, 0, 1, 0, 0, 0, 0, 0, 0}
 	resp = append(resp, q[12:i+5]...)
-	if qtype == 1 { // A
-		resp[7] = 1
-		// name (pointer to the question's), type A, class IN, TTL 60, 4 bytes.
-		resp = append(resp, 0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1)
+	for _, a := range addrs {
+		if (qtype == 1 && a.Is4()) || (qtype == 28 && a.Is6()) { // A, AAAA
+			resp[7]++
+			// name (pointer to the question's), the type asked, class IN,
+			// TTL 60, then the address.
+			resp = append(resp, 0xc0, 12, byte(qtype>>8), byte(qtype), 0, 1, 0, 0, 0, 60, 0, byte(a.BitLen()/8))
+			resp = append(resp, a.AsSlice()...)
+		}
 	}
 	_, _ = c.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(resp))), resp...))
 }

@@ -38,10 +38,14 @@ var (
 
 // Key returns the signing key of a secret: the base64-decoded part after
 // "whsec_" for a whsec_… secret, or the raw bytes of any other secret. It
-// fails for a whsec_ secret whose rest is not standard base64 or is empty.
+// fails for an empty secret, and for a whsec_ secret whose rest is not
+// standard base64 or is empty: an empty key would sign with no secret.
 func Key(secret string) ([]byte, error) {
 	rest, ok := strings.CutPrefix(secret, SecretPrefix)
 	if !ok {
+		if secret == "" {
+			return nil, errors.New("empty secret")
+		}
 		return []byte(secret), nil
 	}
 	key, err := base64.StdEncoding.DecodeString(rest)

@@ -76,6 +76,8 @@ func TestKey(t *testing.T) {
 	require.ErrorContains(t, err, "not valid base64")
 	_, err = Key("whsec_")
 	require.ErrorContains(t, err, "empty key")
+	_, err = Key("")
+	require.ErrorContains(t, err, "empty secret")
 }
 
 func TestVerify(t *testing.T) {
