@@ -3,6 +3,7 @@ module github.com/errandhq/errand
 go 1.26.8
 
 require (
+	github.com/adhocore/gronx v1.20.4
 	github.com/coder/websocket v1.8.15
 	github.com/google/uuid v1.6.0
 	github.com/mattn/go-isatty v0.0.24
