@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -52,6 +53,21 @@ type Config struct {
 	// Budget is the budget of tasks submitted without one; nil: no limit
 	// (or the config file's budget.task).
 	Budget *Budget
+	// Retention is how long finished tasks are kept; engines purge older
+	// ones (with their steps, events and inbox entries) every minute.
+	// Zero, the default for the library, keeps them all.
+	Retention time.Duration
+	// OnPurged hears of each batch of tasks removed past retention.
+	OnPurged func(taskIDs []string)
+	// SessionLanes runs at most one top-level task per session at a time
+	// (errand.yaml lanes: session); a task's own Lane applies either way.
+	SessionLanes bool
+	// BaseDir is where a schedule's relative prompt_file is found; default
+	// the directory of ConfigFile, else the working directory.
+	BaseDir string
+	// OnScheduleFired, when set, is told of each firing this process makes:
+	// the schedule's kind and how late it fired (for metrics).
+	OnScheduleFired func(kind string, lag time.Duration)
 	// Logger receives warnings and errors; default: discarded.
 	Logger *slog.Logger
 	// SkipIntegrityCheck skips the check Open makes of a SQLite file
@@ -124,6 +140,11 @@ func newClient(st store.Store, cfg *Config) (*Client, error) {
 	if tb := fileBudget(file); budget == nil && tb != nil {
 		budget = tb
 	}
+	c := &Client{store: st, agents: map[string]taskrun.Handler{}}
+	baseDir := cfg.BaseDir
+	if baseDir == "" && cfg.ConfigFile != "" {
+		baseDir = filepath.Dir(cfg.ConfigFile)
+	}
 	e, err := engine.New(st, &engine.Config{
 		LeaseTTL:        cfg.LeaseTTL,
 		PollInterval:    cfg.PollInterval,
@@ -133,12 +154,18 @@ func newClient(st store.Store, cfg *Config) (*Client, error) {
 		MaxInputBytes:   cfg.MaxInputBytes,
 		DefaultBudget:   budget,
 		MaxSubtaskDepth: cfg.MaxSubtaskDepth,
+		SessionLanes:    cfg.SessionLanes,
+		Retention:       cfg.Retention,
+		OnPurged:        cfg.OnPurged,
 		Logger:          cfg.Logger,
+		CheckAgent:      c.checkAgent,
+		BaseDir:         baseDir,
+		OnScheduleFired: cfg.OnScheduleFired,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("errand: %w", err)
 	}
-	c := &Client{engine: e, store: st, agents: map[string]taskrun.Handler{}}
+	c.engine = e
 	for name, a := range cfg.Agents {
 		if err := c.RegisterAgent(name, a); err != nil {
 			return nil, err

@@ -10,7 +10,9 @@ import (
 	"io"
 	"time"
 
+	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/id"
+	"github.com/errandhq/errand/internal/schedule"
 	"github.com/errandhq/errand/store"
 )
 
@@ -22,9 +24,7 @@ const (
 	ExportKindInput        = "input"
 	ExportKindEvent        = "event"
 	ExportKindNotification = "notification"
-	// ExportKindSchedule is reserved for schedules, which this version
-	// neither writes nor reads.
-	ExportKindSchedule = "schedule"
+	ExportKindSchedule     = "schedule"
 )
 
 const (
@@ -55,8 +55,9 @@ type exportLine struct {
 // {"kind": …, "data": {…}} object a line: each task (oldest first, in the
 // shape of Task, with the few columns the store keeps besides) followed by
 // its dependency edges, steps and input requests; then every event of the
-// journal in id order; then the inbox's notifications. Kinds are task,
-// dependency, step, input, event and notification. Import loads it.
+// journal in id order; then the inbox's notifications; then the schedules,
+// by name. Kinds are task, dependency, step, input, event, notification and
+// schedule. Import loads it.
 //
 // With a non-zero since, only tasks updated at or after since (with all
 // their rows), and events and notifications written at or after since, are
@@ -148,6 +149,17 @@ func (c *Client) Export(ctx context.Context, w io.Writer, since time.Time) error
 		}
 		afterID = notes[len(notes)-1].ID
 	}
+	// Schedules are few and have no history of their own to filter by
+	// since: all of them go.
+	schedules, err := c.store.ScheduleList(ctx, &store.ScheduleListParams{})
+	if err != nil {
+		return err
+	}
+	for _, sc := range schedules {
+		if err := write(ExportKindSchedule, sc); err != nil {
+			return err
+		}
+	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("errand: export: %w", err)
 	}
@@ -171,6 +183,7 @@ type ImportStats struct {
 	Inputs        int `json:"inputs"`
 	Dependencies  int `json:"dependencies"`
 	Notifications int `json:"notifications"`
+	Schedules     int `json:"schedules"`
 }
 
 func (s *ImportStats) add(b *store.Batch) {
@@ -180,6 +193,7 @@ func (s *ImportStats) add(b *store.Batch) {
 	s.Inputs += len(b.Inputs)
 	s.Dependencies += len(b.Dependencies)
 	s.Notifications += len(b.Notifications)
+	s.Schedules += len(b.Schedules)
 }
 
 // ErrStoreNotEmpty is returned by Import into a store that holds tasks or
@@ -335,8 +349,8 @@ func decodeImportLine(line []byte, batch *store.Batch) error {
 		if err := decode(&ev); err != nil {
 			return err
 		}
-		if ev.ID <= 0 || ev.TaskID == "" || ev.Type == "" {
-			return errors.New("event: a positive id, task_id and type are required")
+		if ev.ID <= 0 || ev.Type == "" {
+			return errors.New("event: a positive id and a type are required")
 		}
 		if ev.ID > maxImportID {
 			return fmt.Errorf("event %d: ids go up to %d", ev.ID, int64(maxImportID))
@@ -355,9 +369,49 @@ func decodeImportLine(line []byte, batch *store.Batch) error {
 		}
 		batch.Notifications = append(batch.Notifications, &n)
 	case ExportKindSchedule:
-		return errors.New("kind schedule: this version of errand has no schedules to import them into")
+		var sc store.Schedule
+		if err := decode(&sc); err != nil {
+			return err
+		}
+		if err := checkImportedSchedule(&sc); err != nil {
+			return err
+		}
+		batch.Schedules = append(batch.Schedules, &sc)
 	default:
-		return fmt.Errorf("unknown kind %q (want task, dependency, step, input, event or notification)", env.Kind)
+		return fmt.Errorf("unknown kind %q (want task, dependency, step, input, event, notification or schedule)", env.Kind)
+	}
+	return nil
+}
+
+// checkImportedSchedule refuses a schedule row the engine could not run.
+func checkImportedSchedule(sc *store.Schedule) error {
+	if !id.Valid(id.Schedule, sc.ID) || sc.Name == "" {
+		return fmt.Errorf("schedule %q: a schedule id (sch_…) and a name are required", sc.ID)
+	}
+	spec := sc.Spec
+	if sc.Kind == store.ScheduleEvent {
+		spec = ""
+		var es engine.EventSpec
+		if err := json.Unmarshal([]byte(sc.Spec), &es); err != nil || es.Type == "" {
+			return fmt.Errorf("schedule %s: spec is not an event matcher", sc.ID)
+		}
+	}
+	if _, err := schedule.Parse(sc.Kind, spec, sc.Timezone, sc.ActiveHours); err != nil {
+		return fmt.Errorf("schedule %s: %w", sc.ID, err)
+	}
+	if _, err := schedule.ParseCatchUp(sc.CatchUp); err != nil {
+		return fmt.Errorf("schedule %s: %w", sc.ID, err)
+	}
+	if len(sc.Task) == 0 || !json.Valid(sc.Task) || bytes.TrimSpace(sc.Task)[0] != '{' {
+		return fmt.Errorf("schedule %s: task must be a JSON object", sc.ID)
+	}
+	for _, t := range []time.Time{sc.NextRunAt, sc.LastRunAt, sc.CreatedAt, sc.UpdatedAt} {
+		if !t.IsZero() && !store.TimeInRange(t.UTC()) {
+			return fmt.Errorf("schedule %s: %s is outside the years 0001–9999", sc.ID, t.UTC().Format(time.RFC3339))
+		}
+	}
+	if sc.FireCount < 0 || sc.EventCursor < 0 || sc.StuckAfter < 0 {
+		return fmt.Errorf("schedule %s: counts must not be negative", sc.ID)
 	}
 	return nil
 }

@@ -222,7 +222,8 @@ func TestImportRefusesBadInput(t *testing.T) {
 		{"BadField", `{"kind":"step","data":{"task_id":"tsk_1","step_no":"one"}}`, "import line 1: step: json"},
 		{"EventWithoutID", "\n\n" + `{"kind":"event","data":{"type":"task.created","task_id":"tsk_1"}}`, "import line 3: event: a positive id"},
 		{"TwoValues", task + " " + task, "import line 1: more than one JSON value"},
-		{"Schedule", `{"kind":"schedule","data":{"name":"n"}}`, "import line 1: kind schedule"},
+		{"Schedule without id", `{"kind":"schedule","data":{"name":"n"}}`, "import line 1: schedule \"\": a schedule id"},
+		{"Schedule with bad cron", `{"kind":"schedule","data":{"id":"sch_01JH0000000000000000000000","name":"n","kind":"cron","spec":"61 * * * *","task":{"goal":"x"}}}`, "spec"},
 		{"Duplicate", task + "\n" + event + "\n" + task + "\n", "import lines 1-3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

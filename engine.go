@@ -17,6 +17,9 @@ type EngineConfig struct {
 	ShutdownGrace time.Duration
 	// Owner names this engine on its leases; default host:pid:boot.
 	Owner string
+	// NoSchedules keeps this engine from firing schedules (another engine
+	// on the database fires them).
+	NoSchedules bool
 }
 
 // Engine claims and runs the client's tasks with the agents registered on
@@ -39,6 +42,7 @@ func NewEngine(c *Client, cfg *EngineConfig) (*Engine, error) {
 		ShutdownGrace: cfg.ShutdownGrace,
 		Owner:         cfg.Owner,
 		Handlers:      agents,
+		Schedules:     !cfg.NoSchedules,
 	})
 	if err != nil {
 		return nil, errors.New("errand: new engine: " + err.Error())

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -57,12 +58,31 @@ type Options struct {
 	// InputDefault is the answer it then takes (none: the task fails).
 	InputTimeout Duration `json:"input_timeout,omitzero"`
 	InputDefault *string  `json:"input_default,omitempty"`
-	// Source is who asked for the task: user (default), agent, schedule
-	// or event.
+	// Source is who asked for the task: user (default), agent,
+	// schedule:<id>, heartbeat (a scout) or event:<event id>.
 	Source string `json:"source,omitempty"`
 	// ResultRoute is where the outcome goes besides the task itself:
-	// notify (default; the session's inbox for a top-level task) or none.
+	// notify (default; the session's inbox for a top-level task), silent
+	// (none is its old name) or chain, with Chain saying what follows.
 	ResultRoute string `json:"result_route,omitempty"`
+	Chain       *Chain `json:"chain,omitempty"`
+	// Lane, when set, lets at most one task of the lane run at a time; the
+	// others wait their turn, by priority then age.
+	Lane string `json:"lane,omitempty"`
+	// Scout marks a heartbeat scout: its tools look across every run, and
+	// its result is a decision the engine carries out.
+	Scout bool `json:"scout,omitempty"`
+}
+
+// Chain is the task that follows a task which completes: a POST
+// /api/tasks body, or the template of the named schedule.
+type Chain struct {
+	Task     json.RawMessage `json:"task,omitempty"`
+	Schedule string          `json:"schedule,omitempty"`
+	// ContextFromResult puts the completed task's output into the
+	// follow-up's input as previous_task_output (its id always goes in,
+	// as previous_task_id).
+	ContextFromResult bool `json:"context_from_result"`
 }
 
 // Sources of tasks and result routes.
@@ -71,6 +91,26 @@ const (
 	SourceAgent       = "agent"
 	SourceSchedule    = "schedule"
 	SourceEvent       = "event"
+	SourceHeartbeat   = "heartbeat"
 	ResultRouteNotify = "notify"
+	ResultRouteSilent = "silent"
 	ResultRouteNone   = "none"
+	ResultRouteChain  = "chain"
+	ResultRouteMemory = "memory"
 )
+
+// Quiet reports whether a task's result route keeps an event of type typ
+// out of its inbox: silent keeps everything out but alerts; chain hands
+// the completion on to the follow-up, while a failure or a question still
+// reaches a person.
+func Quiet(route, typ string) bool {
+	switch {
+	case typ == EventAlert:
+		return false
+	case route == ResultRouteSilent || route == ResultRouteNone:
+		return true
+	case route == ResultRouteChain:
+		return typ == EventTaskCompleted
+	}
+	return false
+}

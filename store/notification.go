@@ -57,11 +57,11 @@ func (e *NotificationUnknownError) Is(target error) bool { return target == ErrN
 
 // Notifies reports whether an event of type typ about a top-level task
 // writes a notification to the task's session inbox (unless the task's
-// Options.ResultRoute is none). Subtasks never notify: their parent
-// reports.
+// result route is silent or chain; an alert notifies whatever the route).
+// Subtasks never notify: their parent reports.
 func Notifies(typ string) bool {
 	switch typ {
-	case EventTaskCompleted, EventTaskFailed, EventTaskCancelled, EventTaskInputRequired:
+	case EventTaskCompleted, EventTaskFailed, EventTaskCancelled, EventTaskInputRequired, EventAlert:
 		return true
 	}
 	return false
@@ -78,6 +78,7 @@ const NotificationSnippetRunes = 200
 //	[Task failed] 'Research X' — <code>: <message>
 //	[Task cancelled] 'Research X' — <reason, if one was given>
 //	[Input required] 'Research X' — <question>
+//	[Alert] 'Heartbeat' — <message>
 //
 // Every driver builds notifications with it, so they read the same.
 func NotificationText(title, typ string, data *TransitionData) string {
@@ -101,6 +102,8 @@ func NotificationText(title, typ string, data *TransitionData) string {
 		}
 	case EventTaskInputRequired:
 		label, detail = "Input required", data.Question
+	case EventAlert:
+		label, detail = "Alert", data.Message
 	default:
 		label = typ
 	}

@@ -194,9 +194,11 @@ type Store interface {
 	EventLastID(ctx context.Context) (int64, error)
 
 	// NotificationList returns inbox notifications, oldest first; listing
-	// changes nothing. Every event for which Notifies holds, about a task with no parent
-	// whose Options.ResultRoute is not none, writes one notification (text
-	// from NotificationText) in the transaction that appends the event.
+	// changes nothing. Every event for which Notifies holds, about a task
+	// with no parent whose result route does not keep it out (Quiet: silent
+	// and none keep out all but alerts, chain keeps out the completion),
+	// writes one notification (text from NotificationText) in the
+	// transaction that appends the event.
 	NotificationList(ctx context.Context, params *NotificationListParams) ([]*Notification, error)
 
 	// NotificationAck marks notifications read at Now and returns how many
@@ -231,6 +233,46 @@ type Store interface {
 	// with ErrConflict and nothing is written. References between rows are
 	// not checked.
 	BatchImport(ctx context.Context, batch *Batch) error
+
+	// ScheduleInsert writes a new schedule. A name another schedule has is
+	// ErrNameTaken and nothing is written.
+	ScheduleInsert(ctx context.Context, params *ScheduleInsertParams) (*Schedule, error)
+
+	// ScheduleGetByID returns one schedule or ErrNotFound.
+	ScheduleGetByID(ctx context.Context, id string) (*Schedule, error)
+
+	// ScheduleGetByName returns one schedule or ErrNotFound.
+	ScheduleGetByName(ctx context.Context, name string) (*Schedule, error)
+
+	// ScheduleList returns schedules by name.
+	ScheduleList(ctx context.Context, params *ScheduleListParams) ([]*Schedule, error)
+
+	// ScheduleUpdate rewrites a schedule's settings (see
+	// ScheduleUpdateParams) and returns it. An unknown id is ErrNotFound; a
+	// name another schedule has, ErrNameTaken.
+	ScheduleUpdate(ctx context.Context, params *ScheduleUpdateParams) (*Schedule, error)
+
+	// ScheduleDelete removes a schedule; tasks it made stay. An unknown id
+	// is ErrNotFound.
+	ScheduleDelete(ctx context.Context, id string) error
+
+	// ScheduleFire claims one firing of a schedule and makes its task in
+	// the same transaction (see ScheduleFireParams): a firing is claimed by
+	// one caller only, however many engines share the database, and a
+	// claimed firing always has its task. An unknown id is ErrNotFound.
+	ScheduleFire(ctx context.Context, params *ScheduleFireParams) (*ScheduleFireResult, error)
+
+	// EventInsert appends one event to the journal (with its inbox
+	// notification for an alert) and returns it.
+	EventInsert(ctx context.Context, params *EventInsertParams) (*Event, error)
+
+	// TaskPurge removes, in one transaction, up to Limit tasks that
+	// finished before FinishedBefore, oldest first, with their steps,
+	// events, input requests, notifications, dependency edges and tags. A
+	// task stays while a task that has not finished refers to it: its
+	// parent, one of its children, or a task with an edge to it (a
+	// dependency, or the related edge a chained follow-up has).
+	TaskPurge(ctx context.Context, params *TaskPurgeParams) (*TaskPurgeResult, error)
 
 	// CheckWritable reports whether a write could commit now: nil, or why
 	// not. It changes nothing. Health checks call it.
@@ -362,8 +404,15 @@ type TaskFinishParams struct {
 	RunAt      time.Time
 	Checkpoint json.RawMessage // optional; stored with the finish
 	Ask        *InputAsk       // for input_required
-	Actor      string
-	Now        *time.Time
+	// FollowUps are tasks inserted, and Events events appended, in the
+	// same transaction if and only if the task ends completed: a chained
+	// task, a scout's decision. A follow-up whose idempotency key names a
+	// task is not inserted again; each gets a related edge to the task
+	// that made it.
+	FollowUps []*TaskInsertParams
+	Events    []EventAppend
+	Actor     string
+	Now       *time.Time
 }
 
 // TaskCancelParams cancels one task.
@@ -409,6 +458,8 @@ type TransitionData struct {
 	// RequestID and Question name the question of an input_required task.
 	RequestID string `json:"request_id,omitempty"`
 	Question  string `json:"question,omitempty"`
+	// Message is an alert's text.
+	Message string `json:"message,omitempty"`
 }
 
 // TransitionEventType names the event for a move from one status to another.

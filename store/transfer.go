@@ -39,11 +39,12 @@ type Batch struct {
 	Dependencies  []*Dependency
 	Events        []*Event
 	Notifications []*Notification
+	Schedules     []*Schedule
 }
 
 // Len counts the rows of every kind.
 func (b *Batch) Len() int {
-	return len(b.Tasks) + len(b.Steps) + len(b.Inputs) + len(b.Dependencies) + len(b.Events) + len(b.Notifications)
+	return len(b.Tasks) + len(b.Steps) + len(b.Inputs) + len(b.Dependencies) + len(b.Events) + len(b.Notifications) + len(b.Schedules)
 }
 
 // BatchExportParams selects one page of tasks for an export.

@@ -84,6 +84,7 @@ the finished one.`,
 	f.StringVar(&p.ParentID, "parent", "", "parent task id: submit as its subtask")
 	f.StringSliceVar(&p.DependsOn, "depends-on", nil, "task id this task waits for (repeat, or separate with commas)")
 	f.StringVar(&p.SessionID, "session", "", "session id; its inbox is told when the task ends")
+	f.StringVar(&p.Lane, "lane", "", "lane: at most one task of a lane runs at a time")
 	f.Int64Var(&budgetTokens, "budget-tokens", 0, "most tokens the task may use")
 	f.StringVar(&p.Title, "title", "", "short title (default: derived from the goal)")
 	f.StringVar(&input, "input", "", "input for the agent, as JSON")

@@ -92,8 +92,10 @@ $ERRAND_HOME, default ~/.errand).`,
 		a.newTasksCmd(),
 		a.newStatusCmd(),
 		a.newInboxCmd(),
+		a.newScheduleCmd(),
 		a.newExportCmd(),
 		a.newImportCmd(),
+		a.newGCCmd(),
 	)
 	return root
 }

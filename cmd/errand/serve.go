@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -21,7 +24,10 @@ means the defaults), then ERRAND_* environment variables, then these flags.
 On first start it creates $ERRAND_HOME with the API token the CLI reads.
 
 At start it checks the SQLite store: an empty, damaged (PRAGMA quick_check)
-or read-only file stops serve with what to do about it.`,
+or read-only file stops serve with what to do about it.
+
+SIGHUP re-reads the config and applies its schedules: (other keys need a
+restart).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
@@ -35,6 +41,11 @@ or read-only file stops serve with what to do about it.`,
 			}
 			opts.Stderr = a.stderr
 			opts.Lookup = a.lookup
+			// SIGHUP re-reads the config and applies its schedules:.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			opts.Reload = hup
 			if err := daemon.Run(cmd.Context(), &opts); err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}

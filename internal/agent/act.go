@@ -58,7 +58,7 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 	skipped := reply.ToolCalls[len(calls):]
 	for i, call := range calls {
 		last := i == len(calls)-1
-		spec := taskrun.StepSpec{Number: n, CallIndex: i + 1, Type: stepType(call.Name), Tool: call.Name, Input: call.Arguments}
+		spec := taskrun.StepSpec{Number: n, CallIndex: i + 1, Type: a.stepType(call.Name), Tool: call.Name, Input: call.Arguments}
 		rec, err := run.BeginStep(ctx, spec)
 		if err != nil {
 			return taskrun.Result{}, false, err
@@ -108,7 +108,7 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 			next.PartialResult = finishResult(call.Arguments)
 		}
 
-		if call.Name == ToolSubmitTask && res.Status == taskrun.StepDone {
+		if call.Name == ToolSubmitTask && res.Status == taskrun.StepDone && !a.scout {
 			next.AwaitingSubtasks = true
 		}
 		// The step's last record carries the state after it, except when it
@@ -152,7 +152,11 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 		}
 		if finished {
 			*state = next
-			return taskrun.Result{Output: next.PartialResult}, true, nil
+			out := next.PartialResult
+			if a.scout {
+				out = scoutDecision(&next, out)
+			}
+			return taskrun.Result{Output: out}, true, nil
 		}
 		if call.Name == ToolAskUser && res.Status == taskrun.StepDone {
 			// The checkpoint (with the pending question) was written with
@@ -178,10 +182,14 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 	return taskrun.Result{}, false, nil
 }
 
-// stepType is the kind of step record a tool call makes.
-func stepType(tool string) string {
+// stepType is the kind of step record a tool call makes. A scout's
+// submit_task starts no subtask: it is a tool call.
+func (a *LLM) stepType(tool string) string {
 	switch tool {
 	case ToolSubmitTask:
+		if a.scout {
+			return taskrun.StepToolCall
+		}
 		return taskrun.StepSubTask
 	case ToolAskUser:
 		return taskrun.StepHumanInput
@@ -192,6 +200,14 @@ func stepType(tool string) string {
 // applyEffect does what a built-in tool does to the task state. It depends
 // only on the call and the state, so a replayed call does it again exactly.
 func (a *LLM) applyEffect(call TurnCall, next *TaskState) error {
+	if a.scout {
+		switch call.Name {
+		case ToolSubmitTask:
+			return queueScoutTask(call.Arguments, next)
+		case ToolAlert:
+			return queueScoutAlert(call.Arguments, next)
+		}
+	}
 	switch call.Name {
 	case ToolUpdatePlan:
 		if phase, _ := a.phase(next); phase != "" && phase != phasePlan {
@@ -244,6 +260,13 @@ func (a *LLM) call(ctx context.Context, run taskrun.Run, key string, call TurnCa
 		return fail(taskrun.StepDenied, CodeToolDenied, fmt.Errorf("tool %s is not allowed for this task", call.Name))
 	}
 	var out json.RawMessage
+	if a.scout && (call.Name == ToolSubmitTask || call.Name == ToolAlert) {
+		// Queued in the state, done when the scout finishes.
+		if err := a.applyEffect(call, next); err != nil {
+			return fail(taskrun.StepFailed, CodeBadArgs, err)
+		}
+		return taskrun.StepResult{Status: taskrun.StepDone, Output: scoutQueued(call.Name), Duration: time.Since(began)}
+	}
 	switch call.Name {
 	case ToolFinishTask:
 		out = json.RawMessage(`{"ok":true}`)

@@ -46,10 +46,12 @@ var engineTools = []provider.Tool{
 	},
 }
 
-// isBuiltin reports whether name is a tool every agent has.
+// isBuiltin reports whether name is a tool every agent has (alert: every
+// heartbeat scout).
 func isBuiltin(name string) bool {
 	switch name {
-	case ToolFinishTask, ToolUpdatePlan, ToolSubmitTask, ToolGetTaskStatus, ToolListActiveTasks, ToolCancelTask, ToolAskUser, ToolCompleteStep:
+	case ToolFinishTask, ToolUpdatePlan, ToolSubmitTask, ToolGetTaskStatus, ToolListActiveTasks, ToolCancelTask, ToolAskUser, ToolCompleteStep,
+		ToolAlert:
 		return true
 	}
 	return false

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,6 +55,9 @@ type LLM struct {
 	// sizes reservations; the store's check is the authority.
 	spent  taskrun.Amount
 	budget taskrun.Budget
+	// scout is set for a heartbeat scout (taskrun.Options.Scout): see
+	// scout.go.
+	scout bool
 }
 
 var _ taskrun.Handler = (*LLM)(nil)
@@ -117,9 +121,10 @@ func (a *LLM) Handle(ctx context.Context, run taskrun.Run) (taskrun.Result, erro
 
 // forTask is the agent with the task's own options applied: its max_steps
 // and system prompt replace the agent's, its tools allow-list narrows the
-// agent's, and its tools_deny adds to the agent's.
+// agent's, and its tools_deny adds to the agent's. A heartbeat scout runs
+// in react mode, without cancel_task, ask_user and update_plan.
 func (a *LLM) forTask(info *taskrun.Info) *LLM {
-	t := &LLM{cfg: a.cfg, tools: a.tools, spent: info.Spent, budget: info.Budget}
+	t := &LLM{cfg: a.cfg, tools: a.tools, spent: info.Spent, budget: info.Budget, scout: info.Options.Scout}
 	o := info.Options
 	t.cfg.MaxSteps = cmp.Or(o.MaxSteps, a.cfg.MaxSteps)
 	t.cfg.SystemPrompt = cmp.Or(o.SystemPrompt, a.cfg.SystemPrompt)
@@ -136,6 +141,10 @@ func (a *LLM) forTask(info *taskrun.Info) *LLM {
 		t.cfg.Policy.Allow = allow
 	}
 	t.cfg.Policy.Deny = append(append([]string{}, a.cfg.Policy.Deny...), o.ToolsDeny...)
+	if t.scout {
+		t.cfg.Mode = ModeReact
+		t.cfg.Policy.Deny = append(t.cfg.Policy.Deny, scoutDenied...)
+	}
 	return t
 }
 
@@ -179,7 +188,12 @@ func (a *LLM) loop(ctx context.Context, run taskrun.Run) (taskrun.Result, error)
 		n := state.Step + 1
 		if n > a.cfg.MaxSteps {
 			warning := WarningMaxSteps
-			return taskrun.Result{Output: state.PartialResult, Warning: &warning}, nil
+			out := state.PartialResult
+			if a.scout {
+				// What it queued was promised to the model: it is done.
+				out = scoutDecision(state, out)
+			}
+			return taskrun.Result{Output: out, Warning: &warning}, nil
 		}
 		if err := run.Renew(ctx); err != nil {
 			return taskrun.Result{}, err
@@ -369,16 +383,17 @@ func summarize(s string) string {
 }
 
 func (a *LLM) request(state *TaskState) *provider.Request {
+	finish, builtins := finishTaskSpec, slices.Concat([]provider.Tool{updatePlanSpec}, engineTools, []provider.Tool{askUserSpec})
+	if a.scout {
+		finish, builtins = scoutFinishSpec, scoutTools
+	}
 	req := &provider.Request{
 		Model:     a.cfg.Model,
 		System:    a.cfg.SystemPrompt,
 		MaxTokens: a.cfg.MaxOutputTokens,
-		Tools:     []provider.Tool{finishTaskSpec},
+		Tools:     []provider.Tool{finish},
 	}
-	if a.cfg.Policy.Allows(ToolUpdatePlan) {
-		req.Tools = append(req.Tools, updatePlanSpec)
-	}
-	for _, spec := range append(engineTools, askUserSpec) {
+	for _, spec := range builtins {
 		if a.cfg.Policy.Allows(spec.Name) {
 			req.Tools = append(req.Tools, spec)
 		}
@@ -392,7 +407,7 @@ func (a *LLM) request(state *TaskState) *provider.Request {
 	if a.toolCallsUsedUp() {
 		// Any other tool would be refused: a paid call that can only
 		// end in a refusal is not made.
-		req.Tools = []provider.Tool{finishTaskSpec}
+		req.Tools = []provider.Tool{finish}
 		req.System = strings.TrimSpace(req.System + "\n\n" + toolBudgetSpentNote)
 	}
 	if phase, _ := a.phase(state); len(state.Plan) > 0 && phase == "" {

@@ -74,6 +74,9 @@ func (a *LLM) opening(info *taskrun.Info, state *TaskState) string {
 		b.WriteString("\nCall finish_task with the final result.")
 		return b.String()
 	}
+	if a.scout {
+		return scoutMessage(info)
+	}
 	return firstMessage(info)
 }
 

@@ -39,6 +39,11 @@ type TaskState struct {
 	// AwaitingSubtasks is set when the last step started subtasks: the task
 	// waits for them, and takes in their results when it resumes.
 	AwaitingSubtasks bool `json:"awaiting_subtasks,omitempty"`
+	// ScoutTasks and ScoutAlerts are what a heartbeat scout has queued: the
+	// top-level tasks (POST /api/tasks bodies) it starts and the alerts it
+	// raises when it finishes.
+	ScoutTasks  []json.RawMessage `json:"scout_tasks,omitempty"`
+	ScoutAlerts []string          `json:"scout_alerts,omitempty"`
 }
 
 // PlanStep is one titled step of the agent's plan.

@@ -27,7 +27,7 @@ func FromTask(t *store.Task) *Task {
 		Metadata:    orEmptyObject(t.Metadata),
 		Tags:        orEmpty(t.Tags),
 		Source:      store.SourceUser,
-		ResultRoute: store.ResultRouteNotify,
+		ResultRoute: RouteFromOptions(t.Options),
 		Priority:    t.Priority,
 		Status:      t.Status,
 		Progress:    t.Progress,
@@ -49,9 +49,7 @@ func FromTask(t *store.Task) *Task {
 		if o.Source != "" {
 			w.Source = o.Source
 		}
-		if o.ResultRoute != "" {
-			w.ResultRoute = o.ResultRoute
-		}
+		w.Lane = optString(o.Lane)
 	}
 	if w.Consumed == nil {
 		w.Consumed = &store.Consumed{}

@@ -23,7 +23,8 @@ type Task struct {
 	Metadata    json.RawMessage  `json:"metadata"`
 	Tags        []string         `json:"tags"`
 	Source      string           `json:"source"`
-	ResultRoute string           `json:"result_route"`
+	ResultRoute *Route           `json:"result_route"`
+	Lane        *string          `json:"lane"`
 	Priority    int              `json:"priority"`
 	Status      store.Status     `json:"status"`
 	Progress    *store.Progress  `json:"progress"`
@@ -63,8 +64,9 @@ type CreateTask struct {
 	Tools               []string        `json:"tools,omitempty"`
 	ToolsDeny           []string        `json:"tools_deny,omitempty"`
 	SystemPrompt        string          `json:"system_prompt,omitempty"`
-	ResultRoute         string          `json:"result_route,omitempty"`
+	ResultRoute         *Route          `json:"result_route,omitempty"`
 	IdempotencyKey      string          `json:"idempotency_key,omitempty"`
+	Lane                string          `json:"lane,omitempty"`
 }
 
 // TaskList is a page of tasks, newest first; NextCursor is empty on the

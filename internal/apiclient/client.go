@@ -240,7 +240,7 @@ func (c *Client) Status(ctx context.Context) (*api.Status, error) {
 }
 
 // do sends one request with body as JSON (none if nil) and decodes a 2xx
-// response into out.
+// response into out; a nil out reads no response body (204).
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
@@ -255,6 +255,10 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		return err
 	}
 	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody)) // lets the connection be reused
+		return nil
+	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

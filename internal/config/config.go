@@ -128,6 +128,13 @@ type Config struct {
 	// Retention is how long finished tasks are kept; default 720h (30
 	// days), 0 keeps them forever.
 	Retention Duration `yaml:"retention"`
+	// Lanes is "session" to run at most one top-level task per session at
+	// a time, or empty (or "none") for no lanes. A task's own lane applies
+	// either way.
+	Lanes string `yaml:"lanes"`
+	// Schedules are the schedules the file declares, by name: applied at
+	// start and on SIGHUP. Default none.
+	Schedules map[string]Schedule `yaml:"schedules"`
 	// Auth is how API clients prove who they are.
 	Auth Auth `yaml:"auth"`
 }
@@ -297,6 +304,7 @@ func Default() *Config {
 		},
 		MCPServers: map[string]MCPServer{},
 		Retention:  DefaultRetention,
+		Schedules:  map[string]Schedule{},
 	}
 }
 
@@ -311,6 +319,9 @@ func (c *Config) normalize() {
 	}
 	if c.MCPServers == nil {
 		c.MCPServers = map[string]MCPServer{}
+	}
+	if c.Schedules == nil {
+		c.Schedules = map[string]Schedule{}
 	}
 	if c.Budget.AlertThresholds == nil {
 		c.Budget.AlertThresholds = []float64{}
@@ -336,6 +347,12 @@ func (c *Config) normalize() {
 			s.Env = nil
 		}
 		c.MCPServers[name] = s
+	}
+	for name, s := range c.Schedules {
+		if len(s.Task) == 0 {
+			s.Task = nil
+		}
+		c.Schedules[name] = s
 	}
 }
 

@@ -69,6 +69,18 @@ func designExample() *Config {
 			"files": {Command: []string{"mcp-server-filesystem", "/srv/data"}},
 		},
 		Retention: Duration(720 * time.Hour),
+		Lanes:     "session",
+		Schedules: map[string]Schedule{
+			"morning-scout": {
+				Kind:        "heartbeat",
+				Spec:        "10m",
+				ActiveHours: "08:00-22:00",
+				Timezone:    "Europe/Berlin",
+				Enabled:     true,
+				Task:        TaskTemplate(`{"agent":"scout","budget":{"max_cost_usd":0.02},"prompt_file":"HEARTBEAT.md"}`),
+			},
+		},
+		Auth: Auth{TokenEnv: "ERRAND_TOKEN"},
 	}
 }
 
@@ -103,6 +115,7 @@ func TestDefault(t *testing.T) {
 		Budget:            Budget{AlertThresholds: []float64{0.5, 0.8, 0.9}, OnLimit: "pause-all"},
 		MCPServers:        map[string]MCPServer{},
 		Retention:         Duration(720 * time.Hour),
+		Schedules:         map[string]Schedule{},
 	}
 	require.Equal(t, want, Default())
 	require.NoError(t, Default().Validate())
@@ -121,7 +134,7 @@ func TestDefault(t *testing.T) {
 		"~\n",
 		"{}\n",
 		// A key set to null keeps its default.
-		"listen:\nworkers: ~\nlease_ttl: null\nbudget:\nagents:\nwebhooks:\nmcp_servers: ~\n",
+		"listen:\nworkers: ~\nlease_ttl: null\nbudget:\nagents:\nwebhooks:\nmcp_servers: ~\nschedules:\n",
 		"budget: {alert_thresholds: ~, on_limit: ~}\n",
 	} {
 		cfg, err := Parse([]byte(doc))

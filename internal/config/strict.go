@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -78,6 +79,15 @@ func (c *checker) value(n *yaml.Node, t reflect.Type, path string) bool {
 }
 
 func (c *checker) check(n *yaml.Node, t reflect.Type, path string) bool {
+	// The types of schedules: that YAML writes as mappings of their own.
+	switch {
+	case t == anyJSONType:
+		return c.anyJSON(n, path)
+	case t == taskTemplateType:
+		return c.asJSON(n, taskShapeType, path)
+	case t == scheduleSpecType && n.Kind == yaml.MappingNode:
+		return c.asJSON(n, eventSpecShapeType, path)
+	}
 	leaf := t == durationType || (t.Kind() != reflect.Struct && t.Kind() != reflect.Map && t.Kind() != reflect.Slice)
 	if isNull(n) {
 		if leaf {
@@ -249,14 +259,54 @@ func (c *checker) scalar(n *yaml.Node, t reflect.Type, path string) bool {
 			c.add(path, n.Line, "%q is not a number", n.Value)
 			return false
 		}
+		if f := 0.0; t == finiteFloatType && (n.Decode(&f) != nil || math.IsNaN(f) || math.IsInf(f, 0)) {
+			c.add(path, n.Line, "must be a finite number")
+			return false
+		}
 	default:
 		panic("config: no check for type " + t.String())
 	}
 	return true
 }
 
+// asJSON checks a value kept as JSON against its shape t, then that it
+// converts: aliases may expand it past what JSON should hold.
+func (c *checker) asJSON(n *yaml.Node, t reflect.Type, path string) bool {
+	if !c.check(n, t, path) {
+		return false
+	}
+	if _, err := yamlToJSON(n, t); err != nil {
+		c.add(path, n.Line, "%s", err.Error())
+		return false
+	}
+	return true
+}
+
+// anyJSON checks a value that may be any JSON: mappings with string keys,
+// lists, and scalars, whose numbers must be finite.
+func (c *checker) anyJSON(n *yaml.Node, path string) bool {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return c.mapping(n, anyJSONMapType, path)
+	case yaml.SequenceNode:
+		return c.sequence(n, anyJSONListType, path)
+	}
+	var v any
+	if err := n.Decode(&v); err != nil {
+		c.add(path, n.Line, "%s", err.Error())
+		return false
+	}
+	if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		c.add(path, n.Line, "%q is not a number JSON can hold", n.Value)
+		return false
+	}
+	return true
+}
+
 func describe(t reflect.Type) string {
 	switch {
+	case t == scheduleSpecType:
+		return "a string, or for kind event a mapping {type, match}"
 	case t == durationType:
 		return "a duration like 90s, 5m or 720h"
 	case t.Kind() == reflect.String:

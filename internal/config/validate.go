@@ -116,6 +116,12 @@ func (c *Config) Validate() error {
 		checkEnv(&p, path+".env", s.Env)
 	}
 	p.check("retention", atLeast(c.Retention, 0))
+	if c.Lanes != "" && c.Lanes != "session" && c.Lanes != "none" {
+		p.add("lanes", "%q is not session or none", c.Lanes)
+	}
+	for _, name := range sortedKeys(c.Schedules) {
+		c.Schedules[name].validate(&p, "schedules."+name, name)
+	}
 	if c.Auth.TokenEnv != "" {
 		p.check("auth.token_env", checkEnvName(c.Auth.TokenEnv))
 	}

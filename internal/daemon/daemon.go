@@ -45,6 +45,16 @@ type Options struct {
 	// Ready, when set, is called once the API is listening, with its
 	// address.
 	Ready func(addr net.Addr)
+	// Reload, when set, makes the daemon read the config again each time
+	// it receives (the CLI sends SIGHUP) and apply its schedules: the
+	// file, the ERRAND_* variables and these options, as at start. A bad
+	// file, or schedules the engine refuses, is logged and the running
+	// schedules stay. Only schedules: is applied; other changes need a
+	// restart.
+	Reload <-chan os.Signal
+	// ReloadedFunc, when set, is called after each reload with its
+	// outcome: nil, or why nothing changed.
+	ReloadedFunc func(err error)
 }
 
 // shutdownGrace bounds how long a stopping daemon waits for running steps
@@ -79,6 +89,12 @@ type daemon struct {
 	hooks    *webhook.Dispatcher
 	ready    func(net.Addr)
 	unlock   func()
+
+	// opts and lookup are kept to read the config again on reload.
+	opts     *Options
+	lookup   func(string) (string, bool)
+	reload   <-chan os.Signal
+	reloaded func(error)
 }
 
 func start(ctx context.Context, opts *Options) (d *daemon, err error) {
@@ -119,7 +135,10 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d = &daemon{home: home, cfg: cfg, cfgPath: cfgPath, log: log, startedAt: time.Now(), ready: opts.Ready, unlock: unlock}
+	d = &daemon{
+		home: home, cfg: cfg, cfgPath: cfgPath, log: log, startedAt: time.Now(), ready: opts.Ready, unlock: unlock,
+		opts: opts, lookup: lookup, reload: opts.Reload, reloaded: opts.ReloadedFunc,
+	}
 	defer func(d *daemon) {
 		if err != nil {
 			d.close()
@@ -135,10 +154,27 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 	if d.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	d.metrics = metrics.New(func(ctx context.Context) (map[store.Status]int, error) {
+		return d.client.CountByStatus(ctx)
+	})
+	// A heartbeat's prompt_file is relative to the config file.
+	baseDir, err := filepath.Abs(filepath.Dir(cfgPath))
+	if err != nil {
+		return nil, fmt.Errorf("config directory: %w", err)
+	}
 	clientCfg := &errand.Config{
 		Durability:      cfg.Durability,
 		LeaseTTL:        time.Duration(cfg.LeaseTTL),
 		MaxSubtaskDepth: cfg.MaxSubtaskDepth,
+		SessionLanes:    cfg.Lanes == "session",
+		Retention:       time.Duration(cfg.Retention),
+		OnPurged: func(taskIDs []string) {
+			if err := RemoveArtifacts(home, taskIDs); err != nil {
+				log.Warn("remove artifacts of purged tasks", "err", err)
+			}
+		},
+		BaseDir:         baseDir,
+		OnScheduleFired: d.metrics.ScheduleFired,
 		Logger:          log,
 
 		SkipIntegrityCheck: opts.SkipIntegrityCheck,
@@ -156,9 +192,15 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 			return nil, err
 		}
 	}
-	d.metrics = metrics.New(func(ctx context.Context) (map[store.Status]int, error) {
-		return d.client.CountByStatus(ctx)
-	})
+	// With every agent known, so that templates naming one check.
+	ch, err := d.applySchedules(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Schedules) > 0 || len(ch.removed) > 0 {
+		log.Info("applied the config's schedules", "schedules", len(cfg.Schedules),
+			"added", ch.added, "replaced", ch.replaced, "removed", ch.removed)
+	}
 	if len(hooks) > 0 {
 		d.hooks, err = webhook.New(webhook.Config{
 			Hooks: hooks, Journal: journal{d.client}, Logger: log,
@@ -251,6 +293,9 @@ func (d *daemon) serve(ctx context.Context) error {
 		wg.Go(func() { fail("webhooks", d.hooks.Run(partsCtx)) })
 	}
 	wg.Go(func() { d.observe(partsCtx, observeFrom) })
+	if d.reload != nil {
+		wg.Go(func() { d.reloadLoop(partsCtx) })
+	}
 	select {
 	case <-beatStarted:
 		d.log.Info("errand serving", "listen", addr, "home", d.home, "config", d.cfgPath,
@@ -315,6 +360,20 @@ func (d *daemon) observe(ctx context.Context, after int64) {
 		}
 		backoff = min(2*backoff, 10*time.Second)
 	}
+}
+
+// RemoveArtifacts removes the artifacts of tasks purged past retention
+// from home.
+func RemoveArtifacts(home string, taskIDs []string) error {
+	for _, taskID := range taskIDs {
+		if !id.Valid(id.Task, taskID) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(home, "artifacts", taskID)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeArtifact saves a completed task's output as

@@ -99,6 +99,8 @@ func TestBadStartsServeNothing(t *testing.T) {
 		{name: "webhook secret unset", config: "webhooks:\n  - {url: 'https://example.com/h', secret_env: HOOK_SECRET}\n", want: "HOOK_SECRET"},
 		{name: "log format", opts: Options{LogFormat: "xml"}, want: "--log-format"},
 		{name: "missing named config", opts: Options{ConfigFile: "/nonexistent/errand.yaml"}, want: "/nonexistent/errand.yaml"},
+		{name: "bad schedule", config: "schedules:\n  nightly: {kind: hourly, task: {goal: g}}\n", want: `schedules.nightly.kind: "hourly" is not cron, interval, event or heartbeat`},
+		{name: "unknown schedule key", config: "schedules:\n  nightly: {kind: cron, spec: '@daily', task: {goal: g, agnet: a}}\n", want: "schedules.nightly.task.agnet: unknown key"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

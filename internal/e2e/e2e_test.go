@@ -37,6 +37,8 @@ type receiver struct {
 	failNext int  // answer 500 to this many more requests
 	down     bool // answer 500 to everything
 	got      map[int64]int
+	types    []string // the event types the hook subscribes to
+	byType   map[string]int
 	attempts int
 	changed  chan struct{}
 }
@@ -44,7 +46,7 @@ type receiver struct {
 func newReceiver(t *testing.T, secret string) *receiver {
 	key, err := webhook.Key(secret)
 	require.NoError(t, err)
-	r := &receiver{t: t, key: key, got: map[int64]int{}, changed: make(chan struct{})}
+	r := &receiver{t: t, key: key, got: map[int64]int{}, types: hookTypes, byType: map[string]int{}, changed: make(chan struct{})}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.srv.Close)
 	return r
@@ -75,10 +77,11 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}
-	if !slices.Contains(hookTypes, ev.Type) {
+	if !slices.Contains(r.types, ev.Type) {
 		r.t.Errorf("webhook got %s, which it did not subscribe to", ev.Type)
 	}
 	r.got[ev.ID]++
+	r.byType[ev.Type]++
 	close(r.changed)
 	r.changed = make(chan struct{})
 }

@@ -181,6 +181,24 @@ func runCLI(t *testing.T, home string, args ...string) (string, string, int) {
 // out (when not nil); it returns the status.
 func (d *daemon) api(method, path string, body any, out any) int {
 	d.t.Helper()
+	status, b := d.call(method, path, body)
+	if out != nil && status < 300 {
+		require.NoError(d.t, json.Unmarshal(b, out), string(b))
+	}
+	return status
+}
+
+// apiRaw is api that decodes error answers too.
+func (d *daemon) apiRaw(method, path string, body any, out any) int {
+	d.t.Helper()
+	status, b := d.call(method, path, body)
+	require.NoError(d.t, json.Unmarshal(b, out), string(b))
+	return status
+}
+
+// call sends one request with the token and returns the status and body.
+func (d *daemon) call(method, path string, body any) (int, []byte) {
+	d.t.Helper()
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -195,10 +213,7 @@ func (d *daemon) api(method, path string, body any, out any) int {
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	require.NoError(d.t, err)
-	if out != nil && res.StatusCode < 300 {
-		require.NoError(d.t, json.Unmarshal(b, out), string(b))
-	}
-	return res.StatusCode
+	return res.StatusCode, b
 }
 
 // sse is one event read from a stream.

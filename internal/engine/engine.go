@@ -54,6 +54,24 @@ type Config struct {
 	// MaxSubtaskDepth bounds how deep a subtask may be (a root task is at
 	// depth 0); default 3, -1 for no bound.
 	MaxSubtaskDepth int
+	// Retention is how long finished tasks are kept: pools purge older
+	// ones every minute. Zero keeps them all.
+	Retention time.Duration
+	// OnPurged hears of each batch of tasks a purge removed (the daemon
+	// removes their artifacts).
+	OnPurged func(taskIDs []string)
+	// SessionLanes puts every top-level task with a session in the lane
+	// of its session: one runs at a time per session (config lanes: session).
+	SessionLanes bool
+	// CheckAgent, when set, refuses agent names nobody runs (schedule and
+	// chain templates, a scout's tasks); it returns a *ValidationError.
+	CheckAgent func(name string) error
+	// BaseDir is where a relative prompt_file is found; default the
+	// working directory.
+	BaseDir string
+	// OnScheduleFired is told of each firing (for metrics): the schedule's
+	// kind and how late it fired.
+	OnScheduleFired func(kind string, lag time.Duration)
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 	// Logger defaults to discarding everything.
@@ -97,6 +115,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("backoff base %s and cap %s: need 0 < base ≤ cap", c.BackoffBase, c.BackoffCap)
 	case c.MaxAttempts < 1:
 		return fmt.Errorf("max attempts %d: must be at least 1", c.MaxAttempts)
+	case c.Retention < 0:
+		return fmt.Errorf("retention %s: must not be negative", c.Retention)
 	case c.MaxInputBytes < 1:
 		return fmt.Errorf("max input bytes %d: must be positive", c.MaxInputBytes)
 	}
@@ -116,6 +136,9 @@ type Engine struct {
 	// claimable, waking pools.
 	written broadcast
 	ready   broadcast
+	// schedules is broadcast when a schedule changes or an external event
+	// arrives, waking schedulers.
+	schedules broadcast
 
 	mu    sync.Mutex
 	pools map[*Pool]struct{}

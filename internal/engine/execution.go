@@ -115,7 +115,7 @@ func taskInfo(t *store.Task) *taskrun.Info {
 		Priority: t.Priority, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, Checkpoint: t.Checkpoint,
 	}
 	if o := t.Options; o != nil {
-		info.Options = taskrun.Options{MaxSteps: o.MaxSteps, Tools: o.Tools, ToolsDeny: o.ToolsDeny, SystemPrompt: o.SystemPrompt}
+		info.Options = taskrun.Options{MaxSteps: o.MaxSteps, Tools: o.Tools, ToolsDeny: o.ToolsDeny, SystemPrompt: o.SystemPrompt, Scout: o.Scout}
 	}
 	if b := t.Budget; b != nil {
 		info.Budget = taskrun.Budget{
@@ -233,6 +233,11 @@ func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.Tas
 			break
 		}
 		fp.Result = out
+		if err := p.e.completion(context.WithoutCancel(x.ctx), x.task, result, fp); err != nil {
+			code, _, _ := taskrun.Classify(err)
+			fp.Status, fp.Result, fp.FollowUps, fp.Events = store.StatusFailed, nil, nil, nil
+			fp.Error = &store.TaskError{Code: code, Message: err.Error()}
+		}
 	case errors.Is(cause, ErrCancelled):
 		fp.Status = store.StatusCancelled
 		fp.Error = &store.TaskError{Code: "cancelled", Message: "cancelled while running"}

@@ -49,6 +49,9 @@ type PoolConfig struct {
 	// Handlers run tasks by agent name. The pool claims only tasks whose
 	// agent it has a handler for.
 	Handlers map[string]taskrun.Handler
+	// Schedules makes the pool fire due schedules too. Every pool on a
+	// database may: the store lets one claim each firing.
+	Schedules bool
 }
 
 // Pool claims ready tasks and runs them on bounded workers.
@@ -190,6 +193,14 @@ func (p *Pool) Start(ctx context.Context) error {
 	p.bg.Add(2)
 	go p.every(bgCtx, p.e.cfg.LeaseTTL/3, p.renewAll)
 	go p.every(bgCtx, p.e.cfg.LeaseTTL/2, p.recoverExpired)
+	if p.cfg.Schedules {
+		p.bg.Add(1)
+		go p.scheduler(bgCtx)
+	}
+	if p.e.cfg.Retention > 0 {
+		p.bg.Add(1)
+		go p.every(bgCtx, purgeInterval, p.purgeOld)
+	}
 	go p.producer(bgCtx)
 	return nil
 }

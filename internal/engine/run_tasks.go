@@ -29,6 +29,10 @@ func (r *run) SubmitSubtask(ctx context.Context, spec taskrun.SubtaskSpec) (*tas
 		return nil, store.ErrLeaseLost
 	}
 	t := r.x.task
+	// A child for an agent nobody runs would wait forever; say so now.
+	if err := r.x.pool.e.checkAgent(spec.Agent); err != nil {
+		return nil, err
+	}
 	child, err := r.x.pool.e.Submit(ctx, &SubmitParams{
 		Goal: spec.Goal, Title: spec.Title, Agent: spec.Agent, Priority: spec.Priority, DependsOn: spec.DependsOn,
 		Input: spec.Input, ParentID: t.ID, SessionID: t.SessionID, IdempotencyKey: spec.IdempotencyKey,
@@ -81,7 +85,11 @@ func (r *run) TaskStatus(ctx context.Context, taskID string) (*taskrun.TaskView,
 }
 
 func (r *run) ActiveTasks(ctx context.Context) ([]*taskrun.TaskView, error) {
-	page, err := r.x.pool.e.List(ctx, &ListParams{RunID: r.x.task.RunID, Statuses: activeStatuses, Limit: maxActiveTasks})
+	params := &ListParams{RunID: r.x.task.RunID, Statuses: activeStatuses, Limit: maxActiveTasks}
+	if o := r.x.task.Options; o != nil && o.Scout {
+		params.RunID = "" // a scout watches every run
+	}
+	page, err := r.x.pool.e.List(ctx, params)
 	if err != nil {
 		return nil, err
 	}

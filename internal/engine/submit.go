@@ -79,11 +79,20 @@ type SubmitParams struct {
 	// input_timeout. Zero: questions never expire.
 	InputTimeout time.Duration
 	InputDefault *string
-	// Source is who asked: user (default), agent, schedule or event.
+	// Source is who asked: user (default), agent, heartbeat,
+	// schedule:<id> or event:<id>.
 	Source string
 	// ResultRoute is notify (default: a top-level task's outcome goes to
-	// its session's inbox) or none.
+	// its session's inbox), silent (none is its old name) or chain, with
+	// Chain naming the task that follows a completion.
 	ResultRoute string
+	Chain       *store.Chain
+	// Scout marks a heartbeat scout (see store.Options.Scout).
+	Scout bool
+	// Lane lets at most one task of the lane run at a time. With the
+	// engine's SessionLanes, a top-level task with a session and no lane
+	// takes the lane session:<session_id>.
+	Lane string
 	// Actor is recorded on the task.created event; default "user".
 	Actor string
 }
@@ -191,22 +200,40 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 	if !store.TimeInRange(e.clock.Now().UTC().Add(p.InputTimeout)) {
 		return nil, invalid("input_timeout", "%s reaches past the year 9999", p.InputTimeout)
 	}
-	switch p.Source {
-	case "", store.SourceUser, store.SourceAgent, store.SourceSchedule, store.SourceEvent:
-	default:
-		return nil, invalid("source", "%q is not one of user, agent, schedule, event", p.Source)
+	if !validSource(p.Source) {
+		return nil, invalid("source", "%q is not one of user, agent, heartbeat, schedule:<id>, event:<id>", p.Source)
 	}
-	switch p.ResultRoute {
-	case "", store.ResultRouteNotify, store.ResultRouteNone:
+	route := p.ResultRoute
+	switch route {
+	case "", store.ResultRouteNotify, store.ResultRouteSilent, store.ResultRouteNone:
+		if p.Chain != nil {
+			return nil, invalid("result_route", "task, schedule and context_from_result belong to a chain route")
+		}
+	case store.ResultRouteChain:
+		if p.Chain == nil {
+			return nil, invalid("result_route", `a chain names either "task" or "schedule"`)
+		}
+	case store.ResultRouteMemory:
+		return nil, invalid("result_route", "memory routes come with memories, which this version of errand does not have")
 	default:
-		return nil, invalid("result_route", "%q is not one of notify, none", p.ResultRoute)
+		return nil, invalid("result_route", "%q is not one of notify, silent, none, chain", p.ResultRoute)
+	}
+	lane := p.Lane
+	if err := checkText("lane", lane); err != nil {
+		return nil, err
+	}
+	if len(lane) > 200 {
+		return nil, invalid("lane", "is %d bytes; the limit is 200", len(lane))
+	}
+	if lane == "" && e.cfg.SessionLanes && p.SessionID != "" && p.ParentID == "" {
+		lane = "session:" + p.SessionID
 	}
 	if p.MaxSteps != 0 || len(p.Tools) > 0 || len(p.ToolsDeny) > 0 || p.SystemPrompt != "" || p.InputTimeout > 0 || p.InputDefault != nil ||
-		p.Source != "" || p.ResultRoute != "" {
+		p.Source != "" || route != "" || p.Scout || lane != "" {
 		options = &store.Options{
 			MaxSteps: p.MaxSteps, Tools: p.Tools, ToolsDeny: p.ToolsDeny, SystemPrompt: p.SystemPrompt,
 			InputTimeout: store.Duration(p.InputTimeout), InputDefault: p.InputDefault,
-			Source: p.Source, ResultRoute: p.ResultRoute,
+			Source: p.Source, ResultRoute: route, Chain: p.Chain, Scout: p.Scout, Lane: lane,
 		}
 	}
 
@@ -245,6 +272,16 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 		Actor:               actor,
 		Now:                 e.now(),
 	}, nil
+}
+
+// validSource reports whether s names who asked for a task.
+func validSource(s string) bool {
+	switch s {
+	case "", store.SourceUser, store.SourceAgent, store.SourceHeartbeat, store.SourceSchedule, store.SourceEvent:
+		return true
+	}
+	kind, rest, ok := strings.Cut(s, ":")
+	return ok && rest != "" && len(rest) <= 100 && (kind == store.SourceSchedule || kind == store.SourceEvent)
 }
 
 // checkText refuses text a person reads that carries control characters
@@ -321,6 +358,9 @@ func (e *Engine) Submit(ctx context.Context, p *SubmitParams) (*store.Task, erro
 func (e *Engine) SubmitResult(ctx context.Context, p *SubmitParams) (*store.Task, bool, error) {
 	params, err := e.validate(p)
 	if err != nil {
+		return nil, false, err
+	}
+	if err := e.checkChain(ctx, p, 0); err != nil {
 		return nil, false, err
 	}
 	res, err := e.store.TaskInsert(ctx, params)

@@ -52,6 +52,15 @@ var Points = [...]string{
 	"SpendSince",
 	"BatchExport",
 	"BatchImport",
+	"ScheduleInsert",
+	"ScheduleGetByID",
+	"ScheduleGetByName",
+	"ScheduleList",
+	"ScheduleUpdate",
+	"ScheduleDelete",
+	"ScheduleFire",
+	"EventInsert",
+	"TaskPurge",
 	"CheckWritable",
 }
 
@@ -167,7 +176,6 @@ func (s *Store) mustPoint(method, name string) *point {
 // enter counts a call at point, runs its hook and takes an injected fault.
 // It returns the error to fail with and when; when is 0 if the call
 // proceeds normally.
-// enter calls the inner store's enter under the faults at point "enter".
 func (s *Store) enter(ctx context.Context, name string) (When, error) {
 	s.mu.Lock()
 	p := s.mustPoint("call", name)
@@ -385,6 +393,51 @@ func (s *Store) BatchExport(ctx context.Context, params *store.BatchExportParams
 // BatchImport calls the inner store's BatchImport under the faults at point "BatchImport".
 func (s *Store) BatchImport(ctx context.Context, batch *store.Batch) error {
 	return call0(ctx, s, "BatchImport", func() error { return s.inner.BatchImport(ctx, batch) })
+}
+
+// ScheduleInsert calls the inner store's ScheduleInsert under the faults at point "ScheduleInsert".
+func (s *Store) ScheduleInsert(ctx context.Context, params *store.ScheduleInsertParams) (*store.Schedule, error) {
+	return call(ctx, s, "ScheduleInsert", func() (*store.Schedule, error) { return s.inner.ScheduleInsert(ctx, params) })
+}
+
+// ScheduleGetByID calls the inner store's ScheduleGetByID under the faults at point "ScheduleGetByID".
+func (s *Store) ScheduleGetByID(ctx context.Context, id string) (*store.Schedule, error) {
+	return call(ctx, s, "ScheduleGetByID", func() (*store.Schedule, error) { return s.inner.ScheduleGetByID(ctx, id) })
+}
+
+// ScheduleGetByName calls the inner store's ScheduleGetByName under the faults at point "ScheduleGetByName".
+func (s *Store) ScheduleGetByName(ctx context.Context, name string) (*store.Schedule, error) {
+	return call(ctx, s, "ScheduleGetByName", func() (*store.Schedule, error) { return s.inner.ScheduleGetByName(ctx, name) })
+}
+
+// ScheduleList calls the inner store's ScheduleList under the faults at point "ScheduleList".
+func (s *Store) ScheduleList(ctx context.Context, params *store.ScheduleListParams) ([]*store.Schedule, error) {
+	return call(ctx, s, "ScheduleList", func() ([]*store.Schedule, error) { return s.inner.ScheduleList(ctx, params) })
+}
+
+// ScheduleUpdate calls the inner store's ScheduleUpdate under the faults at point "ScheduleUpdate".
+func (s *Store) ScheduleUpdate(ctx context.Context, params *store.ScheduleUpdateParams) (*store.Schedule, error) {
+	return call(ctx, s, "ScheduleUpdate", func() (*store.Schedule, error) { return s.inner.ScheduleUpdate(ctx, params) })
+}
+
+// ScheduleDelete calls the inner store's ScheduleDelete under the faults at point "ScheduleDelete".
+func (s *Store) ScheduleDelete(ctx context.Context, id string) error {
+	return call0(ctx, s, "ScheduleDelete", func() error { return s.inner.ScheduleDelete(ctx, id) })
+}
+
+// ScheduleFire calls the inner store's ScheduleFire under the faults at point "ScheduleFire".
+func (s *Store) ScheduleFire(ctx context.Context, params *store.ScheduleFireParams) (*store.ScheduleFireResult, error) {
+	return call(ctx, s, "ScheduleFire", func() (*store.ScheduleFireResult, error) { return s.inner.ScheduleFire(ctx, params) })
+}
+
+// TaskPurge calls the inner store's TaskPurge under the faults at point "TaskPurge".
+func (s *Store) TaskPurge(ctx context.Context, params *store.TaskPurgeParams) (*store.TaskPurgeResult, error) {
+	return call(ctx, s, "TaskPurge", func() (*store.TaskPurgeResult, error) { return s.inner.TaskPurge(ctx, params) })
+}
+
+// EventInsert calls the inner store's EventInsert under the faults at point "EventInsert".
+func (s *Store) EventInsert(ctx context.Context, params *store.EventInsertParams) (*store.Event, error) {
+	return call(ctx, s, "EventInsert", func() (*store.Event, error) { return s.inner.EventInsert(ctx, params) })
 }
 
 // CheckWritable calls the inner store's CheckWritable under the faults at point "CheckWritable".

@@ -11,9 +11,10 @@ import (
 type Kind string
 
 const (
-	Task  Kind = "tsk_"
-	Run   Kind = "run_"
-	Input Kind = "inp_"
+	Task     Kind = "tsk_"
+	Run      Kind = "run_"
+	Input    Kind = "inp_"
+	Schedule Kind = "sch_"
 )
 
 const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"

@@ -5,8 +5,9 @@
 // count since the process started, as Prometheus expects). Task counts by
 // status and the queue depth are read from the store at scrape time, with
 // one call of the counts function per scrape. Webhook outcomes come from the
-// webhook dispatcher (WebhookAttempt) and stream clients from the API
-// (StreamOpened, StreamClosed).
+// webhook dispatcher (WebhookAttempt), stream clients from the API
+// (StreamOpened, StreamClosed) and schedule firings from the engine
+// (ScheduleFired).
 //
 // Every metric is named errand_…; the registry also holds the Go runtime
 // and process collectors (go_…, process_…).
@@ -17,6 +18,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,6 +39,16 @@ const CountTimeout = 10 * time.Second
 // errand_step_duration_seconds: LLM and tool calls take from tens of
 // milliseconds to minutes.
 var StepDurationBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+// ScheduleLagBuckets are the buckets, in seconds, of
+// errand_schedule_lag_seconds: a firing is normally a few milliseconds
+// late, a busy store makes it seconds, and a daemon that was down catches
+// up minutes or an hour late.
+var ScheduleLagBuckets = []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600}
+
+// ScheduleKinds are the values of the kind label of
+// errand_schedule_firings_total; any other kind counts as LabelOther.
+var ScheduleKinds = []string{store.ScheduleCron, store.ScheduleInterval, store.ScheduleEvent, store.ScheduleHeartbeat}
 
 // Label values.
 const (
@@ -75,6 +87,8 @@ type Metrics struct {
 	webhooks                                                *prometheus.CounterVec // outcome
 	streams                                                 prometheus.Gauge
 	countErrors                                             prometheus.Counter
+	scheduleFirings                                         *prometheus.CounterVec // kind
+	scheduleLag                                             prometheus.Histogram
 
 	codes, stepTypes, limits *labelValues
 }
@@ -115,21 +129,32 @@ func New(counts func(context.Context) (map[store.Status]int, error)) *Metrics {
 			Help: "Connected SSE and WebSocket clients.",
 		}),
 		countErrors: counter("task_count_errors_total", "Scrapes whose task count query failed; the task gauges are missing from them."),
-		codes:       newLabelValues(),
-		stepTypes:   newLabelValues(),
-		limits:      newLabelValues(),
+		scheduleFirings: counterVec("schedule_firings_total",
+			"Tasks made by schedules firing in this process, by schedule kind (cron, interval, event or heartbeat).", "kind"),
+		scheduleLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "schedule_lag_seconds",
+			Help:    "How late schedules fired: from the slot (or, for event schedules, the event) to the firing.",
+			Buckets: ScheduleLagBuckets,
+		}),
+		codes:     newLabelValues(),
+		stepTypes: newLabelValues(),
+		limits:    newLabelValues(),
 	}
 	// Series that exist from the start, so rates work from the first event.
 	m.webhooks.WithLabelValues(OutcomeDelivered)
 	m.webhooks.WithLabelValues(OutcomeFailed)
 	m.tokens.WithLabelValues(DirectionInput)
 	m.tokens.WithLabelValues(DirectionOutput)
+	for _, kind := range ScheduleKinds {
+		m.scheduleFirings.WithLabelValues(kind)
+	}
 
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.claims, m.completions, m.retries, m.cancellations, m.recoveries, m.failures, m.budgetExceeded,
 		m.stepDuration, m.tokens, m.cost, m.webhooks, m.streams, m.countErrors,
+		m.scheduleFirings, m.scheduleLag,
 	)
 	return m
 }
@@ -213,6 +238,17 @@ func (m *Metrics) WebhookAttempt(err error) {
 		return
 	}
 	m.webhooks.WithLabelValues(OutcomeFailed).Inc()
+}
+
+// ScheduleFired counts one firing of a schedule of the given kind that
+// made a task, lag after it was due (a negative lag counts as 0). Its
+// signature is errand.Config.OnScheduleFired's.
+func (m *Metrics) ScheduleFired(kind string, lag time.Duration) {
+	if !slices.Contains(ScheduleKinds, kind) {
+		kind = LabelOther
+	}
+	m.scheduleFirings.WithLabelValues(kind).Inc()
+	m.scheduleLag.Observe(max(lag, 0).Seconds())
 }
 
 // StreamOpened counts a connected SSE or WebSocket client.

@@ -163,6 +163,45 @@ func TestObserveEvents(t *testing.T) {
 	require.Contains(t, text, "process_start_time_seconds ")
 }
 
+func TestScheduleFirings(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	m := b.metrics
+
+	// Every kind has its series from the start.
+	text := scrape(t, m)
+	requireLines(t, text,
+		`errand_schedule_firings_total{kind="cron"} 0`,
+		`errand_schedule_firings_total{kind="interval"} 0`,
+		`errand_schedule_firings_total{kind="event"} 0`,
+		`errand_schedule_firings_total{kind="heartbeat"} 0`,
+		"errand_schedule_lag_seconds_count 0",
+		"# TYPE errand_schedule_firings_total counter",
+		"# TYPE errand_schedule_lag_seconds histogram",
+	)
+
+	m.ScheduleFired(store.ScheduleCron, 5*time.Millisecond)
+	m.ScheduleFired(store.ScheduleCron, 2*time.Second)
+	m.ScheduleFired(store.ScheduleHeartbeat, 90*time.Minute) // caught up after downtime
+	m.ScheduleFired(store.ScheduleEvent, -time.Second)       // clocks apart: not late
+	m.ScheduleFired("Lunar", time.Second)
+
+	requireLines(t, scrape(t, m),
+		`errand_schedule_firings_total{kind="cron"} 2`,
+		`errand_schedule_firings_total{kind="heartbeat"} 1`,
+		`errand_schedule_firings_total{kind="event"} 1`,
+		`errand_schedule_firings_total{kind="interval"} 0`,
+		`errand_schedule_firings_total{kind="other"} 1`,
+		"errand_schedule_lag_seconds_count 5",
+		"errand_schedule_lag_seconds_sum 5403.005",
+		`errand_schedule_lag_seconds_bucket{le="0.01"} 2`,
+		`errand_schedule_lag_seconds_bucket{le="1"} 3`,
+		`errand_schedule_lag_seconds_bucket{le="5"} 4`,
+		`errand_schedule_lag_seconds_bucket{le="3600"} 4`,
+		`errand_schedule_lag_seconds_bucket{le="+Inf"} 5`,
+	)
+}
+
 func TestTaskGaugesAtScrape(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -73,6 +73,10 @@ func (s *Server) classify(err error, what string) (int, api.ErrorDetail) {
 		return http.StatusConflict, d(api.CodeInputClosed, err.Error(), "")
 	case errors.As(err, &limit):
 		return http.StatusConflict, d("budget_exceeded", err.Error(), "")
+	case errors.Is(err, errand.ErrNameTaken):
+		return http.StatusConflict, d(api.CodeNameTaken, err.Error(), "name")
+	case errors.Is(err, errand.ErrDeclared):
+		return http.StatusConflict, d(api.CodeDeclared, err.Error(), "")
 	case errors.Is(err, errand.ErrNotFound):
 		return http.StatusNotFound, d(api.CodeNotFound, "", "")
 	case errors.Is(err, context.Canceled):
@@ -184,6 +188,9 @@ func describeType(t string) string {
 
 func notFoundMessage(r *http.Request) string {
 	if id := r.PathValue("id"); id != "" {
+		if strings.HasPrefix(r.URL.Path, "/api/schedules/") {
+			return "no schedule " + id
+		}
 		return "no task " + id
 	}
 	return "not found"

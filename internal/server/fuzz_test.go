@@ -118,6 +118,13 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"GET", "/api/status"},
 	{"GET", "/api/ws"},
 	{"PUT", "/api/tasks"},
+	{"POST", "/api/events"},
+	{"POST", "/api/schedules"},
+	{"GET", "/api/schedules"},
+	{"GET", "/api/schedules/{id}"},
+	{"PATCH", "/api/schedules/{id}"},
+	{"DELETE", "/api/schedules/{id}"},
+	{"POST", "/api/schedules/{id}/run"},
 }
 
 // streamRecorder ends a stream as soon as it starts: the request's context

@@ -52,15 +52,22 @@ func checkKeys(data []byte, t reflect.Type, path string) error {
 	return nil
 }
 
-// jsonFields maps a struct's JSON names to their types.
+// jsonFields maps a struct's JSON names to their types. The fields of an
+// embedded struct without a JSON name are its own, as encoding/json has
+// them (the outer struct's win).
 func jsonFields(t reflect.Type) map[string]reflect.Type {
 	fields := map[string]reflect.Type{}
+	var embedded []reflect.Type
 	for i := range t.NumField() {
 		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			embedded = append(embedded, f.Type)
+			continue
+		}
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch name {
 		case "-":
 			continue
@@ -68,6 +75,13 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 			name = f.Name
 		}
 		fields[name] = f.Type
+	}
+	for _, e := range embedded {
+		for name, ft := range jsonFields(e) {
+			if _, ok := fields[name]; !ok {
+				fields[name] = ft
+			}
+		}
 	}
 	return fields
 }

@@ -151,6 +151,13 @@ var allRoutes = []struct{ method, path string }{
 	{"GET", "/api/inbox"},
 	{"GET", "/api/status"},
 	{"GET", "/api/ws"},
+	{"POST", "/api/events"},
+	{"POST", "/api/schedules"},
+	{"GET", "/api/schedules"},
+	{"GET", "/api/schedules/sch_X"},
+	{"PATCH", "/api/schedules/sch_X"},
+	{"DELETE", "/api/schedules/sch_X"},
+	{"POST", "/api/schedules/sch_X/run"},
 	{"GET", "/api/nope"},
 }
 
@@ -194,7 +201,7 @@ func TestCreateAndGetTask(t *testing.T) {
 	require.Equal(t, "notify", task["result_route"])
 	require.Equal(t, map[string]any{"k": float64(1)}, task["input"])
 	require.Equal(t, map[string]any{"max_tokens": float64(5000), "max_wall_clock": "5m"}, task["budget"])
-	for _, key := range []string{"parent_id", "result", "error", "started_at", "finished_at", "progress", "plan"} {
+	for _, key := range []string{"parent_id", "result", "error", "started_at", "finished_at", "progress", "plan", "lane"} {
 		v, ok := task[key]
 		require.True(t, ok, "%s must be present", key)
 		require.Nil(t, v, key)
@@ -219,6 +226,11 @@ func TestCreateAndGetTask(t *testing.T) {
 
 	child := f.submit(`{"goal":"child","parent_id":"` + id + `"}`)
 	require.Equal(t, id, *child.ParentID)
+	laned := f.submit(`{"goal":"one at a time","lane":"reports"}`)
+	require.Equal(t, "reports", *laned.Lane)
+	res, b = f.do("POST", "/api/tasks", `{"goal":"x","lane":"a\u0007b"}`)
+	requireError(t, res, b, http.StatusBadRequest, "invalid")
+	require.Contains(t, string(b), `"field":"lane"`)
 
 	res, b = f.do("GET", "/api/tasks?parent="+id, "")
 	require.Equal(t, http.StatusOK, res.StatusCode)

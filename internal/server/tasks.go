@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,51 +11,13 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/store"
 )
 
-// maxDependsOn bounds the depends_on list of one request.
-const maxDependsOn = 1000
-
-// submitParams turns the wire body into the engine's request. What the
-// engine validates (goal, sizes, priority…) it validates; here only what
-// the wire adds.
+// submitParams turns the wire body into the engine's request.
 func submitParams(body *api.CreateTask) (*errand.SubmitParams, error) {
-	if len(body.DependsOn) > maxDependsOn {
-		return nil, &errand.ValidationError{Field: "depends_on", Message: "lists " + strconv.Itoa(len(body.DependsOn)) + " ids; the limit is 1000"}
-	}
-	if body.MaxSteps < 0 {
-		return nil, &errand.ValidationError{Field: "max_steps", Message: "must not be negative"}
-	}
-	// null is as good as absent.
-	for _, raw := range []*json.RawMessage{&body.Input, &body.Metadata} {
-		if string(*raw) == "null" {
-			*raw = nil
-		}
-	}
-	return &errand.SubmitParams{
-		Goal:                body.Goal,
-		Title:               body.Title,
-		Agent:               body.Agent,
-		Input:               body.Input,
-		Metadata:            body.Metadata,
-		Tags:                body.Tags,
-		Priority:            body.Priority,
-		ParentID:            body.ParentID,
-		DependsOn:           body.DependsOn,
-		OnDependencyFailure: body.OnDependencyFailure,
-		SessionID:           body.SessionID,
-		RunAt:               body.RunAt,
-		MaxAttempts:         body.MaxAttempts,
-		IdempotencyKey:      body.IdempotencyKey,
-		Budget:              body.Budget,
-		MaxSteps:            body.MaxSteps,
-		Tools:               body.Tools,
-		ToolsDeny:           body.ToolsDeny,
-		SystemPrompt:        body.SystemPrompt,
-		ResultRoute:         body.ResultRoute,
-		Source:              store.SourceUser,
-	}, nil
+	return engine.ParamsFromBody(body)
 }
 
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {

@@ -43,6 +43,29 @@ type Options struct {
 	Tools        []string
 	ToolsDeny    []string
 	SystemPrompt string
+	// Scout marks a heartbeat scout: its tools look across every run, its
+	// submit_task and alert are queued rather than done, and its result is
+	// a decision the engine carries out when it completes: {"decision":
+	// "noop"|"submit_task"|"alert", "reason", "tasks": [task bodies],
+	// "alerts": [messages]}.
+	Scout bool
+}
+
+// Decisions a heartbeat scout's result records.
+const (
+	DecisionNoop       = "noop"
+	DecisionSubmitTask = "submit_task"
+	DecisionAlert      = "alert"
+)
+
+// Decision is a heartbeat scout's result output: what it decided and why,
+// the top-level tasks it starts (each a POST /api/tasks body) and the
+// alerts it raises.
+type Decision struct {
+	Decision string            `json:"decision"`
+	Reason   string            `json:"reason"`
+	Tasks    []json.RawMessage `json:"tasks"`
+	Alerts   []string          `json:"alerts"`
 }
 
 // Budget is a task's limits.

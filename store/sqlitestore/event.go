@@ -15,22 +15,31 @@ import (
 // appendEvent writes one journal entry inside tx, and the inbox
 // notification it calls for (see notify).
 func (s *Store) appendEvent(ctx context.Context, tx *sql.Tx, taskID, typ, actor string, data any, at time.Time) error {
+	_, err := s.appendEventID(ctx, tx, taskID, typ, actor, data, at)
+	return err
+}
+
+// appendEventID is appendEvent that returns the event's id.
+func (s *Store) appendEventID(ctx context.Context, tx *sql.Tx, taskID, typ, actor string, data any, at time.Time) (int64, error) {
 	b, err := json.Marshal(data)
 	if err != nil {
-		return fmt.Errorf("event %s data: %w", typ, err)
+		return 0, fmt.Errorf("event %s data: %w", typ, err)
 	}
 	if actor == "" {
 		actor = store.ActorSystem
 	}
 	res, err := tx.StmtContext(ctx, s.stmts.insertEvent).ExecContext(ctx, taskID, typ, actor, string(b), micros(at))
-	if err != nil || !store.Notifies(typ) {
-		return err
+	if err != nil {
+		return 0, err
 	}
 	eventID, err := res.LastInsertId()
 	if err != nil {
-		return fmt.Errorf("event %s id: %w", typ, err)
+		return 0, fmt.Errorf("event %s id: %w", typ, err)
 	}
-	return s.notify(ctx, tx, taskID, typ, eventID, data, b, at)
+	if !store.Notifies(typ) {
+		return eventID, nil
+	}
+	return eventID, s.notify(ctx, tx, taskID, typ, eventID, data, b, at)
 }
 
 const (
@@ -60,7 +69,7 @@ func (s *Store) notify(ctx context.Context, tx *sql.Tx, taskID, typ string, even
 	if err != nil {
 		return fmt.Errorf("notify %s of %s: %w", typ, taskID, err)
 	}
-	if !topLevel || route == store.ResultRouteNone {
+	if !topLevel || store.Quiet(route, typ) {
 		return nil
 	}
 	td, ok := data.(*store.TransitionData)

@@ -168,6 +168,26 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 	if err := s.appendEvent(ctx, tx, p.Lease.TaskID, store.TransitionEventType(store.StatusRunning, to), p.Actor, data, at); err != nil {
 		return err
 	}
+	if to == store.StatusCompleted {
+		for _, f := range p.FollowUps {
+			if _, err := s.insertTask(ctx, tx, f); err != nil {
+				// Not %w: a follow-up that cannot be written fails the whole
+				// batch rather than passing as this entry's own outcome.
+				return fmt.Errorf("follow-up task %s: %v", f.ID, err)
+			}
+			// The follow-up refers to what it follows: retention keeps
+			// the one while the other is open.
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_dependencies (task_id, depends_on_id, kind) VALUES (?, ?, ?)`,
+				f.ID, p.Lease.TaskID, store.DependencyRelated); err != nil {
+				return err
+			}
+		}
+		for _, ev := range p.Events {
+			if err := s.appendEvent(ctx, tx, ev.TaskID, ev.Type, ev.Actor, ev.Data, at); err != nil {
+				return err
+			}
+		}
+	}
 	if to.Terminal() {
 		return s.ended(ctx, tx, p.Lease.TaskID, at)
 	}

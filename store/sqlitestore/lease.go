@@ -25,9 +25,18 @@ func statusList(statuses []store.Status) string {
 var claimable = statusList(store.SourcesOf(store.StatusRunning))
 
 var (
+	// A task in a lane is ready only when no task of its lane runs and no
+	// ready task of its lane comes before it: each lane offers its head.
 	sqlSelectReady = `SELECT rowid, status FROM tasks INDEXED BY tasks_ready
 		WHERE status IN (` + claimable + `) AND run_at <= ?1
 		  AND (?2 IS NULL OR agent IN (SELECT value FROM json_each(?2)))
+		  AND (lane IS NULL OR (
+		    NOT EXISTS (SELECT 1 FROM tasks r INDEXED BY tasks_lane_running
+		      WHERE r.lane = tasks.lane AND r.status = 'running')
+		    AND NOT EXISTS (SELECT 1 FROM tasks e INDEXED BY tasks_lane_order
+		      WHERE e.lane = tasks.lane AND e.status IN (` + claimable + `) AND e.run_at <= ?1
+		        AND (e.priority > tasks.priority OR e.priority = tasks.priority
+		          AND (e.run_at < tasks.run_at OR e.run_at = tasks.run_at AND e.id < tasks.id)))))
 		ORDER BY priority DESC, run_at, id
 		LIMIT ?3`
 

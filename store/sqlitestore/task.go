@@ -158,6 +158,20 @@ func marshalList(v []string) string {
 
 // TaskInsert implements store.Store.
 func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*store.TaskInsertResult, error) {
+	var res *store.TaskInsertResult
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		res, err = s.insertTask(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert task %s: %w", p.ID, err)
+	}
+	return res, nil
+}
+
+// insertTask writes a task inside tx (see TaskInsert).
+func (s *Store) insertTask(ctx context.Context, tx *sql.Tx, p *store.TaskInsertParams) (*store.TaskInsertResult, error) {
 	at := now(p.Now)
 	t := &store.Task{
 		ID: p.ID, ParentID: p.ParentID, RunID: p.RunID, SessionID: p.SessionID,
@@ -171,7 +185,7 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 	}
 	if p.RunAt != nil {
 		if !store.TimeInRange(p.RunAt.UTC()) {
-			return nil, fmt.Errorf("insert task: %w", &store.TimeRangeError{Field: "run_at", Time: *p.RunAt})
+			return nil, &store.TimeRangeError{Field: "run_at", Time: *p.RunAt}
 		}
 		t.RunAt = now(p.RunAt)
 	}
@@ -179,137 +193,125 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 	if p.Budget != nil {
 		b, err := json.Marshal(p.Budget)
 		if err != nil {
-			return nil, fmt.Errorf("insert task: budget: %w", err)
+			return nil, fmt.Errorf("budget: %w", err)
 		}
 		budget = nullJSON(b)
 	}
 	if p.Options != nil {
 		b, err := json.Marshal(p.Options)
 		if err != nil {
-			return nil, fmt.Errorf("insert task: options: %w", err)
+			return nil, fmt.Errorf("options: %w", err)
 		}
 		options = nullJSON(b)
 	}
 
-	var existing *store.Task
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		if p.IdempotencyKey != "" {
-			found, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE idempotency_key = ?`, p.IdempotencyKey))
-			if err == nil {
-				existing = found
-				return nil
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
+	if p.IdempotencyKey != "" {
+		found, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE idempotency_key = ?`, p.IdempotencyKey))
+		if err == nil {
+			return &store.TaskInsertResult{Task: found}, nil
 		}
-		if p.ParentID != "" {
-			var parentStatus store.Status
-			err := tx.QueryRowContext(ctx, `SELECT run_id, status FROM tasks WHERE id = ?`, p.ParentID).Scan(&t.RunID, &parentStatus)
-			if errors.Is(err, sql.ErrNoRows) {
-				return &store.ReferenceError{Field: "parent_id", ID: p.ParentID}
-			}
-			if err != nil {
-				return err
-			}
-			if parentStatus.Terminal() {
-				return fmt.Errorf("%w: %s is %s", store.ErrParentEnded, p.ParentID, parentStatus)
-			}
-			// A child's budget never exceeds what remains of its parent's.
-			pbs, err := s.budgetState(ctx, tx, p.ParentID)
-			if err != nil {
-				return err
-			}
-			if bounded := boundBudget(t.Budget, pbs); bounded != nil {
-				t.Budget = bounded
-				b, err := json.Marshal(bounded)
-				if err != nil {
-					return err
-				}
-				budget = nullJSON(b)
-			}
-			if p.MaxDepth > 0 {
-				// The parent's depth: its ancestors, counted up the chain (a
-				// cycle cannot form: a child is always newer than its parent).
-				var depth int
-				err := tx.QueryRowContext(ctx, `WITH RECURSIVE up(id, depth) AS (
-						SELECT parent_id, 1 FROM tasks WHERE id = ?1 AND parent_id IS NOT NULL
-						UNION ALL
-						SELECT t.parent_id, up.depth + 1 FROM tasks t JOIN up ON t.id = up.id
-						WHERE t.parent_id IS NOT NULL AND up.depth <= ?2
-					) SELECT coalesce(max(depth), 0) FROM up`, p.ParentID, p.MaxDepth).Scan(&depth)
-				if err != nil {
-					return err
-				}
-				if depth+1 > p.MaxDepth {
-					return fmt.Errorf("%w: a child of %s would be at depth %d; the limit is %d", store.ErrTooDeep, p.ParentID, depth+1, p.MaxDepth)
-				}
-			}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, err
 		}
-		if len(p.DependsOn) > 0 {
-			var missing string
-			err := tx.QueryRowContext(ctx,
-				`SELECT value FROM json_each(?) WHERE value NOT IN (SELECT id FROM tasks) LIMIT 1`,
-				marshalList(p.DependsOn)).Scan(&missing)
-			if err == nil {
-				return &store.ReferenceError{Field: "depends_on", ID: missing}
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
+	}
+	if p.ParentID != "" {
+		var parentStatus store.Status
+		err := tx.QueryRowContext(ctx, `SELECT run_id, status FROM tasks WHERE id = ?`, p.ParentID).Scan(&t.RunID, &parentStatus)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, &store.ReferenceError{Field: "parent_id", ID: p.ParentID}
 		}
-		_, err := tx.StmtContext(ctx, s.stmts.insertTask).ExecContext(ctx,
-			t.ID, nullString(t.ParentID), t.RunID, t.SessionID, t.Agent, t.Title, t.Goal,
-			string(t.Input), string(t.Metadata), marshalList(t.Tags), t.Priority, t.Status,
-			t.MaxAttempts, micros(t.RunAt), marshalList(t.DependsOn), nullString(t.IdempotencyKey),
-			budget, micros(at), micros(at), options, cmp.Or(p.OnDependencyFailure, store.OnDependencyFailureFail))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		for _, tag := range t.Tags {
-			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_tags (tag, task_id) VALUES (?, ?)`, tag, t.ID); err != nil {
-				return err
-			}
+		if parentStatus.Terminal() {
+			return nil, fmt.Errorf("%w: %s is %s", store.ErrParentEnded, p.ParentID, parentStatus)
 		}
-		if err := s.appendEvent(ctx, tx, t.ID, store.EventTaskCreated, p.Actor,
-			&store.TransitionData{To: store.StatusPending}, at); err != nil {
-			return err
-		}
-		if len(t.DependsOn) == 0 {
-			return nil
-		}
-		for _, dep := range t.DependsOn {
-			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_dependencies (task_id, depends_on_id, kind) VALUES (?, ?, 'blocks')`,
-				t.ID, dep); err != nil {
-				return err
-			}
-		}
-		// Held back until its blockers complete; settle decides at once
-		// for blockers that have ended already.
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'blocked' WHERE id = ?`, t.ID); err != nil {
-			return err
-		}
-		if err := s.appendEvent(ctx, tx, t.ID, store.EventTaskBlocked, p.Actor,
-			&store.TransitionData{From: store.StatusPending, To: store.StatusBlocked}, at); err != nil {
-			return err
-		}
-		if err := s.settle(ctx, tx, t.ID, at); err != nil {
-			return err
-		}
-		inserted, err := getTask(ctx, tx, t.ID)
+		// A child's budget never exceeds what remains of its parent's.
+		pbs, err := s.budgetState(ctx, tx, p.ParentID)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		*t = *inserted
-		return nil
-	})
+		if bounded := boundBudget(t.Budget, pbs); bounded != nil {
+			t.Budget = bounded
+			b, err := json.Marshal(bounded)
+			if err != nil {
+				return nil, err
+			}
+			budget = nullJSON(b)
+		}
+		if p.MaxDepth > 0 {
+			// The parent's depth: its ancestors, counted up the chain (a
+			// cycle cannot form: a child is always newer than its parent).
+			var depth int
+			err := tx.QueryRowContext(ctx, `WITH RECURSIVE up(id, depth) AS (
+					SELECT parent_id, 1 FROM tasks WHERE id = ?1 AND parent_id IS NOT NULL
+					UNION ALL
+					SELECT t.parent_id, up.depth + 1 FROM tasks t JOIN up ON t.id = up.id
+					WHERE t.parent_id IS NOT NULL AND up.depth <= ?2
+				) SELECT coalesce(max(depth), 0) FROM up`, p.ParentID, p.MaxDepth).Scan(&depth)
+			if err != nil {
+				return nil, err
+			}
+			if depth+1 > p.MaxDepth {
+				return nil, fmt.Errorf("%w: a child of %s would be at depth %d; the limit is %d", store.ErrTooDeep, p.ParentID, depth+1, p.MaxDepth)
+			}
+		}
+	}
+	if len(p.DependsOn) > 0 {
+		var missing string
+		err := tx.QueryRowContext(ctx,
+			`SELECT value FROM json_each(?) WHERE value NOT IN (SELECT id FROM tasks) LIMIT 1`,
+			marshalList(p.DependsOn)).Scan(&missing)
+		if err == nil {
+			return nil, &store.ReferenceError{Field: "depends_on", ID: missing}
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+	}
+	_, err := tx.StmtContext(ctx, s.stmts.insertTask).ExecContext(ctx,
+		t.ID, nullString(t.ParentID), t.RunID, t.SessionID, t.Agent, t.Title, t.Goal,
+		string(t.Input), string(t.Metadata), marshalList(t.Tags), t.Priority, t.Status,
+		t.MaxAttempts, micros(t.RunAt), marshalList(t.DependsOn), nullString(t.IdempotencyKey),
+		budget, micros(at), micros(at), options, cmp.Or(p.OnDependencyFailure, store.OnDependencyFailureFail))
 	if err != nil {
-		return nil, fmt.Errorf("insert task %s: %w", p.ID, err)
+		return nil, err
 	}
-	if existing != nil {
-		return &store.TaskInsertResult{Task: existing}, nil
+	for _, tag := range t.Tags {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_tags (tag, task_id) VALUES (?, ?)`, tag, t.ID); err != nil {
+			return nil, err
+		}
 	}
-	return &store.TaskInsertResult{Task: t, Inserted: true}, nil
+	if err := s.appendEvent(ctx, tx, t.ID, store.EventTaskCreated, p.Actor,
+		&store.TransitionData{To: store.StatusPending}, at); err != nil {
+		return nil, err
+	}
+	if len(t.DependsOn) == 0 {
+		return &store.TaskInsertResult{Task: t, Inserted: true}, nil
+	}
+	for _, dep := range t.DependsOn {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_dependencies (task_id, depends_on_id, kind) VALUES (?, ?, 'blocks')`,
+			t.ID, dep); err != nil {
+			return nil, err
+		}
+	}
+	// Held back until its blockers complete; settle decides at once
+	// for blockers that have ended already.
+	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'blocked' WHERE id = ?`, t.ID); err != nil {
+		return nil, err
+	}
+	if err := s.appendEvent(ctx, tx, t.ID, store.EventTaskBlocked, p.Actor,
+		&store.TransitionData{From: store.StatusPending, To: store.StatusBlocked}, at); err != nil {
+		return nil, err
+	}
+	if err := s.settle(ctx, tx, t.ID, at); err != nil {
+		return nil, err
+	}
+	inserted, err := getTask(ctx, tx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &store.TaskInsertResult{Task: inserted, Inserted: true}, nil
 }
 
 // TaskList implements store.Store.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -291,11 +292,30 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 			return err
 		}
 		for _, ev := range b.Events {
-			if ev == nil || ev.ID <= 0 || ev.TaskID == "" || ev.Type == "" {
-				return errors.New("event: a positive id, task_id and type are required")
+			// An external event or a schedule's has no task.
+			if ev == nil || ev.ID <= 0 || ev.Type == "" {
+				return errors.New("event: a positive id and a type are required")
 			}
 			err := im.exec(fmt.Sprintf("event %d", ev.ID),
 				ev.ID, ev.TaskID, ev.Type, ev.Actor, jsonOr(ev.Data, "{}"), micros(ev.CreatedAt))
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if len(b.Schedules) > 0 {
+		if err := im.prepare(sqlImportSchedule); err != nil {
+			return err
+		}
+		for _, sc := range b.Schedules {
+			if sc == nil || sc.ID == "" || sc.Name == "" || sc.Kind == "" {
+				return errors.New("schedule: id, name and kind are required")
+			}
+			err := im.exec("schedule "+sc.ID,
+				sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, sc.Enabled, sc.Declared,
+				jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNullMicros(sc.NextRunAt),
+				toNullMicros(sc.LastRunAt), nullString(sc.LastTaskID), sc.FireCount, sc.EventCursor,
+				micros(sc.CreatedAt), micros(sc.UpdatedAt))
 			if err != nil {
 				return err
 			}
@@ -318,6 +338,9 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 	}
 	return nil
 }
+
+const sqlImportSchedule = `INSERT INTO schedules (` + scheduleColumns + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func importTask(im *importer, rec *store.TaskRecord) error {
 	if rec == nil || rec.Task == nil || rec.ID == "" {

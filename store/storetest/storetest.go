@@ -15,10 +15,10 @@
 //
 // Every behaviour the doc comments of package store promise is checked here:
 // inserts and idempotency, the transition table, claiming order and races,
-// fencing tokens, finishing, cancelling, lease recovery, listing and the
-// event journal. Time is always pinned through the params' Now field, so the
-// suite never sleeps; times are compared at microsecond precision, the
-// precision drivers must keep.
+// fencing tokens, finishing, cancelling, lease recovery, listing, the
+// event journal, schedules and their firings. Time is always pinned
+// through the params' Now field, so the suite never sleeps; times are
+// compared at microsecond precision, the precision drivers must keep.
 package storetest
 
 import (
@@ -67,6 +67,11 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"Cursor", testCursor},
 		{"Spend", testSpend},
 		{"Transfer", testTransfer},
+		{"Schedule", testSchedule},
+		{"EventInsert", testEventInsert},
+		{"FollowUp", testFollowUp},
+		{"Lanes", testLanes},
+		{"Purge", testPurge},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

@@ -1,0 +1,547 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/errandhq/errand/internal/id"
+	"github.com/errandhq/errand/internal/schedule"
+)
+
+// Values of Schedule.Kind.
+const (
+	ScheduleCron      = "cron"
+	ScheduleInterval  = "interval"
+	ScheduleEvent     = "event"
+	ScheduleHeartbeat = "heartbeat"
+)
+
+// Schedule is one entry of schedules:, a schedule errand.yaml declares.
+// The daemon applies them at start and on SIGHUP, so that the declared
+// schedules in the store are exactly these: new names are created,
+// existing ones replaced (keeping their history) and declared names no
+// longer listed deleted. Schedules made through the API are left alone.
+//
+// The fields are plain data in the shape the engine takes
+// (errand.ScheduleParams); the map key is the name.
+type Schedule struct {
+	// Kind is cron, interval, event or heartbeat; required.
+	Kind string `yaml:"kind"`
+	// Spec is a five-field cron expression (cron), a Go duration
+	// (interval; heartbeat, where empty means 10m), or for event the
+	// compact JSON of {"type": …, "match": {…}}, which the file writes as
+	// a mapping.
+	Spec ScheduleSpec `yaml:"spec,omitempty"`
+	// Timezone is the IANA zone cron expressions and active hours are
+	// read in; empty is UTC.
+	Timezone string `yaml:"timezone,omitempty"`
+	// CatchUp is what happens to firings missed while the daemon was down:
+	// "one" (default) fires once for all of them, "none" drops them.
+	CatchUp string `yaml:"catch_up,omitempty"`
+	// ActiveHours limits a heartbeat to part of each day, "HH:MM-HH:MM"
+	// in Timezone; heartbeat only.
+	ActiveHours string `yaml:"active_hours,omitempty"`
+	// Enabled is false to keep the schedule without firing it; default
+	// true.
+	Enabled bool `yaml:"enabled"`
+	// StuckAfter is how long a task runs before a heartbeat's scout hears
+	// it may be stuck; 0 means the engine's default (30m). Heartbeat only.
+	StuckAfter Duration `yaml:"stuck_after,omitempty"`
+	// Task is the template of the tasks the schedule makes, as compact
+	// JSON: a POST /api/tasks body, whose goal a heartbeat may read from
+	// prompt_file instead (a path relative to the config file's
+	// directory); required. The file writes it as a mapping.
+	Task TaskTemplate `yaml:"task"`
+}
+
+// NewSchedule returns a schedule of the given kind with its defaults:
+// enabled.
+func NewSchedule(kind string) Schedule {
+	return Schedule{Kind: kind, Enabled: true}
+}
+
+// UnmarshalYAML decodes a schedule over its defaults, so that an absent
+// enabled means true.
+func (s *Schedule) UnmarshalYAML(n *yaml.Node) error {
+	type plain Schedule // without this method
+	p := plain(NewSchedule(""))
+	if err := n.Decode(&p); err != nil {
+		return err
+	}
+	*s = Schedule(p)
+	return nil
+}
+
+// ScheduleSpec is a schedule's spec as text. In YAML it is a string, or
+// for kind event a mapping {type, match}, kept as its compact JSON.
+type ScheduleSpec string
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (s *ScheduleSpec) UnmarshalYAML(n *yaml.Node) error {
+	if d := deref(n); d != nil && d.Kind == yaml.MappingNode {
+		b, err := yamlToJSON(d, eventSpecShapeType)
+		if err != nil {
+			return err
+		}
+		*s = ScheduleSpec(b)
+		return nil
+	}
+	var text string
+	if err := n.Decode(&text); err != nil {
+		return err
+	}
+	*s = ScheduleSpec(text)
+	return nil
+}
+
+// TaskTemplate is a schedule's task as compact JSON: a POST /api/tasks
+// body, plus prompt_file for a heartbeat. In YAML it is a mapping; in
+// JSON the object itself.
+type TaskTemplate []byte
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (t *TaskTemplate) UnmarshalYAML(n *yaml.Node) error {
+	b, err := yamlToJSON(n, taskShapeType)
+	if err != nil {
+		return err
+	}
+	*t = b
+	return nil
+}
+
+// MarshalYAML writes the template as a mapping, numbers as they are.
+func (t TaskTemplate) MarshalYAML() (any, error) {
+	if len(t) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(t))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("task template: %w", err)
+	}
+	return jsonToNode(v), nil
+}
+
+// MarshalJSON implements json.Marshaler: the object itself, or null.
+func (t TaskTemplate) MarshalJSON() ([]byte, error) {
+	if len(t) == 0 {
+		return []byte("null"), nil
+	}
+	if !json.Valid(t) {
+		return nil, errors.New("task template is not valid JSON")
+	}
+	return bytes.Clone(t), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler, compacting the object.
+func (t *TaskTemplate) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		*t = nil
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return err
+	}
+	*t = buf.Bytes()
+	return nil
+}
+
+// anyJSON marks, for the checker and yamlToJSON, a value that may be any
+// JSON: a task's input and metadata, an event spec's match values.
+type anyJSON struct{}
+
+// taskShape is a schedule's task as the checker reads it: the keys of a
+// POST /api/tasks body (api.CreateTask, kept in step by a test) plus
+// prompt_file, each with the type the API gives it. Values the engine
+// checks further (result_route, input, metadata) may be any JSON here.
+type taskShape struct {
+	Goal                string      `yaml:"goal"`
+	Title               string      `yaml:"title"`
+	Agent               string      `yaml:"agent"`
+	Input               anyJSON     `yaml:"input"`
+	Metadata            anyJSON     `yaml:"metadata"`
+	Tags                []string    `yaml:"tags"`
+	Priority            int         `yaml:"priority"`
+	ParentID            string      `yaml:"parent_id"`
+	DependsOn           []string    `yaml:"depends_on"`
+	OnDependencyFailure string      `yaml:"on_dependency_failure"`
+	SessionID           string      `yaml:"session_id"`
+	RunAt               string      `yaml:"run_at"`
+	MaxSteps            int         `yaml:"max_steps"`
+	MaxAttempts         int         `yaml:"max_attempts"`
+	Budget              budgetShape `yaml:"budget"`
+	Tools               []string    `yaml:"tools"`
+	ToolsDeny           []string    `yaml:"tools_deny"`
+	SystemPrompt        string      `yaml:"system_prompt"`
+	ResultRoute         anyJSON     `yaml:"result_route"`
+	IdempotencyKey      string      `yaml:"idempotency_key"`
+	Lane                string      `yaml:"lane"`
+	PromptFile          string      `yaml:"prompt_file"`
+}
+
+// budgetShape is a task's budget (store.Budget), whose cost JSON must
+// hold.
+type budgetShape struct {
+	MaxTokens    int64       `yaml:"max_tokens"`
+	MaxCostUSD   finiteFloat `yaml:"max_cost_usd"`
+	MaxWallClock Duration    `yaml:"max_wall_clock"`
+	MaxToolCalls int         `yaml:"max_tool_calls"`
+}
+
+// finiteFloat is a number the checker refuses as .inf or .nan.
+type finiteFloat float64
+
+// eventSpecShape is an event schedule's spec written as a mapping.
+type eventSpecShape struct {
+	Type  string             `yaml:"type"`
+	Match map[string]anyJSON `yaml:"match"`
+}
+
+var (
+	anyJSONType        = reflect.TypeFor[anyJSON]()
+	anyJSONMapType     = reflect.TypeFor[map[string]anyJSON]()
+	anyJSONListType    = reflect.TypeFor[[]anyJSON]()
+	taskShapeType      = reflect.TypeFor[taskShape]()
+	taskTemplateType   = reflect.TypeFor[TaskTemplate]()
+	eventSpecShapeType = reflect.TypeFor[eventSpecShape]()
+	scheduleSpecType   = reflect.TypeFor[ScheduleSpec]()
+	finiteFloatType    = reflect.TypeFor[finiteFloat]()
+)
+
+// yamlToJSON converts a checked YAML value read as type t (a shape type)
+// to compact JSON with sorted keys. Strings are a scalar's text, as
+// everywhere in the file; anyJSON values keep the types YAML gives them.
+func yamlToJSON(n *yaml.Node, t reflect.Type) ([]byte, error) {
+	conv := &converter{budget: maxJSONValues}
+	v, err := conv.value(n, t, 0)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+// Bounds of a value converted to JSON: its nesting, as encoding/json
+// bounds what it decodes, and how many values it holds once aliases are
+// expanded, so that a few lines of aliases cannot expand to gigabytes.
+const (
+	maxJSONDepth  = 10000
+	maxJSONValues = 100000
+)
+
+// The errors of a value past maxJSONValues or maxJSONDepth.
+var (
+	errTooLarge = fmt.Errorf("holds more than %d values once aliases are expanded", maxJSONValues)
+	errTooDeep  = fmt.Errorf("nests more than %d deep", maxJSONDepth)
+)
+
+// converter converts YAML to JSON values within a budget of values.
+type converter struct{ budget int }
+
+func (c *converter) value(n *yaml.Node, t reflect.Type, depth int) (any, error) {
+	if depth > maxJSONDepth {
+		return nil, errTooDeep
+	}
+	if c.budget--; c.budget < 0 {
+		return nil, errTooLarge
+	}
+	n = deref(n)
+	if n == nil {
+		return nil, errors.New("an alias refers to itself")
+	}
+	if isNull(n) {
+		return nil, nil
+	}
+	switch {
+	case t == anyJSONType:
+		switch n.Kind {
+		case yaml.MappingNode:
+			return c.value(n, anyJSONMapType, depth+1)
+		case yaml.SequenceNode:
+			return c.value(n, anyJSONListType, depth+1)
+		}
+		if n.ShortTag() == "!!timestamp" {
+			return n.Value, nil // as written, not as a time.Time would print
+		}
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return nil, err
+		}
+		if f, ok := v.(float64); ok {
+			if math.IsNaN(f) || math.IsInf(f, 0) {
+				return nil, fmt.Errorf("%q is not a number JSON can hold", n.Value)
+			}
+			v = plusZero(f)
+		}
+		return v, nil
+	case t == durationType:
+		var d Duration
+		if err := n.Decode(&d); err != nil {
+			return nil, err
+		}
+		return d.String(), nil
+	case t.Kind() == reflect.Struct:
+		fields := yamlFields(t)
+		return c.object(n, func(key string) (reflect.Type, bool) {
+			ft, ok := fields[key]
+			return ft, ok
+		}, true, depth)
+	case t.Kind() == reflect.Map:
+		return c.object(n, func(string) (reflect.Type, bool) { return t.Elem(), true }, false, depth)
+	case t.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return nil, errors.New("must be a list")
+		}
+		out := make([]any, 0, len(n.Content))
+		for _, e := range n.Content {
+			v, err := c.value(e, t.Elem(), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	v := reflect.New(t)
+	if err := n.Decode(v.Interface()); err != nil {
+		return nil, err
+	}
+	if v.Elem().Kind() == reflect.Float64 {
+		f := v.Elem().Float()
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("%q is not a number JSON can hold", n.Value)
+		}
+		return plusZero(f), nil
+	}
+	return v.Elem().Interface(), nil
+}
+
+// plusZero turns -0 into 0, which JSON writes as 0, as a round trip
+// through YAML would.
+func plusZero(f float64) float64 {
+	if f == 0 {
+		return 0
+	}
+	return f
+}
+
+// object converts a mapping, with YAML's merge keys: a key of the
+// mapping itself wins over a merged one, and an earlier merged mapping
+// over a later one. In a struct shape (skipNull) a null value is absent.
+func (c *converter) object(n *yaml.Node, elem func(string) (reflect.Type, bool), skipNull bool, depth int) (map[string]any, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, errors.New("must be a mapping")
+	}
+	out := map[string]any{}
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i], n.Content[i+1]
+		if isMerge(key) {
+			merges = append(merges, val)
+			continue
+		}
+		t, ok := elem(key.Value)
+		if !ok {
+			return nil, fmt.Errorf("%s: unknown key", key.Value)
+		}
+		if _, dup := out[key.Value]; dup {
+			return nil, fmt.Errorf("%s: set twice", key.Value)
+		}
+		if skipNull && isNull(val) {
+			continue
+		}
+		v, err := c.value(val, t, depth+1)
+		if errors.Is(err, errTooLarge) || errors.Is(err, errTooDeep) {
+			return nil, err // about the whole value, not this key
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", key.Value, err)
+		}
+		out[key.Value] = v
+	}
+	for _, m := range merges {
+		m = deref(m)
+		if m == nil {
+			return nil, errors.New("an alias refers to itself")
+		}
+		items := []*yaml.Node{m}
+		if m.Kind == yaml.SequenceNode {
+			items = m.Content
+		}
+		for _, item := range items {
+			item = deref(item)
+			if item == nil || depth > maxJSONDepth {
+				return nil, errors.New("<< must merge a mapping or a list of mappings")
+			}
+			sub, err := c.object(item, elem, skipNull, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			for k, v := range sub {
+				if _, ok := out[k]; !ok {
+					out[k] = v
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// jsonToNode is the YAML node of a JSON value decoded with UseNumber.
+func jsonToNode(v any) *yaml.Node {
+	switch v := v.(type) {
+	case map[string]any:
+		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		for _, k := range sortedKeys(v) {
+			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, jsonToNode(v[k]))
+		}
+		return n
+	case []any:
+		n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		for _, e := range v {
+			n.Content = append(n.Content, jsonToNode(e))
+		}
+		return n
+	case json.Number:
+		tag := "!!float"
+		if _, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			tag = "!!int"
+		} else if _, err := strconv.ParseUint(string(v), 10, 64); err == nil {
+			tag = "!!int"
+		}
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: string(v)}
+	case string:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v}
+	case bool:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v)}
+	default:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
+	}
+}
+
+// scheduleNameRE is the engine's rule for schedule names: what a URL and
+// a shell carry as they are.
+var scheduleNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+
+// validate checks what can be checked without the engine: the name,
+// kind, spec, zone, active hours, catch-up and the task's shape. The
+// engine checks the rest (the agent exists, sizes, routes) when the
+// schedules are applied.
+func (s Schedule) validate(p *problems, path, name string) {
+	if !scheduleNameRE.MatchString(name) || strings.HasPrefix(name, string(id.Schedule)) {
+		p.add("schedules", "%q is not a valid schedule name: use up to 100 letters, digits, '.', '_' and '-', not starting with %s", name, id.Schedule)
+		return
+	}
+	spec := strings.TrimSpace(string(s.Spec))
+	timed := spec
+	switch {
+	case s.Kind == ScheduleEvent:
+		timed = ""
+		checkEventSpec(p, path+".spec", spec)
+	case strings.HasPrefix(spec, "{"):
+		p.add(path+".spec", "a mapping {type, match} is only for kind event")
+		timed = ""
+	}
+	if _, err := schedule.Parse(s.Kind, timed, s.Timezone, s.ActiveHours); err != nil {
+		var fe *schedule.FieldError
+		switch {
+		case !errors.As(err, &fe):
+			p.add(path, "%v", err)
+		case fe.Field == "spec" && timed == "" && s.Kind != ScheduleEvent && spec != "":
+			// Reported above.
+		default:
+			p.add(path+"."+fe.Field, "%s", fe.Message)
+		}
+	}
+	if _, err := schedule.ParseCatchUp(s.CatchUp); err != nil {
+		p.add(path+".catch_up", "%q is not one or none", s.CatchUp)
+	}
+	if s.StuckAfter > 0 && s.Kind != ScheduleHeartbeat {
+		p.add(path+".stuck_after", "only for kind heartbeat")
+	}
+	s.checkTask(p, path+".task")
+}
+
+// checkEventSpec checks an event schedule's spec: {"type": …, "match":
+// {…}} with a type.
+func checkEventSpec(p *problems, path, spec string) {
+	if spec == "" {
+		p.add(path, "required for kind event: a mapping {type, match}")
+		return
+	}
+	dec := json.NewDecoder(strings.NewReader(spec))
+	dec.DisallowUnknownFields()
+	var es struct {
+		Type  string                     `json:"type"`
+		Match map[string]json.RawMessage `json:"match"`
+	}
+	if err := dec.Decode(&es); err != nil || dec.More() {
+		p.add(path, "must be a mapping {type, match} (or its JSON)")
+		return
+	}
+	if es.Type == "" {
+		p.add(path+".type", "required: an event type such as task.failed or deploy.finished")
+	}
+	for _, k := range sortedKeys(es.Match) {
+		if k == "" {
+			p.add(path+".match", "keys must not be empty")
+		}
+	}
+}
+
+// checkTask checks the parts of a task template that make sense for a
+// schedule: something to do, and nothing that would tie every firing to
+// one task or time.
+func (s Schedule) checkTask(p *problems, path string) {
+	if len(bytes.TrimSpace(s.Task)) == 0 {
+		p.add(path, "required: the POST /api/tasks body of the tasks the schedule makes")
+		return
+	}
+	var t struct {
+		Goal           string          `json:"goal"`
+		PromptFile     string          `json:"prompt_file"`
+		ParentID       string          `json:"parent_id"`
+		DependsOn      []string        `json:"depends_on"`
+		RunAt          json.RawMessage `json:"run_at"`
+		IdempotencyKey string          `json:"idempotency_key"`
+	}
+	if err := json.Unmarshal(s.Task, &t); err != nil {
+		p.add(path, "must be a mapping: the POST /api/tasks body (%v)", err)
+		return
+	}
+	if t.PromptFile != "" && s.Kind != ScheduleHeartbeat {
+		p.add(path+".prompt_file", "only for kind heartbeat, which reads its goal from the file at each firing")
+	}
+	if strings.TrimSpace(t.Goal) == "" && t.PromptFile == "" {
+		if s.Kind == ScheduleHeartbeat {
+			p.add(path+".goal", "required, or prompt_file")
+		} else {
+			p.add(path+".goal", "required")
+		}
+	}
+	for _, f := range []struct {
+		key, msg string
+		set      bool
+	}{
+		{"parent_id", "a schedule makes top-level tasks", t.ParentID != ""},
+		{"depends_on", "a schedule's tasks cannot depend on tasks", len(t.DependsOn) > 0},
+		{"run_at", "a schedule's tasks run when they are made", len(t.RunAt) > 0 && string(t.RunAt) != "null"},
+		{"idempotency_key", "would make every firing the same task", t.IdempotencyKey != ""},
+	} {
+		if f.set {
+			p.add(path+"."+f.key, "%s", f.msg)
+		}
+	}
+}
+
+// ScheduleNames returns the names of the declared schedules, sorted.
+func (c *Config) ScheduleNames() []string { return sortedKeys(c.Schedules) }

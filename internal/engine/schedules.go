@@ -1,0 +1,380 @@
+package engine
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand/internal/id"
+	"github.com/errandhq/errand/internal/schedule"
+	"github.com/errandhq/errand/store"
+)
+
+// DefaultStuckAfter is how long a task runs before a heartbeat scout hears
+// it may be stuck, unless its schedule says otherwise.
+const DefaultStuckAfter = 30 * time.Minute
+
+// ErrDeclared is returned for deleting, through the API, a schedule that
+// errand.yaml declares.
+var ErrDeclared = errors.New("errand: the schedule is declared in errand.yaml")
+
+// ScheduleParams is a whole schedule: to create one, or as errand.yaml
+// declares it.
+type ScheduleParams struct {
+	Name string
+	Kind string // cron, interval, event or heartbeat
+	// Spec is the cron expression or the Go duration, or for kind event
+	// the JSON of {"type": "…", "match": {…}}.
+	Spec        string
+	Timezone    string
+	CatchUp     string // one (default) or none
+	ActiveHours string // heartbeat only: HH:MM-HH:MM in Timezone
+	Enabled     *bool  // default true
+	// Task is the template of the tasks the schedule makes: a POST
+	// /api/tasks body; a heartbeat's may name a prompt_file instead of a
+	// goal.
+	Task       json.RawMessage
+	StuckAfter time.Duration // heartbeat only; default 30m
+}
+
+// SchedulePatch changes some fields of a schedule; nil fields stay.
+type SchedulePatch struct {
+	Enabled     *bool
+	Spec        *string
+	Timezone    *string
+	CatchUp     *string
+	ActiveHours *string
+	Task        json.RawMessage
+	StuckAfter  *time.Duration
+}
+
+// EventSpec is what an event schedule listens for: events of Type whose
+// fields, or whose task's fields, equal every entry of Match.
+type EventSpec struct {
+	Type  string                     `json:"type"`
+	Match map[string]json.RawMessage `json:"match,omitempty"`
+}
+
+// parseEventSpec reads an event schedule's spec strictly.
+func parseEventSpec(spec string) (*EventSpec, error) {
+	dec := json.NewDecoder(strings.NewReader(spec))
+	dec.DisallowUnknownFields()
+	var es EventSpec
+	if err := dec.Decode(&es); err != nil {
+		return nil, invalid("spec", `must be {"type": "…", "match": {…}}: %v`, err)
+	}
+	if dec.More() {
+		return nil, invalid("spec", "has bytes after the object")
+	}
+	if err := checkEventType("spec.type", es.Type); err != nil {
+		return nil, err
+	}
+	for k, v := range es.Match {
+		if k == "" || len(k) > 100 {
+			return nil, invalid("spec.match", "keys must be 1–100 bytes")
+		}
+		if !json.Valid(v) {
+			return nil, invalid("spec.match."+k, "is not valid JSON")
+		}
+	}
+	return &es, nil
+}
+
+// checkWord accepts what a URL and a shell carry as they are: 1–100
+// letters, digits, '.', '_' and '-'. what names it in the error ("an event
+// type such as task.failed").
+func checkWord(field, what, s string) error {
+	if s == "" {
+		return invalid(field, "is required: %s", what)
+	}
+	if len(s) > 100 {
+		return invalid(field, "is %d bytes; the limit is 100", len(s))
+	}
+	for i, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return invalid(field, "%q holds %q at byte %d: use letters, digits, '.', '_' and '-'", s, r, i)
+		}
+	}
+	return nil
+}
+
+// checkEventType accepts a dotted event type.
+func checkEventType(field, typ string) error {
+	return checkWord(field, "an event type such as task.failed or deploy.finished", typ)
+}
+
+// checkScheduleName accepts a name that cannot be taken for an id.
+func checkScheduleName(name string) error {
+	if strings.HasPrefix(name, string(id.Schedule)) {
+		return invalid("name", "must not look like a schedule id (%s…)", id.Schedule)
+	}
+	return checkWord("name", "a schedule name", name)
+}
+
+// fieldError turns the schedule package's field errors into ours.
+func fieldError(err error) error {
+	var fe *schedule.FieldError
+	if errors.As(err, &fe) {
+		return invalid(fe.Field, "%s", fe.Message)
+	}
+	return err
+}
+
+// checkSchedule validates a whole schedule and returns the row to store,
+// with its next run computed from now.
+func (e *Engine) checkSchedule(ctx context.Context, p *ScheduleParams) (*store.Schedule, error) {
+	if err := checkScheduleName(p.Name); err != nil {
+		return nil, err
+	}
+	sc := &store.Schedule{
+		Name: p.Name, Kind: p.Kind, Spec: strings.TrimSpace(p.Spec), Timezone: p.Timezone, ActiveHours: p.ActiveHours,
+		Enabled: p.Enabled == nil || *p.Enabled,
+	}
+	timedSpec := sc.Spec
+	if sc.Kind == store.ScheduleEvent {
+		timedSpec = ""
+	}
+	spec, err := schedule.Parse(sc.Kind, timedSpec, sc.Timezone, sc.ActiveHours)
+	if err != nil {
+		return nil, fieldError(err)
+	}
+	if sc.Kind == store.ScheduleEvent {
+		es, err := parseEventSpec(sc.Spec)
+		if err != nil {
+			return nil, err
+		}
+		b, _ := json.Marshal(es) // compact, keys sorted: one spelling per spec
+		sc.Spec = string(b)
+	} else if sc.Kind == store.ScheduleHeartbeat && sc.Spec == "" {
+		sc.Spec = schedule.DefaultHeartbeat.String()
+	}
+	catchUp, err := schedule.ParseCatchUp(p.CatchUp)
+	if err != nil {
+		return nil, fieldError(err)
+	}
+	sc.CatchUp = string(catchUp)
+	switch {
+	case p.StuckAfter < 0:
+		return nil, invalid("stuck_after", "must not be negative")
+	case p.StuckAfter > 0 && sc.Kind != store.ScheduleHeartbeat:
+		return nil, invalid("stuck_after", "only a heartbeat schedule takes it")
+	case sc.Kind == store.ScheduleHeartbeat:
+		sc.StuckAfter = store.Duration(cmp.Or(p.StuckAfter, DefaultStuckAfter))
+	}
+	if len(bytes.TrimSpace(p.Task)) == 0 {
+		return nil, invalid("task", "is required: the POST /api/tasks body of the tasks the schedule makes")
+	}
+	t, _, err := e.templateParams(ctx, "task", p.Task, sc.Kind == store.ScheduleHeartbeat, 0)
+	if err != nil {
+		return nil, err
+	}
+	if sc.Task, err = json.Marshal(t); err != nil {
+		return nil, err
+	}
+	if sc.Enabled {
+		sc.NextRunAt, _ = spec.Next(e.clock.Now())
+	}
+	return sc, nil
+}
+
+// CreateSchedule validates and stores a new schedule. A bad field is a
+// *ValidationError naming it, a taken name store.ErrNameTaken, and nothing
+// is written. An event schedule hears only events written after it.
+func (e *Engine) CreateSchedule(ctx context.Context, p *ScheduleParams) (*store.Schedule, error) {
+	return e.createSchedule(ctx, p, false)
+}
+
+func (e *Engine) createSchedule(ctx context.Context, p *ScheduleParams, declared bool) (*store.Schedule, error) {
+	sc, err := e.checkSchedule(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	sc.ID, sc.Declared = id.New(id.Schedule), declared
+	if sc.Kind == store.ScheduleEvent {
+		if sc.EventCursor, err = e.store.EventLastID(ctx); err != nil {
+			return nil, err
+		}
+	}
+	out, err := e.store.ScheduleInsert(ctx, &store.ScheduleInsertParams{Schedule: sc, Now: e.now()})
+	if err != nil {
+		return nil, err
+	}
+	e.scheduleChanged()
+	return out, nil
+}
+
+// Schedule returns a schedule by id or by name.
+func (e *Engine) Schedule(ctx context.Context, idOrName string) (*store.Schedule, error) {
+	if id.Valid(id.Schedule, idOrName) {
+		return e.store.ScheduleGetByID(ctx, idOrName)
+	}
+	return e.store.ScheduleGetByName(ctx, idOrName)
+}
+
+// Schedules lists every schedule by name.
+func (e *Engine) Schedules(ctx context.Context) ([]*store.Schedule, error) {
+	return e.store.ScheduleList(ctx, &store.ScheduleListParams{})
+}
+
+// UpdateSchedule changes some fields of a schedule. A changed spec, zone
+// or enabling computes the next run afresh from now.
+func (e *Engine) UpdateSchedule(ctx context.Context, idOrName string, patch *SchedulePatch) (*store.Schedule, error) {
+	cur, err := e.Schedule(ctx, idOrName)
+	if err != nil {
+		return nil, err
+	}
+	p := &ScheduleParams{
+		Name: cur.Name, Kind: cur.Kind, Spec: cur.Spec, Timezone: cur.Timezone, CatchUp: cur.CatchUp,
+		ActiveHours: cur.ActiveHours, Enabled: &cur.Enabled, Task: cur.Task, StuckAfter: time.Duration(cur.StuckAfter),
+	}
+	timing := false
+	if patch.Enabled != nil {
+		timing = timing || *patch.Enabled != cur.Enabled
+		p.Enabled = patch.Enabled
+	}
+	if patch.Spec != nil {
+		timing = timing || *patch.Spec != cur.Spec
+		p.Spec = *patch.Spec
+	}
+	if patch.Timezone != nil {
+		timing = timing || *patch.Timezone != cur.Timezone
+		p.Timezone = *patch.Timezone
+	}
+	if patch.ActiveHours != nil {
+		timing = timing || *patch.ActiveHours != cur.ActiveHours
+		p.ActiveHours = *patch.ActiveHours
+	}
+	if patch.CatchUp != nil {
+		p.CatchUp = *patch.CatchUp
+	}
+	if patch.Task != nil {
+		p.Task = patch.Task
+	}
+	if patch.StuckAfter != nil {
+		p.StuckAfter = *patch.StuckAfter
+	}
+	return e.replaceSchedule(ctx, cur, p, timing, cur.Declared)
+}
+
+// replaceSchedule stores p over cur. The next run stays unless timing
+// changed, so an edit of the template alone does not move a firing.
+func (e *Engine) replaceSchedule(ctx context.Context, cur *store.Schedule, p *ScheduleParams, timing, declared bool) (*store.Schedule, error) {
+	sc, err := e.checkSchedule(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	sc.ID, sc.Declared = cur.ID, declared
+	if !timing && sc.Enabled == cur.Enabled {
+		sc.NextRunAt = cur.NextRunAt
+	}
+	params := &store.ScheduleUpdateParams{Schedule: sc, Now: e.now()}
+	if sc.Kind == store.ScheduleEvent && (cur.Kind != store.ScheduleEvent || !cur.Enabled && sc.Enabled) {
+		// Listening starts (again) now: events written while it was off
+		// or another kind do not fire it.
+		if sc.EventCursor, err = e.store.EventLastID(ctx); err != nil {
+			return nil, err
+		}
+		params.ResetCursor = true
+	}
+	out, err := e.store.ScheduleUpdate(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	e.scheduleChanged()
+	return out, nil
+}
+
+// DeleteSchedule removes a schedule; the tasks it made stay. A schedule
+// declared in errand.yaml is ErrDeclared: remove it from the file.
+func (e *Engine) DeleteSchedule(ctx context.Context, idOrName string) error {
+	cur, err := e.Schedule(ctx, idOrName)
+	if err != nil {
+		return err
+	}
+	if cur.Declared {
+		return fmt.Errorf("%w: remove %q from its schedules: and reload (SIGHUP)", ErrDeclared, cur.Name)
+	}
+	return e.store.ScheduleDelete(ctx, cur.ID)
+}
+
+// ApplyDeclared makes the declared schedules those of errand.yaml: new
+// names are created, existing ones replaced (their history kept; their
+// next run moves only if their timing changed), and declared ones the
+// file no longer names are deleted. A schedule created through the API
+// with a name the file now declares becomes declared. Every entry is
+// checked before anything is written.
+func (e *Engine) ApplyDeclared(ctx context.Context, declared []*ScheduleParams) error {
+	checked := make(map[string]*store.Schedule, len(declared))
+	for _, p := range declared {
+		sc, err := e.checkSchedule(ctx, p)
+		if err != nil {
+			return fmt.Errorf("schedule %s: %w", p.Name, err)
+		}
+		checked[p.Name] = sc
+	}
+	existing, err := e.Schedules(ctx)
+	if err != nil {
+		return err
+	}
+	byName := map[string]*store.Schedule{}
+	for _, sc := range existing {
+		byName[sc.Name] = sc
+	}
+	keep := map[string]bool{}
+	for _, p := range declared {
+		keep[p.Name] = true
+		cur := byName[p.Name]
+		if cur == nil {
+			if _, err := e.createSchedule(ctx, p, true); err != nil {
+				return fmt.Errorf("schedule %s: %w", p.Name, err)
+			}
+			continue
+		}
+		sc := checked[p.Name]
+		timing := cur.Kind != sc.Kind || cur.Spec != sc.Spec || cur.Timezone != sc.Timezone || cur.ActiveHours != sc.ActiveHours ||
+			cur.Enabled != sc.Enabled
+		if _, err := e.replaceSchedule(ctx, cur, p, timing, true); err != nil {
+			return fmt.Errorf("schedule %s: %w", p.Name, err)
+		}
+	}
+	for _, sc := range existing {
+		if sc.Declared && !keep[sc.Name] {
+			if err := e.store.ScheduleDelete(ctx, sc.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// PostEvent journals an external event (actor external) for event
+// schedules to hear. Types starting with task. belong to errand.
+func (e *Engine) PostEvent(ctx context.Context, typ string, data json.RawMessage) (*store.Event, error) {
+	if err := checkEventType("type", typ); err != nil {
+		return nil, err
+	}
+	for _, reserved := range []string{"task.", "schedule.", "heartbeat.", "budget."} {
+		if strings.HasPrefix(typ, reserved) {
+			return nil, invalid("type", "%q: types starting with %s are errand's own", typ, reserved)
+		}
+	}
+	if typ == store.EventAlert {
+		return nil, invalid("type", "alert is errand's own type")
+	}
+	obj, err := jsonObject("data", data, e.cfg.MaxInputBytes)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := e.store.EventInsert(ctx, &store.EventInsertParams{Type: typ, Actor: store.ActorExternal, Data: obj, Now: e.now()})
+	if err != nil {
+		return nil, err
+	}
+	e.wrote()
+	e.scheduleChanged()
+	return ev, nil
+}

@@ -1,0 +1,152 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Schedule is one row of the schedules table: work that starts by itself,
+// at times (cron, interval, heartbeat) or on journal events (event).
+type Schedule struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// Spec is the cron expression or duration, or for kind event the
+	// compact JSON of {"type", "match"}.
+	Spec        string `json:"spec"`
+	Timezone    string `json:"timezone,omitempty"`
+	CatchUp     string `json:"catch_up"`
+	ActiveHours string `json:"active_hours,omitempty"`
+	Enabled     bool   `json:"enabled"`
+	// Declared marks a schedule that errand.yaml declares: the config owns
+	// it, and only the config removes it.
+	Declared bool `json:"declared"`
+	// Task is the template of the tasks it makes: a POST /api/tasks body,
+	// with prompt_file for a heartbeat.
+	Task json.RawMessage `json:"task"`
+	// StuckAfter is how long a running task runs before a heartbeat scout
+	// is told it may be stuck.
+	StuckAfter Duration `json:"stuck_after,omitzero"`
+
+	// NextRunAt is the next firing, zero when none is due (disabled, kind
+	// event, or no time left before the year 10000).
+	NextRunAt  time.Time `json:"next_run_at,omitzero"`
+	LastRunAt  time.Time `json:"last_run_at,omitzero"`
+	LastTaskID string    `json:"last_task_id,omitempty"`
+	FireCount  int64     `json:"fire_count"`
+	// EventCursor is, for kind event, the id of the last journal event
+	// the schedule has considered.
+	EventCursor int64 `json:"event_cursor"`
+
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Schedule kinds.
+const (
+	ScheduleCron      = "cron"
+	ScheduleInterval  = "interval"
+	ScheduleEvent     = "event"
+	ScheduleHeartbeat = "heartbeat"
+)
+
+// Schedule and external event types.
+const (
+	EventScheduleFired     = "schedule.fired"
+	EventScheduleSkipped   = "schedule.skipped"
+	EventHeartbeatDecision = "heartbeat.decision"
+	EventAlert             = "alert"
+)
+
+// ActorExternal is the actor of events posted from outside (POST /api/events).
+const ActorExternal = "external"
+
+// ScheduleActor is the actor of writes a schedule makes.
+func ScheduleActor(id string) string { return "schedule:" + id }
+
+// ErrNameTaken is returned for a schedule whose name another one has.
+var ErrNameTaken = errors.New("errand: the name is taken")
+
+// ScheduleInsertParams writes a new schedule. The engine has validated it;
+// the counters and times the store keeps (last run, fire count,
+// created_at…) are ignored.
+type ScheduleInsertParams struct {
+	Schedule *Schedule
+	Now      *time.Time
+}
+
+// ScheduleUpdateParams replaces what may change of a schedule: name, kind,
+// spec, timezone, catch_up, active_hours, enabled, declared, task,
+// stuck_after and next_run_at. Its history (last run, last task, fire
+// count) is kept. The event cursor is kept unless ResetCursor holds.
+type ScheduleUpdateParams struct {
+	Schedule    *Schedule
+	ResetCursor bool
+	Now         *time.Time
+}
+
+// ScheduleListParams filters ScheduleList. Empty fields do not filter.
+type ScheduleListParams struct {
+	Kinds []string
+	// EnabledOnly lists enabled schedules only.
+	EnabledOnly bool
+	// DueBy lists enabled schedules whose next_run_at is at or before it.
+	DueBy time.Time
+}
+
+// ScheduleFireParams claims one firing of a schedule. The claim holds only
+// if the row still has the next_run_at and event_cursor the caller read:
+// then, in one transaction, they become NewNextRunAt and NewEventCursor,
+// Task (if any) is inserted with a schedule.fired event, a
+// schedule.skipped event records Skipped missed firings, and the
+// schedule's last run, last task and fire count follow. Otherwise another
+// engine fired it first and nothing is written.
+type ScheduleFireParams struct {
+	ID             string
+	NextRunAt      time.Time // as read; zero for none
+	NewNextRunAt   time.Time
+	EventCursor    int64 // as read
+	NewEventCursor int64
+	// Manual fires now without looking at or moving next_run_at or
+	// event_cursor (run now).
+	Manual bool
+	// Task is the task to make; nil advances the schedule without firing.
+	Task *TaskInsertParams
+	// Fired is the payload of the schedule.fired event.
+	Fired any
+	// Skipped counts the missed firings dropped or coalesced; SkippedData
+	// is the payload of the schedule.skipped event it writes.
+	Skipped     int
+	SkippedData any
+	Actor       string
+	Now         *time.Time
+}
+
+// ScheduleFireResult is what a firing wrote.
+type ScheduleFireResult struct {
+	// Claimed is false when the schedule had moved on (another engine
+	// fired it, or it changed) and nothing was written.
+	Claimed  bool
+	Schedule *Schedule
+	Task     *Task // nil when no task was made
+}
+
+// EventInsertParams appends one event that is not about a status change:
+// an external event, an alert.
+type EventInsertParams struct {
+	Type   string
+	TaskID string
+	Actor  string
+	Data   json.RawMessage
+	Now    *time.Time
+}
+
+// EventAppend is an event a finish writes besides its transition, in the
+// same transaction (a scout's decision, an alert).
+type EventAppend struct {
+	Type   string
+	TaskID string
+	Actor  string
+	Data   any
+}

@@ -1,0 +1,2 @@
+DROP INDEX notifications_task;
+DROP INDEX tasks_finished;

@@ -1,0 +1,280 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand/store"
+)
+
+const scheduleColumns = `id, name, kind, spec, timezone, catch_up, active_hours, enabled, declared, task,
+	stuck_after, next_run_at, last_run_at, last_task_id, fire_count, event_cursor, created_at, updated_at`
+
+func scanSchedule(r rowScanner) (*store.Schedule, error) {
+	var (
+		sc                store.Schedule
+		task              string
+		stuckAfter        int64
+		next, last        sql.NullInt64
+		lastTask          sql.NullString
+		created, updated  int64
+		enabled, declared bool
+	)
+	err := r.Scan(&sc.ID, &sc.Name, &sc.Kind, &sc.Spec, &sc.Timezone, &sc.CatchUp, &sc.ActiveHours, &enabled, &declared,
+		&task, &stuckAfter, &next, &last, &lastTask, &sc.FireCount, &sc.EventCursor, &created, &updated)
+	if err != nil {
+		return nil, err
+	}
+	sc.Enabled, sc.Declared = enabled, declared
+	sc.Task = json.RawMessage(task)
+	sc.StuckAfter = store.Duration(time.Duration(stuckAfter) * time.Microsecond)
+	sc.NextRunAt, sc.LastRunAt = nullMicros(next), nullMicros(last)
+	sc.LastTaskID = lastTask.String
+	sc.CreatedAt, sc.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return &sc, nil
+}
+
+func getSchedule(ctx context.Context, q querier, where string, arg any) (*store.Schedule, error) {
+	sc, err := scanSchedule(q.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE `+where, arg))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return sc, err
+}
+
+// isUniqueName tells a taken name from other constraint failures.
+func isUniqueName(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "schedules.name")
+}
+
+// ScheduleInsert implements store.Store.
+func (s *Store) ScheduleInsert(ctx context.Context, p *store.ScheduleInsertParams) (*store.Schedule, error) {
+	at := now(p.Now)
+	sc := p.Schedule
+	var out *store.Schedule
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO schedules (id, name, kind, spec, timezone, catch_up, active_hours, enabled,
+			declared, task, stuck_after, next_run_at, event_cursor, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, sc.Enabled, sc.Declared,
+			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNullMicros(sc.NextRunAt), sc.EventCursor,
+			micros(at), micros(at))
+		if isUniqueName(err) {
+			return fmt.Errorf("%w: %q", store.ErrNameTaken, sc.Name)
+		}
+		if err != nil {
+			return err
+		}
+		out, err = getSchedule(ctx, tx, `id = ?`, sc.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert schedule %s: %w", sc.Name, err)
+	}
+	return out, nil
+}
+
+// ScheduleGetByID implements store.Store.
+func (s *Store) ScheduleGetByID(ctx context.Context, id string) (*store.Schedule, error) {
+	sc, err := getSchedule(ctx, s.reader, `id = ?`, id)
+	if err != nil {
+		return nil, fmt.Errorf("get schedule %s: %w", id, err)
+	}
+	return sc, nil
+}
+
+// ScheduleGetByName implements store.Store.
+func (s *Store) ScheduleGetByName(ctx context.Context, name string) (*store.Schedule, error) {
+	sc, err := getSchedule(ctx, s.reader, `name = ?`, name)
+	if err != nil {
+		return nil, fmt.Errorf("get schedule %q: %w", name, err)
+	}
+	return sc, nil
+}
+
+// ScheduleList implements store.Store.
+func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) ([]*store.Schedule, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if len(p.Kinds) > 0 {
+		where = append(where, `kind IN (`+placeholders(len(p.Kinds))+`)`)
+		for _, k := range p.Kinds {
+			args = append(args, k)
+		}
+	}
+	if p.EnabledOnly {
+		where = append(where, `enabled = 1`)
+	}
+	if !p.DueBy.IsZero() {
+		where = append(where, `enabled = 1 AND next_run_at IS NOT NULL AND next_run_at <= ?`)
+		args = append(args, micros(p.DueBy))
+	}
+	query := `SELECT ` + scheduleColumns + ` FROM schedules`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	rows, err := s.reader.QueryContext(ctx, query+` ORDER BY name`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Schedule
+	for rows.Next() {
+		sc, err := scanSchedule(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list schedules: %w", err)
+		}
+		out = append(out, sc)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	return out, nil
+}
+
+// ScheduleUpdate implements store.Store.
+func (s *Store) ScheduleUpdate(ctx context.Context, p *store.ScheduleUpdateParams) (*store.Schedule, error) {
+	at := now(p.Now)
+	sc := p.Schedule
+	var out *store.Schedule
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE schedules SET name = ?1, kind = ?2, spec = ?3, timezone = ?4, catch_up = ?5,
+			active_hours = ?6, enabled = ?7, declared = ?8, task = ?9, stuck_after = ?10, next_run_at = ?11,
+			event_cursor = CASE WHEN ?12 THEN ?13 ELSE event_cursor END, updated_at = ?14 WHERE id = ?15`,
+			sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, sc.Enabled, sc.Declared,
+			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNullMicros(sc.NextRunAt),
+			p.ResetCursor, sc.EventCursor, micros(at), sc.ID)
+		if isUniqueName(err) {
+			return fmt.Errorf("%w: %q", store.ErrNameTaken, sc.Name)
+		}
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return store.ErrNotFound
+		}
+		out, err = getSchedule(ctx, tx, `id = ?`, sc.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("update schedule %s: %w", sc.ID, err)
+	}
+	return out, nil
+}
+
+// ScheduleDelete implements store.Store.
+func (s *Store) ScheduleDelete(ctx context.Context, id string) error {
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM schedules WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return store.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete schedule %s: %w", id, err)
+	}
+	return nil
+}
+
+// ScheduleFire implements store.Store.
+func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (*store.ScheduleFireResult, error) {
+	at := now(p.Now)
+	out := &store.ScheduleFireResult{}
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		*out = store.ScheduleFireResult{}
+		cur, err := getSchedule(ctx, tx, `id = ?`, p.ID)
+		if err != nil {
+			return err
+		}
+		if !p.Manual && (!cur.NextRunAt.Equal(p.NextRunAt) || cur.EventCursor != p.EventCursor) {
+			out.Schedule = cur // moved on: another engine fired it, or it changed
+			return nil
+		}
+		var taskID sql.NullString
+		if p.Task != nil {
+			res, err := s.insertTask(ctx, tx, p.Task)
+			if err != nil {
+				// Not %w: a task that cannot be made is not an unknown
+				// schedule.
+				return fmt.Errorf("schedule task %s: %v", p.Task.ID, err)
+			}
+			out.Task = res.Task
+			taskID = nullString(res.Task.ID)
+			if err := s.appendEvent(ctx, tx, res.Task.ID, store.EventScheduleFired, p.Actor, p.Fired, at); err != nil {
+				return err
+			}
+		}
+		if p.Skipped > 0 {
+			if err := s.appendEvent(ctx, tx, "", store.EventScheduleSkipped, p.Actor, p.SkippedData, at); err != nil {
+				return err
+			}
+		}
+		next, cursor := toNullMicros(p.NewNextRunAt), p.NewEventCursor
+		if p.Manual {
+			next, cursor = toNullMicros(cur.NextRunAt), cur.EventCursor
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE schedules SET next_run_at = ?1, event_cursor = ?2,
+			last_run_at = CASE WHEN ?3 IS NULL THEN last_run_at ELSE ?4 END,
+			last_task_id = coalesce(?3, last_task_id),
+			fire_count = fire_count + (?3 IS NOT NULL) WHERE id = ?5`,
+			next, cursor, taskID, micros(at), p.ID)
+		if err != nil {
+			return err
+		}
+		out.Claimed = true
+		out.Schedule, err = getSchedule(ctx, tx, `id = ?`, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fire schedule %s: %w", p.ID, err)
+	}
+	return out, nil
+}
+
+// EventInsert implements store.Store.
+func (s *Store) EventInsert(ctx context.Context, p *store.EventInsertParams) (*store.Event, error) {
+	at := now(p.Now)
+	data := p.Data
+	if len(data) == 0 {
+		data = json.RawMessage(`{}`)
+	}
+	var ev *store.Event
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		id, err := s.appendEventID(ctx, tx, p.TaskID, p.Type, p.Actor, data, at)
+		if err != nil {
+			return err
+		}
+		ev, err = eventByID(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert event %s: %w", p.Type, err)
+	}
+	return ev, nil
+}
+
+func eventByID(ctx context.Context, tx *sql.Tx, id int64) (*store.Event, error) {
+	var (
+		e    store.Event
+		data string
+		at   int64
+	)
+	err := tx.QueryRowContext(ctx, `SELECT id, task_id, type, actor, data, created_at FROM task_events
+		WHERE id = ?`, id).Scan(&e.ID, &e.TaskID, &e.Type, &e.Actor, &data, &at)
+	if err != nil {
+		return nil, err
+	}
+	e.Data, e.CreatedAt = json.RawMessage(data), fromMicros(at)
+	return &e, nil
+}
