@@ -75,6 +75,8 @@ type Store interface {
 	// run_at, id), in one atomic statement: each becomes running under a
 	// lease for Owner until now+TTL, with attempt and lease_token
 	// incremented. A task is never returned to two callers for one token.
+	// While the spend guard is paused it claims only tasks the guard does
+	// not hold (none under pause-all).
 	TaskLeaseMany(ctx context.Context, params *TaskLeaseManyParams) ([]*Task, error)
 
 	// LeaseRenewMany extends the leases still held, each to now+TTL. A lease
@@ -155,6 +157,15 @@ type Store interface {
 	// budget or the task's wall clock (since started_at) is used up.
 	// Because reservations are atomic, calls made at once cannot all pass
 	// the check and overspend together. StepFinish releases it.
+	//
+	// An amount with a cost must also fit the global spend guard: the
+	// period's spend plus every running step's reservation plus the amount
+	// stays within the daily and monthly limits. A refusal there is a
+	// *SpendLimitError: nothing is reserved, the guard records the limit as
+	// reached (pausing work, see SpendGuard) and, the first time in the
+	// period, journals a budget.alert at threshold 1. A paused guard
+	// refuses every paid reservation of a task it holds (see
+	// SpendLimits.Holds).
 	TaskBudgetReserve(ctx context.Context, params *TaskBudgetReserveParams) error
 
 	// InputAnswer records the answer to a pending input request and makes
@@ -217,6 +228,22 @@ type Store interface {
 	// SpendSince returns the total cost_usd of the step records created at
 	// or after since.
 	SpendSince(ctx context.Context, since time.Time) (float64, error)
+
+	// SpendGuardGet returns the global spend guard at Now: its settings, the
+	// spend of the current day and month (summed by SpendBucket from
+	// StepFinish's costs, so purging tasks forgets none of it), what
+	// running steps hold reserved, and whether a reached limit pauses work.
+	SpendGuardGet(ctx context.Context, now *time.Time) (*SpendGuard, error)
+
+	// SpendGuardSet replaces the guard's settings (a *SpendLimitsError when
+	// they are wrong) and journals budget.updated when they changed. It
+	// returns the guard and whether anything changed.
+	SpendGuardSet(ctx context.Context, params *SpendGuardSetParams) (*SpendGuard, bool, error)
+
+	// SpendGuardResume lifts, for the rest of its period, every reached
+	// limit that pauses work, journaling budget.resumed with the actor.
+	// ErrSpendNotPaused when nothing is paused.
+	SpendGuardResume(ctx context.Context, params *SpendGuardResumeParams) (*SpendGuard, error)
 
 	// BatchExport returns one page of tasks, in id order (oldest first),
 	// with every step, input request and dependency edge (from them) of

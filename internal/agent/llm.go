@@ -251,6 +251,9 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	}
 
 	reservation, err := a.reserveModelCall(ctx, run, req)
+	if errors.Is(err, taskrun.ErrSpendLimit) {
+		return nil, err // the step stays unrecorded and runs when the guard lets it
+	}
 	if err != nil {
 		_ = run.EndStep(context.WithoutCancel(ctx), rec.Key, taskrun.StepResult{
 			// Failed, not denied: a retry with more budget asks again.

@@ -244,6 +244,11 @@ func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.Tas
 	case errors.Is(cause, ErrShutdown):
 		fp.Status = store.StatusPending
 		fp.Actor = store.ActorSystem
+	case errors.Is(err, taskrun.ErrSpendLimit):
+		// Handed back to wait for the guard: the step that could not be
+		// paid for runs when the task is claimed again.
+		fp.Status = store.StatusPending
+		fp.Actor = store.ActorSystem
 	default:
 		code, retryable, retryAfter := taskrun.Classify(err)
 		fp.Error = &store.TaskError{Code: code, Message: err.Error()}
@@ -399,6 +404,11 @@ func (r *run) Reserve(ctx context.Context, amount taskrun.Amount) error {
 	if errors.As(err, &exceeded) {
 		r.x.pool.e.wrote()
 		return &taskrun.Error{Code: taskrun.CodeBudgetExceeded, Err: exceeded}
+	}
+	var paused *store.SpendLimitError
+	if errors.As(err, &paused) {
+		r.x.pool.e.wrote()
+		return fmt.Errorf("%w: %w", taskrun.ErrSpendLimit, paused)
 	}
 	return r.guard(err)
 }

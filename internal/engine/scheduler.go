@@ -52,6 +52,14 @@ func (p *Pool) scheduler(ctx context.Context) {
 // polled says the wait ran out, the moment to move idle event cursors.
 func (e *Engine) runSchedules(ctx context.Context, polled bool) (time.Duration, bool) {
 	wait := e.cfg.PollInterval
+	if held, g := e.schedulesHeld(ctx); held {
+		// Nothing fires while the spend guard pauses all work; events
+		// heard meanwhile fire after it, timed schedules catch up.
+		if d := g.PausedUntil.Sub(e.clock.Now()); d > 0 {
+			wait = min(wait, d)
+		}
+		return wait, false
+	}
 	all, err := e.store.ScheduleList(ctx, &store.ScheduleListParams{EnabledOnly: true})
 	if err != nil {
 		if ctx.Err() == nil {

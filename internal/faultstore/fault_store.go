@@ -50,6 +50,9 @@ var Points = [...]string{
 	"CursorGet",
 	"CursorSet",
 	"SpendSince",
+	"SpendGuardGet",
+	"SpendGuardSet",
+	"SpendGuardResume",
 	"BatchExport",
 	"BatchImport",
 	"ScheduleInsert",
@@ -383,6 +386,27 @@ func (s *Store) CursorSet(ctx context.Context, params *store.CursorSetParams) er
 // SpendSince calls the inner store's SpendSince under the faults at point "SpendSince".
 func (s *Store) SpendSince(ctx context.Context, since time.Time) (float64, error) {
 	return call(ctx, s, "SpendSince", func() (float64, error) { return s.inner.SpendSince(ctx, since) })
+}
+
+// SpendGuardGet calls the inner store's SpendGuardGet under the faults at point "SpendGuardGet".
+func (s *Store) SpendGuardGet(ctx context.Context, now *time.Time) (*store.SpendGuard, error) {
+	return call(ctx, s, "SpendGuardGet", func() (*store.SpendGuard, error) { return s.inner.SpendGuardGet(ctx, now) })
+}
+
+// SpendGuardSet calls the inner store's SpendGuardSet under the faults at point "SpendGuardSet".
+func (s *Store) SpendGuardSet(ctx context.Context, params *store.SpendGuardSetParams) (*store.SpendGuard, bool, error) {
+	var changed bool
+	g, err := call(ctx, s, "SpendGuardSet", func() (*store.SpendGuard, error) {
+		g, c, err := s.inner.SpendGuardSet(ctx, params)
+		changed = c
+		return g, err
+	})
+	return g, changed, err
+}
+
+// SpendGuardResume calls the inner store's SpendGuardResume under the faults at point "SpendGuardResume".
+func (s *Store) SpendGuardResume(ctx context.Context, params *store.SpendGuardResumeParams) (*store.SpendGuard, error) {
+	return call(ctx, s, "SpendGuardResume", func() (*store.SpendGuard, error) { return s.inner.SpendGuardResume(ctx, params) })
 }
 
 // BatchExport calls the inner store's BatchExport under the faults at point "BatchExport".

@@ -276,6 +276,12 @@ func (Paused) Error() string { return "paused" }
 // CodeBudgetExceeded is the error code of a task stopped by its budget.
 const CodeBudgetExceeded = "budget_exceeded"
 
+// ErrSpendLimit is matched by Reserve's error when the global spend limit
+// holds the task. The agent returns it as it is, leaving the step it
+// reserved for unrecorded: the engine hands the task back to wait, and the
+// step runs when the task is claimed again.
+var ErrSpendLimit = errors.New("errand: the global spend limit holds this task")
+
 // Handler runs one task to its end. A nil error completes the task with the
 // Result; an error fails the attempt (see Error for how it is classified).
 // The context is cancelled when the task is cancelled, its lease is lost, or

@@ -93,8 +93,12 @@ func (bs *budgetState) nearLimit(at time.Time) bool {
 // TaskBudgetReserve implements store.Store.
 func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserveParams) error {
 	at := now(p.Now)
-	var refused *store.BudgetExceededError
+	var (
+		refused      *store.BudgetExceededError
+		spendRefused *store.SpendLimitError
+	)
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		refused, spendRefused = nil, nil
 		if err := s.checkLease(ctx, tx, p.Lease); err != nil {
 			return err
 		}
@@ -122,6 +126,12 @@ func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserv
 				}, at)
 			}
 		}
+		if p.Amount.CostUSD > 0 {
+			var err error
+			if spendRefused, err = s.reserveSpend(ctx, tx, p.Lease.TaskID, p.Amount.CostUSD, at); err != nil || spendRefused != nil {
+				return err
+			}
+		}
 		for i, id := range chain {
 			bs := states[i]
 			bs.reserved.Tokens += p.Amount.Tokens
@@ -142,6 +152,9 @@ func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserv
 	}
 	if refused != nil {
 		return refused
+	}
+	if spendRefused != nil {
+		return spendRefused
 	}
 	return nil
 }
@@ -164,6 +177,9 @@ func (bs *budgetState) addUsage(p *store.StepFinishParams, step *store.Step) {
 func (s *Store) spend(ctx context.Context, tx *sql.Tx, p *store.StepFinishParams, step *store.Step, at time.Time) error {
 	bs, err := s.budgetState(ctx, tx, p.Lease.TaskID)
 	if err != nil {
+		return err
+	}
+	if err := s.recordSpend(ctx, tx, p.Lease.TaskID, p.CostUSD, p.Release.CostUSD, at); err != nil {
 		return err
 	}
 	bs.addUsage(p, step)

@@ -18,7 +18,7 @@ const (
 	sqlFinish = `UPDATE tasks SET
 		status = ?1, result = ?2, error_code = ?3, error_message = ?4,
 		run_at = coalesce(?5, run_at), checkpoint = coalesce(?6, checkpoint),
-		attempt = attempt - ?7, lease_owner = NULL, lease_expires_at = NULL,
+		attempt = attempt - ?7, lease_owner = NULL, lease_expires_at = NULL, spend_reserved = 0,
 		finished_at = ?8, updated_at = ?9
 		WHERE id = ?10 AND lease_token = ?11 AND status = 'running'`
 

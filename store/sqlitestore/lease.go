@@ -37,6 +37,7 @@ var (
 		      WHERE e.lane = tasks.lane AND e.status IN (` + claimable + `) AND e.run_at <= ?1
 		        AND (e.priority > tasks.priority OR e.priority = tasks.priority
 		          AND (e.run_at < tasks.run_at OR e.run_at = tasks.run_at AND e.id < tasks.id)))))
+		  AND priority >= ?4
 		ORDER BY priority DESC, run_at, id
 		LIMIT ?3`
 
@@ -46,7 +47,7 @@ var (
 	// an index on status; the rowids lead straight to the rows.
 	sqlClaim = `UPDATE tasks SET
 		status = 'running', lease_owner = ?1, lease_expires_at = ?2,
-		lease_token = lease_token + 1, attempt = attempt + 1, reserved = NULL,
+		lease_token = lease_token + 1, attempt = attempt + 1, reserved = NULL, spend_reserved = 0,
 		started_at = coalesce(started_at, ?3), updated_at = ?3
 		WHERE rowid IN (SELECT value FROM json_each(?4)) AND +status IN (` + claimable + `)
 		RETURNING rowid, ` + taskColumns
@@ -71,7 +72,11 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 	var claimed []*store.Task
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		claimed = claimed[:0]
-		rows, err := tx.StmtContext(ctx, s.stmts.selectReady).QueryContext(ctx, micros(at), agents, p.Limit)
+		floor, ok, err := claimFloor(ctx, tx, at)
+		if err != nil || !ok {
+			return err // the spend guard holds every task
+		}
+		rows, err := tx.StmtContext(ctx, s.stmts.selectReady).QueryContext(ctx, micros(at), agents, p.Limit, floor)
 		if err != nil {
 			return err
 		}
@@ -235,7 +240,7 @@ func (s *Store) TaskRecover(ctx context.Context, p *store.TaskRecoverParams) ([]
 				finished = toNullMicros(at)
 			}
 			t, err := scanTask(tx.QueryRowContext(ctx, `UPDATE tasks SET
-				status = ?1, lease_token = lease_token + 1, lease_owner = NULL, lease_expires_at = NULL,
+				status = ?1, lease_token = lease_token + 1, lease_owner = NULL, lease_expires_at = NULL, spend_reserved = 0,
 				error_code = ?2, error_message = ?3, finished_at = ?4, run_at = ?5, updated_at = ?5
 				WHERE id = ?6 AND status = 'running' RETURNING `+taskColumns,
 				to, errCode, errMessage, finished, micros(at), e.id))

@@ -105,8 +105,8 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		}
 		return strings.Join(lines, "\n")
 	}
-	require.Contains(t, plan(sqlSelectReady, 0, nil, 10), "USING INDEX tasks_ready")
-	require.NotContains(t, plan(sqlSelectReady, 0, nil, 10), "TEMP B-TREE")
+	require.Contains(t, plan(sqlSelectReady, 0, nil, 10, minPriority), "USING INDEX tasks_ready")
+	require.NotContains(t, plan(sqlSelectReady, 0, nil, 10, minPriority), "TEMP B-TREE")
 	require.Contains(t, plan(sqlClaim, "o", 0, 0, "[1,2]"), "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)")
 	require.Contains(t, plan(`SELECT id FROM tasks WHERE status = 'running' AND lease_expires_at < 5`), "tasks_status (status=?)")
 	require.Contains(t, plan(`SELECT id FROM tasks WHERE status IN ('pending') AND id < 'x' ORDER BY id DESC LIMIT 5`), "tasks_status")
@@ -116,6 +116,12 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		"USING COVERING INDEX task_steps_created (created_at>?)")
 	require.Contains(t, plan(`SELECT `+notificationColumns+` FROM notifications WHERE session_id = ? AND read_at IS NULL ORDER BY id LIMIT 5`, "s"),
 		"notifications_unread (session_id=?)")
+	// The spend guard's sums walk the bucket range and the running
+	// reservations only.
+	require.Contains(t, plan(`SELECT coalesce(sum(cost_usd), 0) FROM spend WHERE bucket >= ?1 AND bucket < ?2`, 0, 1),
+		"SEARCH spend USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)")
+	require.Contains(t, plan(`SELECT coalesce(sum(spend_reserved), 0) FROM tasks WHERE spend_reserved > 0`),
+		"tasks_spend_reserved")
 }
 
 func TestWritesAfterCloseFail(t *testing.T) {

@@ -72,6 +72,7 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"FollowUp", testFollowUp},
 		{"Lanes", testLanes},
 		{"Purge", testPurge},
+		{"SpendGuard", testSpendGuard},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

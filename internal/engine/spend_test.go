@@ -1,0 +1,212 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/store"
+)
+
+const stepCost = 0.03
+
+// paidSteps is an agent whose every step reserves and costs stepCost; a
+// task runs as many steps as its goal's length in characters. started
+// counts the steps that began.
+func paidSteps(started *atomic.Int64) taskrun.HandlerFunc {
+	return func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+		for n := 1; n <= len(r.Task().Goal); n++ {
+			rec, err := r.BeginStep(ctx, taskrun.StepSpec{Number: n, Type: taskrun.StepLLMCall, Input: json.RawMessage(`{}`)})
+			if err != nil {
+				return taskrun.Result{}, err
+			}
+			if rec.Replayed {
+				continue
+			}
+			if err := r.Reserve(ctx, taskrun.Amount{CostUSD: stepCost}); err != nil {
+				return taskrun.Result{}, err // unrecorded: the step runs when claimed again
+			}
+			started.Add(1)
+			if err := r.EndStep(ctx, rec.Key, taskrun.StepResult{Status: taskrun.StepDone, Output: json.RawMessage(`{}`),
+				CostUSD: stepCost, Release: taskrun.Amount{CostUSD: stepCost}}); err != nil {
+				return taskrun.Result{}, err
+			}
+		}
+		return ok("paid"), nil
+	}
+}
+
+func setLimits(t *testing.T, e *Engine, daily float64, onLimit string) {
+	t.Helper()
+	_, _, err := e.SetSpendLimits(context.Background(), store.SpendLimits{
+		DailyUSD: daily, AlertThresholds: []float64{0.5, 0.8, 0.9}, OnLimit: onLimit, Timezone: "UTC",
+	}, false, store.ActorUser)
+	require.NoError(t, err)
+}
+
+func alertThresholds(t *testing.T, e *Engine) []float64 {
+	t.Helper()
+	var out []float64
+	for _, ev := range eventsOfType(t, e, store.EventBudgetAlert) {
+		var d store.BudgetAlertData
+		require.NoError(t, json.Unmarshal(ev.Data, &d))
+		out = append(out, d.Threshold)
+	}
+	return out
+}
+
+// waitReleased waits until the task was handed back n times.
+func waitReleased(t *testing.T, e *Engine, taskID string, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		evs, err := e.store.EventList(context.Background(), &store.EventListParams{TaskID: taskID, Types: []string{store.EventTaskReleased}, Limit: 100})
+		require.NoError(t, err)
+		return len(evs) >= n
+	}, waitTimeout, time.Millisecond)
+}
+
+func spentToday(t *testing.T, e *Engine) float64 {
+	t.Helper()
+	g, err := e.SpendGuard(context.Background())
+	require.NoError(t, err)
+	return g.SpentDay
+}
+
+// With a daily limit of 0.10 and steps costing 0.03, the fourth step never
+// starts: its task waits, alerts went out at 50, 80 and 90 %, schedules
+// stop firing; the next day all of it goes on by itself.
+func TestSpendLimitPausesUntilTheNextDay(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	setLimits(t, b.engine, 0.10, store.OnLimitPauseAll)
+	var started atomic.Int64
+	startPool(t, b.engine, &PoolConfig{Workers: 1, Schedules: true, Handlers: map[string]taskrun.Handler{
+		"paid": paidSteps(&started), "reporter": taskrun.HandlerFunc(idle),
+	}})
+	sc := createSchedule(t, b.engine, &ScheduleParams{Name: "tick", Kind: "interval", Spec: "1m",
+		Task: json.RawMessage(`{"goal": "tick", "agent": "reporter"}`)})
+
+	task := submit(t, b.engine, &SubmitParams{Goal: "12345", Agent: "paid"})
+	waitReleased(t, b.engine, task.ID, 1)
+	require.EqualValues(t, 3, started.Load(), "the fourth paid step never started")
+	require.InDelta(t, 0.09, spentToday(t, b.engine), 1e-9)
+	require.Equal(t, []float64{0.5, 0.8, 0.9, 1}, alertThresholds(t, b.engine))
+	got, err := b.engine.Get(ctx, task.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, got.Status, "the task waits; it did not fail")
+	require.Zero(t, got.Attempt, "waiting uses up no attempt")
+
+	// Schedules do not fire while paused.
+	fired := getSchedule(t, b.engine, sc.ID).FireCount
+	b.clock.Advance(5 * time.Minute)
+	b.engine.runSchedules(ctx, true)
+	require.Equal(t, fired, getSchedule(t, b.engine, sc.ID).FireCount)
+	g, err := b.engine.SpendGuard(ctx)
+	require.NoError(t, err)
+	require.True(t, g.Paused)
+
+	// The next day: the task finishes its steps and the schedule fires.
+	b.clock.Set(g.PausedUntil.Add(time.Second))
+	waitForStatus(t, b.engine, task.ID, store.StatusCompleted)
+	require.EqualValues(t, 5, started.Load())
+	// The scheduler may have armed its timer just after the jump: nudge
+	// the clock until it looks again.
+	require.Eventually(t, func() bool {
+		b.clock.Advance(time.Second)
+		return getSchedule(t, b.engine, sc.ID).FireCount > fired
+	}, waitTimeout, time.Millisecond)
+}
+
+// The owner resumes early: work goes on at once, past the limit, for the
+// rest of the day; the resume is journaled with the actor.
+func TestSpendResumeLiftsThePauseEarly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	setLimits(t, b.engine, 0.10, store.OnLimitPauseAll)
+	_, err := b.engine.ResumeSpend(ctx, store.ActorUser)
+	require.ErrorIs(t, err, store.ErrSpendNotPaused)
+
+	var started atomic.Int64
+	startPool(t, b.engine, &PoolConfig{Workers: 1, Handlers: map[string]taskrun.Handler{"paid": paidSteps(&started)}})
+	task := submit(t, b.engine, &SubmitParams{Goal: "12345", Agent: "paid"})
+	waitReleased(t, b.engine, task.ID, 1)
+
+	g, err := b.engine.ResumeSpend(ctx, "user:owner")
+	require.NoError(t, err)
+	require.False(t, g.Paused)
+	waitForStatus(t, b.engine, task.ID, store.StatusCompleted)
+	require.EqualValues(t, 5, started.Load())
+	resumed := eventsOfType(t, b.engine, store.EventBudgetResumed)
+	require.Len(t, resumed, 1)
+	require.Equal(t, "user:owner", resumed[0].Actor)
+}
+
+// Eight workers racing for the last of the day's budget never spend more
+// than it: each reservation counts those still running.
+func TestSpendLimitHoldsAcrossEightWorkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	setLimits(t, b.engine, 0.10, store.OnLimitPauseAll)
+	var started atomic.Int64
+	startPool(t, b.engine, &PoolConfig{Workers: 8, Handlers: map[string]taskrun.Handler{"paid": paidSteps(&started)}})
+	var tasks []*store.Task
+	for range 8 {
+		tasks = append(tasks, submit(t, b.engine, &SubmitParams{Goal: "123", Agent: "paid"}))
+	}
+	// Each task either finished (it got three steps) or was handed back.
+	require.Eventually(t, func() bool {
+		counts, err := b.engine.store.TaskCountByStatus(ctx)
+		require.NoError(t, err)
+		return counts[store.StatusRunning] == 0 && counts[store.StatusCompleted]+counts[store.StatusPending] == 8 &&
+			len(eventsOfType(t, b.engine, store.EventTaskReleased)) > 0
+	}, waitTimeout, time.Millisecond)
+	require.LessOrEqual(t, spentToday(t, b.engine), 0.10+stepCost+1e-9, "overshoot stays within one reservation")
+	require.InDelta(t, 0.09, spentToday(t, b.engine), 1e-9, "reservations equal to the cost: no overshoot at all")
+	require.EqualValues(t, 3, started.Load())
+	g, err := b.engine.SpendGuard(ctx)
+	require.NoError(t, err)
+	require.True(t, g.Paused)
+	require.Zero(t, g.ReservedUSD, "handed-back tasks hold nothing")
+	_ = tasks
+}
+
+// pause-non-critical holds a priority-5 task and lets a priority-9 one run
+// past the limit.
+func TestSpendPauseNonCritical(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	setLimits(t, b.engine, 0.10, store.OnLimitPauseNonCritical)
+	var started atomic.Int64
+	startPool(t, b.engine, &PoolConfig{Workers: 2, Handlers: map[string]taskrun.Handler{"paid": paidSteps(&started)}})
+	low := submit(t, b.engine, &SubmitParams{Goal: "12345", Agent: "paid", Priority: new(5)})
+	waitReleased(t, b.engine, low.ID, 1)
+	require.EqualValues(t, 3, started.Load())
+
+	critical := submit(t, b.engine, &SubmitParams{Goal: "1234", Agent: "paid", Priority: new(9)})
+	waitForStatus(t, b.engine, critical.ID, store.StatusCompleted)
+	require.EqualValues(t, 7, started.Load())
+	got, err := b.engine.Get(ctx, low.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, got.Status, "the priority-5 task is held")
+	require.InDelta(t, 0.21, spentToday(t, b.engine), 1e-9)
+}
+
+// A guard setting that is wrong names its field and changes nothing.
+func TestSpendLimitsValidation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, _, err := b.engine.SetSpendLimits(context.Background(), store.SpendLimits{OnLimit: "stop"}, false, store.ActorUser)
+	var ve *ValidationError
+	require.True(t, errors.As(err, &ve), "%v", err)
+	require.Equal(t, "budget.on_limit", ve.Field)
+}
