@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/errandhq/errand/internal/taskrun"
@@ -106,6 +107,53 @@ func (r *TaskRun) Step(ctx context.Context, n int, name string, fn func(ctx cont
 		res.Output = nil
 	}
 	if endErr := r.run.EndStep(ctx, rec.Key, res); endErr != nil {
+		return nil, errors.Join(err, endErr)
+	}
+	return res.Output, err
+}
+
+// PaidStep is Step for work that costs money, such as a model call the
+// agent makes itself: before fn runs it reserves reserveUSD, the most the
+// step may cost, against the task's budget and the global spend guard;
+// fn returns its output and what it really cost, which counts against
+// both. A reservation the task's budget refuses fails the task
+// (budget_exceeded). One the spend guard refuses matches ErrSpendLimit:
+// return it as it is, and the task waits, its step unrecorded, until the
+// guard lets it run again.
+func (r *TaskRun) PaidStep(ctx context.Context, n int, name string, reserveUSD float64,
+	fn func(ctx context.Context, key string) (out any, costUSD float64, err error)) (json.RawMessage, error) {
+	if math.IsNaN(reserveUSD) || reserveUSD < 0 {
+		return nil, fmt.Errorf("step %d (%s): reservation %v: must be a cost ≥ 0", n, name, reserveUSD)
+	}
+	rec, err := r.run.BeginStep(ctx, taskrun.StepSpec{Number: n, Type: taskrun.StepToolCall, Tool: name})
+	if err != nil {
+		return nil, err
+	}
+	if rec.Replayed {
+		return rec.Output, nil
+	}
+	reserved := taskrun.Amount{CostUSD: reserveUSD}
+	if err := r.run.Reserve(ctx, reserved); err != nil {
+		if !errors.Is(err, ErrSpendLimit) {
+			_ = r.run.EndStep(context.WithoutCancel(ctx), rec.Key, taskrun.StepResult{
+				Status: taskrun.StepFailed, ErrorCode: taskrun.CodeBudgetExceeded, ErrorMessage: err.Error(),
+			})
+		}
+		return nil, err
+	}
+	began := time.Now()
+	out, cost, err := fn(ctx, rec.Key)
+	res := taskrun.StepResult{Status: taskrun.StepDone, Duration: time.Since(began), CostUSD: max(cost, 0), Release: reserved}
+	if err == nil {
+		res.Output, err = json.Marshal(out)
+		if err != nil {
+			err = fmt.Errorf("step %d (%s): output does not marshal to JSON: %w", n, name, err)
+		}
+	}
+	if err != nil {
+		res.Status, res.Output, res.ErrorCode, res.ErrorMessage = taskrun.StepFailed, nil, "step_failed", err.Error()
+	}
+	if endErr := r.run.EndStep(context.WithoutCancel(ctx), rec.Key, res); endErr != nil {
 		return nil, errors.Join(err, endErr)
 	}
 	return res.Output, err

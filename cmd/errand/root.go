@@ -96,6 +96,7 @@ $ERRAND_HOME, default ~/.errand).`,
 		a.newExportCmd(),
 		a.newImportCmd(),
 		a.newGCCmd(),
+		a.newBudgetCmd(),
 	)
 	return root
 }

@@ -4,7 +4,9 @@
 package api
 
 import (
+	"cmp"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/errandhq/errand/store"
@@ -203,13 +205,84 @@ type Status struct {
 	SpendTodayUSD float64        `json:"spend_today_usd"`
 }
 
-// BudgetSummary is GET /api/tasks/budget: spend against the configured
-// daily and monthly limits (0: no limit).
+// BudgetSummary is GET /api/tasks/budget: the spend guard's limits, the
+// spend of the current day and month against them, whether work is
+// paused, and what running tasks have consumed. A zero limit is no limit.
 type BudgetSummary struct {
-	SpendTodayUSD float64 `json:"spend_today_usd"`
-	SpendMonthUSD float64 `json:"spend_month_usd"`
-	DailyUSD      float64 `json:"daily_usd"`
-	MonthlyUSD    float64 `json:"monthly_usd"`
+	SpendTodayUSD   float64   `json:"spend_today_usd"`
+	SpendMonthUSD   float64   `json:"spend_month_usd"`
+	DailyUSD        float64   `json:"daily_usd"`
+	MonthlyUSD      float64   `json:"monthly_usd"`
+	ReservedUSD     float64   `json:"reserved_usd"`
+	AlertThresholds []float64 `json:"alert_thresholds"`
+	OnLimit         string    `json:"on_limit"`
+	Timezone        string    `json:"timezone"`
+	// State is "open" or "paused"; a paused guard holds work until
+	// PausedUntil (the end of the day or month) or a resume.
+	State       string     `json:"state"`
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
+	Day         string     `json:"day"`   // 2026-11-24
+	Month       string     `json:"month"` // 2026-11
+	// Running lists the running tasks' consumption, most expensive first.
+	Running []*RunningSpend `json:"running"`
+}
+
+// Values of BudgetSummary.State.
+const (
+	BudgetOpen   = "open"
+	BudgetPaused = "paused"
+)
+
+// RunningSpend is what one running task has consumed and holds reserved.
+type RunningSpend struct {
+	ID          string         `json:"id"`
+	Title       string         `json:"title"`
+	Agent       string         `json:"agent"`
+	Priority    int            `json:"priority"`
+	Consumed    store.Consumed `json:"consumed"`
+	ReservedUSD float64        `json:"reserved_usd"`
+}
+
+// BudgetPatch is PATCH /api/tasks/budget: the limits to change; absent
+// fields stay.
+type BudgetPatch struct {
+	DailyUSD        *float64   `json:"daily_usd,omitempty"`
+	MonthlyUSD      *float64   `json:"monthly_usd,omitempty"`
+	AlertThresholds *[]float64 `json:"alert_thresholds,omitempty"`
+	OnLimit         *string    `json:"on_limit,omitempty"`
+	Timezone        *string    `json:"timezone,omitempty"`
+}
+
+// Summary is the wire form of a spend guard, with the running tasks.
+func Summary(g *store.SpendGuard, running []*store.Task) *BudgetSummary {
+	b := &BudgetSummary{
+		SpendTodayUSD: g.SpentDay, SpendMonthUSD: g.SpentMonth,
+		DailyUSD: g.Limits.DailyUSD, MonthlyUSD: g.Limits.MonthlyUSD, ReservedUSD: g.ReservedUSD,
+		AlertThresholds: g.Limits.AlertThresholds, OnLimit: g.Limits.OnLimit, Timezone: g.Limits.Timezone,
+		State: BudgetOpen, Day: g.Day.Key, Month: g.Month.Key, Running: []*RunningSpend{},
+	}
+	if b.AlertThresholds == nil {
+		b.AlertThresholds = []float64{}
+	}
+	if g.Paused {
+		b.State = BudgetPaused
+		until := g.PausedUntil.UTC()
+		b.PausedUntil = &until
+	}
+	for _, t := range running {
+		rs := &RunningSpend{ID: t.ID, Title: t.Title, Agent: t.Agent, Priority: t.Priority}
+		if t.Consumed != nil {
+			rs.Consumed = *t.Consumed
+		}
+		if t.Reserved != nil {
+			rs.ReservedUSD = t.Reserved.CostUSD
+		}
+		b.Running = append(b.Running, rs)
+	}
+	slices.SortStableFunc(b.Running, func(x, y *RunningSpend) int {
+		return cmp.Compare(y.Consumed.CostUSD+y.ReservedUSD, x.Consumed.CostUSD+x.ReservedUSD)
+	})
+	return b
 }
 
 // ErrorBody is every error response: {"error": {"code", "message"}}.
@@ -231,6 +304,7 @@ const (
 	CodeInvalid          = "invalid"            // 400/422: a field is wrong
 	CodeUnauthorized     = "unauthorized"       // 401
 	CodeNotFound         = "not_found"          // 404
+	CodeNotPaused        = "not_paused"         // 409: resuming a spend guard that holds nothing
 	CodeConflict         = "conflict"           // 409: illegal transition
 	CodeParentEnded      = "parent_ended"       // 409
 	CodeInputClosed      = "input_closed"       // 409

@@ -226,11 +226,25 @@ func (c *Client) BlockedTasks(ctx context.Context, limit int) (*api.BlockedList,
 	return &out, c.do(ctx, http.MethodGet, withQuery("/api/tasks/blocked", q), nil, &out)
 }
 
-// Budget returns spend against the daily and monthly limits: GET
+// Budget returns the spend guard: spend against the daily and monthly
+// limits, whether work is paused, running tasks' consumption. GET
 // /api/tasks/budget.
 func (c *Client) Budget(ctx context.Context) (*api.BudgetSummary, error) {
 	var out api.BudgetSummary
 	return &out, c.do(ctx, http.MethodGet, "/api/tasks/budget", nil, &out)
+}
+
+// SetBudget changes the spend guard's limits: PATCH /api/tasks/budget.
+func (c *Client) SetBudget(ctx context.Context, p *api.BudgetPatch) (*api.BudgetSummary, error) {
+	var out api.BudgetSummary
+	return &out, c.do(ctx, http.MethodPatch, "/api/tasks/budget", p, &out)
+}
+
+// ResumeBudget lifts the spend guard's pause for the rest of its period:
+// POST /api/tasks/budget/resume.
+func (c *Client) ResumeBudget(ctx context.Context) (*api.BudgetSummary, error) {
+	var out api.BudgetSummary
+	return &out, c.do(ctx, http.MethodPost, "/api/tasks/budget/resume", nil, &out)
 }
 
 // Status returns the daemon's own view of itself: GET /api/status.

@@ -34,6 +34,8 @@ const (
 	DefaultHeartbeatInterval = Duration(30 * time.Second)
 	DefaultRetention         = Duration(720 * time.Hour)
 	DefaultOnLimit           = OnLimitPauseAll
+	DefaultDailyUSD          = 5.00
+	DefaultMonthlyUSD        = 50.00
 )
 
 // Defaults of Agent.
@@ -239,17 +241,20 @@ type Price struct {
 type Budget struct {
 	// Task is the default budget of each task; a task may set its own.
 	Task TaskBudget `yaml:"task"`
-	// DailyUSD and MonthlyUSD limit the spend of all tasks per UTC day and
-	// month.
-	DailyUSD   float64 `yaml:"daily_usd,omitempty"`
-	MonthlyUSD float64 `yaml:"monthly_usd,omitempty"`
+	// DailyUSD and MonthlyUSD limit the spend of all tasks per day and
+	// month of Timezone (defaults 5.00 and 50.00; 0 is no limit).
+	DailyUSD   float64 `yaml:"daily_usd"`
+	MonthlyUSD float64 `yaml:"monthly_usd"`
 	// AlertThresholds are fractions of the daily and monthly limits, each in
-	// (0, 1], at which a task.budget_warning is emitted; default [0.5, 0.8,
-	// 0.9], an empty list turns the warnings off.
+	// (0, 1], at which a budget.alert is emitted once a period; default
+	// [0.5, 0.8, 0.9], an empty list leaves only the alert at the limit.
 	AlertThresholds []float64 `yaml:"alert_thresholds"`
 	// OnLimit is what happens when a daily or monthly limit is reached:
 	// "pause-all" (default), "pause-non-critical" or "alert-only".
 	OnLimit string `yaml:"on_limit"`
+	// Timezone is the IANA zone whose days and months the limits count
+	// in; default the machine's own ("Local").
+	Timezone string `yaml:"timezone,omitempty"`
 }
 
 // TaskBudget is a task's budget. A zero limit is no limit.
@@ -299,6 +304,8 @@ func Default() *Config {
 		Agents:            map[string]Agent{},
 		Pricing:           map[string]Price{},
 		Budget: Budget{
+			DailyUSD:        DefaultDailyUSD,
+			MonthlyUSD:      DefaultMonthlyUSD,
 			AlertThresholds: DefaultAlertThresholds(),
 			OnLimit:         DefaultOnLimit,
 		},

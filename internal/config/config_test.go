@@ -112,7 +112,7 @@ func TestDefault(t *testing.T) {
 		HeartbeatInterval: Duration(30 * time.Second),
 		Agents:            map[string]Agent{},
 		Pricing:           map[string]Price{},
-		Budget:            Budget{AlertThresholds: []float64{0.5, 0.8, 0.9}, OnLimit: "pause-all"},
+		Budget:            Budget{DailyUSD: 5, MonthlyUSD: 50, AlertThresholds: []float64{0.5, 0.8, 0.9}, OnLimit: "pause-all"},
 		MCPServers:        map[string]MCPServer{},
 		Retention:         Duration(720 * time.Hour),
 		Schedules:         map[string]Schedule{},
@@ -227,6 +227,7 @@ func TestValidateMessages(t *testing.T) {
 		{"AlertThresholdAboveOne", "budget: {alert_thresholds: [0.5, 1.5]}", "budget.alert_thresholds[1]: must be greater than 0 and at most 1"},
 		{"TaskBudget", "budget: {task: {max_tokens: -1, max_cost_usd: -0.5, max_tool_calls: -2}}", "budget.task.max_tokens: must not be negative\nbudget.task.max_cost_usd: must not be negative\nbudget.task.max_tool_calls: must not be negative"},
 		{"DailyMonthly", "budget: {daily_usd: -1, monthly_usd: .inf}", "budget.daily_usd: must not be negative\nbudget.monthly_usd: must be a finite number"},
+		{"Timezone", "budget: {timezone: Mars/Base}", `budget.timezone: "Mars/Base" is not an IANA time zone`},
 
 		{"WebhookURL", "webhooks: [{url: 'ftp://x'}]", "webhooks[0].url: must be an http or https URL"},
 		{"WebhookURLMissing", "webhooks: [{secret: s}]", "webhooks[0].url: must be an http or https URL"},

@@ -232,6 +232,11 @@ func (b Budget) validate(p *problems) {
 			p.add(fmt.Sprintf("budget.alert_thresholds[%d]", i), "must be greater than 0 and at most 1")
 		}
 	}
+	if b.Timezone != "" {
+		if _, err := time.LoadLocation(b.Timezone); err != nil {
+			p.add("budget.timezone", "%q is not an IANA time zone", b.Timezone)
+		}
+	}
 	switch b.OnLimit {
 	case OnLimitPauseAll, OnLimitPauseNonCritical, OnLimitAlertOnly:
 	default:

@@ -192,6 +192,9 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 			return nil, err
 		}
 	}
+	if err := d.applyBudget(ctx, cfg); err != nil {
+		return nil, err
+	}
 	// With every agent known, so that templates naming one check.
 	ch, err := d.applySchedules(ctx, cfg)
 	if err != nil {
@@ -219,7 +222,6 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		Metrics:          d.metrics.Handler(),
 		MetricsNeedToken: cfg.Auth.ProtectMetrics,
 		Status:           d.status,
-		Budget:           d.budget,
 		Health:           d.client.CheckWritable,
 		OnStream: func(open bool) {
 			if open {
@@ -416,10 +418,11 @@ func (d *daemon) status(ctx context.Context) (*api.Status, error) {
 		return nil, err
 	}
 	now := time.Now()
-	spend, err := d.client.SpendSince(ctx, startOfDay(now))
+	guard, err := d.client.SpendGuard(ctx)
 	if err != nil {
 		return nil, err
 	}
+	spend := guard.SpentDay
 	started := d.startedAt.UTC()
 	return &api.Status{
 		State:         string(heartbeat.StateAlive),
@@ -428,23 +431,6 @@ func (d *daemon) status(ctx context.Context) (*api.Status, error) {
 		Uptime:        now.Sub(d.startedAt).Round(time.Second).String(),
 		Tasks:         counts,
 		SpendTodayUSD: spend,
-	}, nil
-}
-
-func (d *daemon) budget(ctx context.Context) (*api.BudgetSummary, error) {
-	now := time.Now()
-	today, err := d.client.SpendSince(ctx, startOfDay(now))
-	if err != nil {
-		return nil, err
-	}
-	y, m, _ := now.UTC().Date()
-	month, err := d.client.SpendSince(ctx, time.Date(y, m, 1, 0, 0, 0, 0, time.UTC))
-	if err != nil {
-		return nil, err
-	}
-	return &api.BudgetSummary{
-		SpendTodayUSD: today, SpendMonthUSD: month,
-		DailyUSD: d.cfg.Budget.DailyUSD, MonthlyUSD: d.cfg.Budget.MonthlyUSD,
 	}, nil
 }
 
@@ -458,12 +444,6 @@ func (d *daemon) close() {
 	if d.unlock != nil {
 		d.unlock()
 	}
-}
-
-// startOfDay is midnight UTC of t's day: "today" for spend.
-func startOfDay(t time.Time) time.Time {
-	y, m, day := t.UTC().Date()
-	return time.Date(y, m, day, 0, 0, 0, 0, time.UTC)
 }
 
 func newLogger(w io.Writer, format string) (*slog.Logger, error) {

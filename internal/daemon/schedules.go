@@ -95,11 +95,14 @@ func (d *daemon) reloadLoop(ctx context.Context) {
 	}
 }
 
-// reloadConfig reads the config as at start and applies its schedules.
-// The rest of the config stays as it was at start.
+// reloadConfig reads the config as at start and applies its schedules
+// and spend limits. The rest of the config stays as it was at start.
 func (d *daemon) reloadConfig(ctx context.Context) error {
 	cfg, _, err := loadConfig(d.home, d.opts, d.lookup)
 	if err != nil {
+		return err
+	}
+	if err := d.applyBudget(ctx, cfg); err != nil {
 		return err
 	}
 	ch, err := d.applySchedules(ctx, cfg)
@@ -110,8 +113,37 @@ func (d *daemon) reloadConfig(ctx context.Context) error {
 		"added", ch.added, "replaced", ch.replaced, "removed", ch.removed)
 	was, now := *d.cfg, *cfg
 	was.Schedules, now.Schedules = nil, nil
+	// Of budget:, the spend limits apply on reload; task budgets do not.
+	was.Budget, now.Budget = config.Budget{Task: was.Budget.Task}, config.Budget{Task: now.Budget.Task}
 	if !reflect.DeepEqual(was, now) {
-		d.log.Warn("the config changed beyond schedules:, which a reload does not apply; restart errand serve to apply the rest", "config", d.cfgPath)
+		d.log.Warn("the config changed beyond schedules: and the spend limits, which a reload does not apply; restart errand serve to apply the rest", "config", d.cfgPath)
 	}
 	return nil
+}
+
+// applyBudget declares the config's spend limits to the store's guard:
+// they apply when they changed since last declared, so a limit set with
+// errand budget set lasts until the file's budget changes.
+func (d *daemon) applyBudget(ctx context.Context, cfg *config.Config) error {
+	changed, err := d.client.DeclareSpendLimits(ctx, spendLimits(cfg.Budget))
+	if err != nil {
+		return err
+	}
+	if changed {
+		d.log.Info("applied the config's spend limits", "daily_usd", cfg.Budget.DailyUSD, "monthly_usd", cfg.Budget.MonthlyUSD,
+			"on_limit", cfg.Budget.OnLimit)
+	}
+	return nil
+}
+
+func spendLimits(b config.Budget) errand.SpendLimits {
+	tz := b.Timezone
+	if tz == "" {
+		tz = "Local"
+	}
+	thresholds := b.AlertThresholds
+	if thresholds == nil {
+		thresholds = []float64{}
+	}
+	return errand.SpendLimits{DailyUSD: b.DailyUSD, MonthlyUSD: b.MonthlyUSD, AlertThresholds: thresholds, OnLimit: b.OnLimit, Timezone: tz}
 }

@@ -285,3 +285,48 @@ schedules:
 	require.Contains(t, text, "errand_schedule_lag_seconds_count 1\n")
 	require.Contains(t, text, `errand_schedule_firings_total{kind="cron"} 0`+"\n")
 }
+
+func (b *scheduleBundle) budget(t *testing.T) *api.BudgetSummary {
+	t.Helper()
+	status, body := b.call(t, http.MethodGet, "/api/tasks/budget", nil)
+	require.Equal(t, http.StatusOK, status, string(body))
+	var s api.BudgetSummary
+	require.NoError(t, json.Unmarshal(body, &s))
+	return &s
+}
+
+// The config's spend limits apply at start and on SIGHUP; a limit set at
+// run time lasts until the file's budget changes.
+func TestBudgetFromConfig(t *testing.T) {
+	t.Parallel()
+	b := setupSchedules(t, "")
+	s := b.budget(t)
+	require.InDelta(t, 5.00, s.DailyUSD, 0, "the default daily limit")
+	require.InDelta(t, 50.00, s.MonthlyUSD, 0)
+	require.Equal(t, "pause-all", s.OnLimit)
+	require.Equal(t, "Local", s.Timezone)
+
+	b.write(t, "budget: {daily_usd: 2, monthly_usd: 0, on_limit: alert-only, timezone: Asia/Tokyo}\n")
+	require.NoError(t, b.doReload(t))
+	s = b.budget(t)
+	require.InDelta(t, 2, s.DailyUSD, 0)
+	require.Zero(t, s.MonthlyUSD)
+	require.Equal(t, "alert-only", s.OnLimit)
+	require.Equal(t, "Asia/Tokyo", s.Timezone)
+
+	status, body := b.call(t, http.MethodPatch, "/api/tasks/budget", map[string]any{"daily_usd": 3})
+	require.Equal(t, http.StatusOK, status, string(body))
+	require.NoError(t, b.doReload(t), "the same file again")
+	require.InDelta(t, 3, b.budget(t).DailyUSD, 0, "the run-time change stays")
+
+	b.write(t, "budget: {daily_usd: 4}\n")
+	require.NoError(t, b.doReload(t))
+	s = b.budget(t)
+	require.InDelta(t, 4, s.DailyUSD, 0, "a changed file wins")
+	require.Equal(t, "pause-all", s.OnLimit)
+
+	// A bad budget is refused whole and the running limits stay.
+	b.write(t, "budget: {daily_usd: 1, timezone: Mars/Base}\n")
+	require.ErrorContains(t, b.doReload(t), "budget.timezone")
+	require.InDelta(t, 4, b.budget(t).DailyUSD, 0)
+}

@@ -208,5 +208,5 @@ func TestSpendLimitsValidation(t *testing.T) {
 	_, _, err := b.engine.SetSpendLimits(context.Background(), store.SpendLimits{OnLimit: "stop"}, false, store.ActorUser)
 	var ve *ValidationError
 	require.True(t, errors.As(err, &ve), "%v", err)
-	require.Equal(t, "budget.on_limit", ve.Field)
+	require.Equal(t, "on_limit", ve.Field)
 }

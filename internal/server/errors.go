@@ -73,6 +73,8 @@ func (s *Server) classify(err error, what string) (int, api.ErrorDetail) {
 		return http.StatusConflict, d(api.CodeInputClosed, err.Error(), "")
 	case errors.As(err, &limit):
 		return http.StatusConflict, d("budget_exceeded", err.Error(), "")
+	case errors.Is(err, errand.ErrSpendNotPaused):
+		return http.StatusConflict, d(api.CodeNotPaused, err.Error(), "")
 	case errors.Is(err, errand.ErrNameTaken):
 		return http.StatusConflict, d(api.CodeNameTaken, err.Error(), "name")
 	case errors.Is(err, errand.ErrDeclared):

@@ -125,6 +125,8 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"PATCH", "/api/schedules/{id}"},
 	{"DELETE", "/api/schedules/{id}"},
 	{"POST", "/api/schedules/{id}/run"},
+	{"PATCH", "/api/tasks/budget"},
+	{"POST", "/api/tasks/budget/resume"},
 }
 
 // streamRecorder ends a stream as soon as it starts: the request's context
@@ -182,6 +184,13 @@ func FuzzAPI(f *testing.F) {
 		seed{route: 6, id: 0, body: `{"reason":"` + strings.Repeat("r", 3000) + `"}`},
 		seed{route: 8, id: 2, body: `{"subtree":true}`},
 		seed{route: 19, query: "after=5;6"},
+		seed{route: 28, body: `{"daily_usd":-1}`},
+		seed{route: 28, body: `{"daily_usd":1e308,"monthly_usd":1e309}`},
+		seed{route: 28, body: `{"alert_thresholds":[0,2]}`},
+		seed{route: 28, body: `{"on_limit":"stop"}`},
+		seed{route: 28, body: `{"timezone":"../../etc/passwd"}`},
+		seed{route: 28, body: `{"timezone":"Europe/Berlin","daily_usd":0.1}`},
+		seed{route: 29, body: ``},
 	)
 	for _, s := range seeds {
 		f.Add(s.route, s.id, s.query, []byte(s.body), s.lastID)

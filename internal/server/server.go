@@ -45,9 +45,8 @@ type Config struct {
 	// the token too.
 	Metrics          http.Handler
 	MetricsNeedToken bool
-	// Status and Budget answer GET /api/status and GET /api/tasks/budget.
+	// Status answers GET /api/status.
 	Status func(ctx context.Context) (*api.Status, error)
-	Budget func(ctx context.Context) (*api.BudgetSummary, error)
 	// Health, when set, is asked by /healthz whether the store can take a
 	// write (at most once a HealthCacheTTL); an error is a 503.
 	Health func(ctx context.Context) error
@@ -127,6 +126,8 @@ func (s *Server) routes() {
 	api("GET /api/tasks/ready", s.readyTasks)
 	api("GET /api/tasks/blocked", s.blockedTasks)
 	api("GET /api/tasks/budget", s.budget)
+	api("PATCH /api/tasks/budget", s.patchBudget)
+	api("POST /api/tasks/budget/resume", s.resumeBudget)
 	api("GET /api/tasks/{id}", s.getTask)
 	api("DELETE /api/tasks/{id}", s.cancelTask)
 	api("POST /api/tasks/{id}/retry", s.retryTask)

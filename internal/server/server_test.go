@@ -158,6 +158,8 @@ var allRoutes = []struct{ method, path string }{
 	{"PATCH", "/api/schedules/sch_X"},
 	{"DELETE", "/api/schedules/sch_X"},
 	{"POST", "/api/schedules/sch_X/run"},
+	{"PATCH", "/api/tasks/budget"},
+	{"POST", "/api/tasks/budget/resume"},
 	{"GET", "/api/nope"},
 }
 

@@ -413,16 +413,3 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	}
 	s.writeJSON(w, http.StatusOK, st)
 }
-
-func (s *Server) budget(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Budget == nil {
-		s.writeJSON(w, http.StatusOK, api.BudgetSummary{})
-		return
-	}
-	b, err := s.cfg.Budget(r.Context())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.writeJSON(w, http.StatusOK, b)
-}
