@@ -234,3 +234,51 @@ func TestLLMToolCallsUsedUpLeaveOnlyFinish(t *testing.T) {
 	require.Contains(t, model.requests[2].System, "Be brief.")
 	require.Contains(t, model.requests[2].System, "used all the tool calls")
 }
+
+// The global spend limit stops the llm agent before a model call whose
+// reservation does not fit: no call is made, the step stays unrecorded,
+// and the task waits, pending. Resumed, it makes that call and goes on.
+func TestLLMWaitsForTheSpendLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	model := &usageModel{tokenize: func(*provider.Request) int64 { return 0 }, maxOut: 100}
+	pricing := provider.Pricing{"m": {OutputPerMTok: 100}} // 100 tokens: $0.01 a call
+	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m", Pricing: pricing, MaxOutputTokens: 100, Tools: []Tool{workTool}, MaxSteps: 5})
+	require.NoError(t, err)
+	_, _, err = b.engine.SetSpendLimits(ctx, store.SpendLimits{DailyUSD: 0.035, OnLimit: store.OnLimitPauseAll, Timezone: "UTC"}, false, store.ActorUser)
+	require.NoError(t, err)
+	b.start(t, agent)
+	task, err := b.engine.Submit(ctx, &engine.SubmitParams{Goal: "spend"})
+	require.NoError(t, err)
+	held := b.waitEnd(t, task.ID, store.EventTaskReleased)
+	require.Equal(t, store.StatusPending, held.Status)
+	require.Equal(t, 3, model.calls(), "three calls of $0.01 fit $0.035; the fourth was not made")
+
+	steps, err := b.engine.Store().StepListByTask(ctx, &store.StepListParams{TaskID: task.ID, Limit: 100})
+	require.NoError(t, err)
+	var done, open int
+	for _, st := range steps {
+		if st.Type != store.StepLLMCall {
+			continue
+		}
+		switch st.Status {
+		case store.StepDone:
+			done++
+		case store.StepRunning:
+			open++
+		}
+	}
+	require.Equal(t, 3, done)
+	require.Equal(t, 1, open, "the refused call's step is left to run again")
+	g, err := b.engine.SpendGuard(ctx)
+	require.NoError(t, err)
+	require.True(t, g.Paused)
+	require.InDelta(t, 0.03, g.SpentDay, 1e-9)
+
+	_, err = b.engine.ResumeSpend(ctx, store.ActorUser)
+	require.NoError(t, err)
+	end := b.waitEnd(t, task.ID)
+	require.Equal(t, store.StatusCompleted, end.Status, "max_steps ends it")
+	require.Equal(t, 5, model.calls())
+}
