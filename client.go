@@ -59,6 +59,13 @@ type Config struct {
 	Retention time.Duration
 	// OnPurged hears of each batch of tasks removed past retention.
 	OnPurged func(taskIDs []string)
+	// MemoryRetention is how long memories are kept; zero, the default,
+	// keeps them. Purging tasks never removes their memories.
+	MemoryRetention time.Duration
+	// MemoryLimits bound what a task's recall returns, by the task's
+	// source; nil takes the config file's memory_limits, else
+	// DefaultMemoryLimits.
+	MemoryLimits *MemoryLimits
 	// SessionLanes runs at most one top-level task per session at a time
 	// (errand.yaml lanes: session); a task's own Lane applies either way.
 	SessionLanes bool
@@ -157,6 +164,8 @@ func newClient(st store.Store, cfg *Config) (*Client, error) {
 		SessionLanes:    cfg.SessionLanes,
 		Retention:       cfg.Retention,
 		OnPurged:        cfg.OnPurged,
+		MemoryRetention: cfg.MemoryRetention,
+		MemoryLimits:    memoryLimits(cfg.MemoryLimits, file),
 		Logger:          cfg.Logger,
 		CheckAgent:      c.checkAgent,
 		BaseDir:         baseDir,

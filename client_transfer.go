@@ -25,6 +25,7 @@ const (
 	ExportKindEvent        = "event"
 	ExportKindNotification = "notification"
 	ExportKindSchedule     = "schedule"
+	ExportKindMemory       = "memory"
 )
 
 const (
@@ -56,12 +57,12 @@ type exportLine struct {
 // shape of Task, with the few columns the store keeps besides) followed by
 // its dependency edges, steps and input requests; then every event of the
 // journal in id order; then the inbox's notifications; then the schedules,
-// by name. Kinds are task, dependency, step, input, event, notification and
-// schedule. Import loads it.
+// by name; then the memories, oldest first. Kinds are task, dependency,
+// step, input, event, notification, schedule and memory. Import loads it.
 //
 // With a non-zero since, only tasks updated at or after since (with all
-// their rows), and events and notifications written at or after since, are
-// exported.
+// their rows), and events, notifications and memories written at or after
+// since, are exported.
 //
 // Export reads the store page by page and does not stop its writers: each
 // page is consistent, but a store that changes meanwhile may export a task
@@ -160,6 +161,24 @@ func (c *Client) Export(ctx context.Context, w io.Writer, since time.Time) error
 			return err
 		}
 	}
+	// Memories outlive their tasks: all of them go, not only those of the
+	// tasks exported.
+	afterMemory := ""
+	for {
+		ms, err := c.store.MemoryList(ctx, &store.MemoryListParams{Since: since, Cursor: afterMemory, OldestFirst: true, Limit: exportJournalPage})
+		if err != nil {
+			return err
+		}
+		if len(ms) == 0 {
+			break
+		}
+		for _, m := range ms {
+			if err := write(ExportKindMemory, m); err != nil {
+				return err
+			}
+		}
+		afterMemory = ms[len(ms)-1].ID
+	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("errand: export: %w", err)
 	}
@@ -184,6 +203,7 @@ type ImportStats struct {
 	Dependencies  int `json:"dependencies"`
 	Notifications int `json:"notifications"`
 	Schedules     int `json:"schedules"`
+	Memories      int `json:"memories"`
 }
 
 func (s *ImportStats) add(b *store.Batch) {
@@ -194,6 +214,7 @@ func (s *ImportStats) add(b *store.Batch) {
 	s.Dependencies += len(b.Dependencies)
 	s.Notifications += len(b.Notifications)
 	s.Schedules += len(b.Schedules)
+	s.Memories += len(b.Memories)
 }
 
 // ErrStoreNotEmpty is returned by Import into a store that holds tasks or
@@ -377,8 +398,38 @@ func decodeImportLine(line []byte, batch *store.Batch) error {
 			return err
 		}
 		batch.Schedules = append(batch.Schedules, &sc)
+	case ExportKindMemory:
+		var m store.Memory
+		if err := decode(&m); err != nil {
+			return err
+		}
+		if err := checkImportedMemory(&m); err != nil {
+			return err
+		}
+		batch.Memories = append(batch.Memories, &m)
 	default:
-		return fmt.Errorf("unknown kind %q (want task, dependency, step, input, event, notification or schedule)", env.Kind)
+		return fmt.Errorf("unknown kind %q (want task, dependency, step, input, event, notification, schedule or memory)", env.Kind)
+	}
+	return nil
+}
+
+// checkImportedMemory refuses a memory row the API could not have written.
+func checkImportedMemory(m *store.Memory) error {
+	if !id.Valid(id.Memory, m.ID) {
+		// Lists page by memory id, and their cursors hold only real ids.
+		return fmt.Errorf("memory %q: not a memory id (mem_ and 26 base32 digits)", m.ID)
+	}
+	if _, err := engine.CheckMemory(m.Text, m.Tags); err != nil {
+		return fmt.Errorf("memory %s: %w", m.ID, err)
+	}
+	if !store.ValidMemorySource(m.Source) {
+		return fmt.Errorf("memory %s: unknown source %q", m.ID, m.Source)
+	}
+	if m.TaskID != "" && !id.Valid(id.Task, m.TaskID) {
+		return fmt.Errorf("memory %s: task_id %q is not a task id", m.ID, m.TaskID)
+	}
+	if m.EstimatedTokens < 1 || !store.TimeInRange(m.CreatedAt.UTC()) {
+		return fmt.Errorf("memory %s: estimated_tokens must be positive and created_at within the years 0001–9999", m.ID)
 	}
 	return nil
 }

@@ -72,6 +72,10 @@ type Options struct {
 	// Scout marks a heartbeat scout: its tools look across every run, and
 	// its result is a decision the engine carries out.
 	Scout bool `json:"scout,omitempty"`
+	// MaxMemoryTokens and MaxMemoryEntries bound what recall returns to
+	// the task; 0 takes the default of its source.
+	MaxMemoryTokens  int `json:"max_memory_tokens,omitempty"`
+	MaxMemoryEntries int `json:"max_memory_entries,omitempty"`
 }
 
 // Chain is the task that follows a task which completes: a POST
@@ -107,7 +111,7 @@ func Quiet(route, typ string) bool {
 	switch {
 	case typ == EventAlert:
 		return false
-	case route == ResultRouteSilent || route == ResultRouteNone:
+	case route == ResultRouteSilent || route == ResultRouteNone || route == ResultRouteMemory:
 		return true
 	case route == ResultRouteChain:
 		return typ == EventTaskCompleted

@@ -206,8 +206,8 @@ type Store interface {
 
 	// NotificationList returns inbox notifications, oldest first; listing
 	// changes nothing. Every event for which Notifies holds, about a task
-	// with no parent whose result route does not keep it out (Quiet: silent
-	// and none keep out all but alerts, chain keeps out the completion),
+	// with no parent whose result route does not keep it out (Quiet: silent,
+	// none and memory keep out all but alerts, chain keeps out the completion),
 	// writes one notification (text from NotificationText) in the
 	// transaction that appends the event.
 	NotificationList(ctx context.Context, params *NotificationListParams) ([]*Notification, error)
@@ -293,9 +293,40 @@ type Store interface {
 	// notification for an alert) and returns it.
 	EventInsert(ctx context.Context, params *EventInsertParams) (*Event, error)
 
+	// MemoryInsert writes a memory (EstimatedTokens computed by
+	// EstimateTokens) and its memory.created event, about its task, in one
+	// transaction. A write whose IdempotencyKey names a memory returns it
+	// with Inserted false and writes nothing; one fenced by a Lease that
+	// is not current is ErrLeaseLost.
+	MemoryInsert(ctx context.Context, params *MemoryInsertParams) (*MemoryInsertResult, error)
+
+	// MemoryGetByID returns one memory or ErrNotFound.
+	MemoryGetByID(ctx context.Context, id string) (*Memory, error)
+
+	// MemoryList returns memories newest first (descending id), or with
+	// OldestFirst oldest first, filtered, at most Limit of them, starting
+	// after the id in Cursor.
+	MemoryList(ctx context.Context, params *MemoryListParams) ([]*Memory, error)
+
+	// MemorySearch returns up to Limit memories matching the query's
+	// words, best match first (full-text rank, then newest), filtered as
+	// MemoryList filters.
+	MemorySearch(ctx context.Context, params *MemorySearchParams) ([]*Memory, error)
+
+	// MemoryDelete removes one memory and journals memory.deleted, about
+	// its task. An unknown id is ErrNotFound.
+	MemoryDelete(ctx context.Context, params *MemoryDeleteParams) error
+
+	// MemoryPurge removes every memory matching all the filters set (none
+	// set is ErrMemoryPurgeAll) and returns how many; when any went it
+	// journals one memory.purged (about TaskID, when set) in the same
+	// transaction.
+	MemoryPurge(ctx context.Context, params *MemoryPurgeParams) (int64, error)
+
 	// TaskPurge removes, in one transaction, up to Limit tasks that
 	// finished before FinishedBefore, oldest first, with their steps,
-	// events, input requests, notifications, dependency edges and tags. A
+	// events, input requests, notifications, dependency edges and tags
+	// (their memories stay: see MemoryPurge). A
 	// task stays while a task that has not finished refers to it: its
 	// parent, one of its children, or a task with an edge to it (a
 	// dependency, or the related edge a chained follow-up has).
@@ -438,8 +469,12 @@ type TaskFinishParams struct {
 	// that made it.
 	FollowUps []*TaskInsertParams
 	Events    []EventAppend
-	Actor     string
-	Now       *time.Time
+	// Memories are written, as MemoryInsert writes them, in the same
+	// transaction if and only if the task ends completed: the memory
+	// result route.
+	Memories []*MemoryInsertParams
+	Actor    string
+	Now      *time.Time
 }
 
 // TaskCancelParams cancels one task.

@@ -40,11 +40,12 @@ type Batch struct {
 	Events        []*Event
 	Notifications []*Notification
 	Schedules     []*Schedule
+	Memories      []*Memory
 }
 
 // Len counts the rows of every kind.
 func (b *Batch) Len() int {
-	return len(b.Tasks) + len(b.Steps) + len(b.Inputs) + len(b.Dependencies) + len(b.Events) + len(b.Notifications) + len(b.Schedules)
+	return len(b.Tasks) + len(b.Steps) + len(b.Inputs) + len(b.Dependencies) + len(b.Events) + len(b.Notifications) + len(b.Schedules) + len(b.Memories)
 }
 
 // BatchExportParams selects one page of tasks for an export.

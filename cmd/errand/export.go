@@ -198,8 +198,8 @@ daemon first, or point it at the new store afterwards.`,
 			if a.asJSON {
 				return printJSON(a.stdout, stats)
 			}
-			_, err = fmt.Fprintf(a.stdout, "imported %d tasks, %d dependencies, %d steps, %d inputs, %d events, %d notifications\n",
-				stats.Tasks, stats.Dependencies, stats.Steps, stats.Inputs, stats.Events, stats.Notifications)
+			_, err = fmt.Fprintf(a.stdout, "imported %d tasks, %d dependencies, %d steps, %d inputs, %d events, %d notifications, %d schedules, %d memories\n",
+				stats.Tasks, stats.Dependencies, stats.Steps, stats.Inputs, stats.Events, stats.Notifications, stats.Schedules, stats.Memories)
 			return err
 		},
 	}

@@ -280,7 +280,7 @@ func (a *LLM) call(ctx context.Context, run taskrun.Run, key string, call TurnCa
 			return fail(taskrun.StepFailed, CodeBadArgs, err)
 		}
 		out, _ = json.Marshal(map[string]string{"asked": next.PendingQuestion, "note": "The task waits for the user's answer."})
-	case ToolSubmitTask, ToolGetTaskStatus, ToolListActiveTasks, ToolCancelTask:
+	case ToolSubmitTask, ToolGetTaskStatus, ToolListActiveTasks, ToolCancelTask, ToolRemember, ToolRecall:
 		res, _, err := callEngineTool(ctx, run, key, call.Name, call.Arguments)
 		if err != nil {
 			return fail(taskrun.StepFailed, CodeToolFailed, err)

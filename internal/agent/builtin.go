@@ -16,7 +16,30 @@ const (
 	ToolGetTaskStatus   = "get_task_status"
 	ToolListActiveTasks = "list_active_tasks"
 	ToolCancelTask      = "cancel_task"
+	ToolRemember        = "remember"
+	ToolRecall          = "recall"
 )
+
+// memoryTools are the built-in tools over errand's memories, offered to
+// every llm agent, scouts included.
+var memoryTools = []provider.Tool{
+	{
+		Name: ToolRemember,
+		Description: "Store a memory that later tasks can recall: a fact, decision or lesson worth keeping beyond this task. " +
+			"Keep it short and self-contained. Returns the memory's id.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{` +
+			`"text":{"type":"string","description":"What to remember."},` +
+			`"tags":{"type":"array","items":{"type":"string"},"maxItems":20,"description":"Words to find it by."}},"required":["text"]}`),
+	},
+	{
+		Name: ToolRecall,
+		Description: "Search the memories that earlier tasks stored for what matches the query's words, best matches first, " +
+			"as many as this task's memory budget allows.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{` +
+			`"query":{"type":"string","description":"Words to look for."},` +
+			`"limit":{"type":"integer","minimum":1,"description":"At most this many memories."}},"required":["query"]}`),
+	},
+}
 
 // engineTools are the built-in tools beyond finish_task and update_plan.
 var engineTools = []provider.Tool{
@@ -51,7 +74,7 @@ var engineTools = []provider.Tool{
 func isBuiltin(name string) bool {
 	switch name {
 	case ToolFinishTask, ToolUpdatePlan, ToolSubmitTask, ToolGetTaskStatus, ToolListActiveTasks, ToolCancelTask, ToolAskUser, ToolCompleteStep,
-		ToolAlert:
+		ToolAlert, ToolRemember, ToolRecall:
 		return true
 	}
 	return false
@@ -97,6 +120,29 @@ func callEngineTool(ctx context.Context, run taskrun.Run, key, name string, args
 		var tasks []*taskrun.TaskView
 		tasks, err = run.ActiveTasks(ctx)
 		res = map[string]any{"tasks": tasks}
+	case ToolRemember:
+		var a struct {
+			Text string   `json:"text"`
+			Tags []string `json:"tags"`
+		}
+		if err := json.Unmarshal(args, &a); err != nil {
+			return nil, true, fmt.Errorf("%s: %w", name, err)
+		}
+		// The step's key makes a repeated call return the memory it
+		// already stored.
+		var m *taskrun.MemoryView
+		if m, err = run.Remember(ctx, taskrun.MemorySpec{Text: a.Text, Tags: a.Tags, IdempotencyKey: key}); err == nil {
+			res = map[string]any{"id": m.ID, "estimated_tokens": m.EstimatedTokens}
+		}
+	case ToolRecall:
+		var a struct {
+			Query string `json:"query"`
+			Limit int    `json:"limit"`
+		}
+		if err := json.Unmarshal(args, &a); err != nil {
+			return nil, true, fmt.Errorf("%s: %w", name, err)
+		}
+		res, err = run.Recall(ctx, a.Query, a.Limit)
 	default:
 		return nil, false, nil
 	}

@@ -39,6 +39,9 @@ const (
 	CodeExecError    = "exec_error"
 	CodeExecTimeout  = "step_timeout"
 	CodeSubtaskError = "subtask_error"
+	// CodeMemoryError is the code of an exec step whose memories could not
+	// be stored.
+	CodeMemoryError = "memory_error"
 	// CodeExecInterrupted marks the record of a step whose command was
 	// killed because the task was cancelled, its lease lost, or the engine
 	// stopped; the task's outcome is then the engine's to decide.
@@ -148,9 +151,19 @@ type execReply struct {
 	Question  string          `json:"question,omitempty"`
 	Error     string          `json:"error,omitempty"`
 	Retryable bool            `json:"retryable,omitempty"`
+	// Memories are stored, with the task's provenance, when the step
+	// continues or finishes: the exec form of the remember tool.
+	Memories []execMemory `json:"memories,omitempty"`
 	// SubtaskIDs is errand's: the children made from Subtasks, in order. It
 	// is recorded so that a replayed step does not submit them again.
 	SubtaskIDs []string `json:"subtask_ids,omitempty"`
+	// MemoryIDs is errand's too: the memories stored from Memories.
+	MemoryIDs []string `json:"memory_ids,omitempty"`
+}
+
+type execMemory struct {
+	Text string   `json:"text"`
+	Tags []string `json:"tags,omitempty"`
 }
 
 type execProgress struct {
@@ -301,17 +314,17 @@ func (a *Exec) step(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	}
 
 	// continue or finish.
-	if err := a.submit(ctx, run, rec.Key, reply); err != nil {
+	if code, err := a.submit(ctx, run, rec.Key, reply); err != nil {
 		if ctx.Err() != nil {
 			return taskrun.Result{}, false, context.Cause(ctx)
 		}
 		if !rec.Replayed {
 			a.endFailed(ctx, run, rec.Key, taskrun.StepResult{
-				Status: taskrun.StepFailed, Duration: time.Since(began), ErrorCode: CodeSubtaskError, ErrorMessage: err.Error(),
+				Status: taskrun.StepFailed, Duration: time.Since(began), ErrorCode: code, ErrorMessage: err.Error(),
 				Release: reservation,
 			})
 		}
-		return taskrun.Result{}, false, &taskrun.Error{Code: CodeSubtaskError, Err: err, Retryable: true}
+		return taskrun.Result{}, false, &taskrun.Error{Code: code, Err: err, Retryable: true}
 	}
 	next := *state
 	next.Step = n
@@ -374,7 +387,7 @@ func (a *Exec) endFailed(ctx context.Context, run taskrun.Run, key string, res t
 // submit creates the children a step asked for that are not made yet. The
 // key of child i is the step's key + ":sub:" + i, so a step run again after
 // a crash gets the same children back.
-func (a *Exec) submit(ctx context.Context, run taskrun.Run, key string, reply *execReply) error {
+func (a *Exec) submit(ctx context.Context, run taskrun.Run, key string, reply *execReply) (code string, err error) {
 	for i := len(reply.SubtaskIDs); i < len(reply.Subtasks); i++ {
 		s := reply.Subtasks[i]
 		child, err := run.SubmitSubtask(ctx, taskrun.SubtaskSpec{
@@ -382,11 +395,20 @@ func (a *Exec) submit(ctx context.Context, run taskrun.Run, key string, reply *e
 			IdempotencyKey: key + ":sub:" + strconv.Itoa(i),
 		})
 		if err != nil {
-			return fmt.Errorf("submit subtask %d (%q): %w", i, summarize(s.Goal), err)
+			return CodeSubtaskError, fmt.Errorf("submit subtask %d (%q): %w", i, summarize(s.Goal), err)
 		}
 		reply.SubtaskIDs = append(reply.SubtaskIDs, child.ID)
 	}
-	return nil
+	for i := len(reply.MemoryIDs); i < len(reply.Memories); i++ {
+		m := reply.Memories[i]
+		// The key makes a step run again store each memory once.
+		v, err := run.Remember(ctx, taskrun.MemorySpec{Text: m.Text, Tags: m.Tags, IdempotencyKey: key + ":mem:" + strconv.Itoa(i)})
+		if err != nil {
+			return CodeMemoryError, fmt.Errorf("remember memory %d (%q): %w", i, summarize(m.Text), err)
+		}
+		reply.MemoryIDs = append(reply.MemoryIDs, v.ID)
+	}
+	return "", nil
 }
 
 func execSummary(r *execReply) string {
@@ -550,7 +572,7 @@ func parseExecReply(out []byte) (*execReply, error) {
 		}
 		return nil, fmt.Errorf("stdout is not a step result (%v): %s", err, quoteStart(out))
 	}
-	r.SubtaskIDs = nil // errand's field, never the agent's
+	r.SubtaskIDs, r.MemoryIDs = nil, nil // errand's fields, never the agent's
 	switch r.Status {
 	case ExecContinue, ExecFinish, ExecError:
 	case ExecAskUser:
@@ -563,6 +585,11 @@ func parseExecReply(out []byte) (*execReply, error) {
 	for i, s := range r.Subtasks {
 		if strings.TrimSpace(s.Goal) == "" {
 			return nil, fmt.Errorf("subtask %d: goal must not be empty", i)
+		}
+	}
+	for i, m := range r.Memories {
+		if strings.TrimSpace(m.Text) == "" {
+			return nil, fmt.Errorf("memory %d: text must not be empty", i)
 		}
 	}
 	return &r, nil

@@ -386,9 +386,9 @@ func summarize(s string) string {
 }
 
 func (a *LLM) request(state *TaskState) *provider.Request {
-	finish, builtins := finishTaskSpec, slices.Concat([]provider.Tool{updatePlanSpec}, engineTools, []provider.Tool{askUserSpec})
+	finish, builtins := finishTaskSpec, slices.Concat([]provider.Tool{updatePlanSpec}, engineTools, []provider.Tool{askUserSpec}, memoryTools)
 	if a.scout {
-		finish, builtins = scoutFinishSpec, scoutTools
+		finish, builtins = scoutFinishSpec, slices.Concat(scoutTools, memoryTools)
 	}
 	req := &provider.Request{
 		Model:     a.cfg.Model,

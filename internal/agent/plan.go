@@ -114,7 +114,7 @@ func (a *LLM) phaseTools(state *TaskState, tools []provider.Tool) []provider.Too
 	}
 	switch phase {
 	case phasePlan:
-		return keep(ToolUpdatePlan, ToolFinishTask)
+		return keep(ToolUpdatePlan, ToolRecall, ToolFinishTask) // what was learned before informs the plan
 	case phaseExecute:
 		return append(tools, completeStepSpec)
 	case phaseConclude:

@@ -70,7 +70,7 @@ func TestPlanExecute(t *testing.T) {
 	for _, tool := range planning.Tools {
 		names = append(names, tool.Name)
 	}
-	require.ElementsMatch(t, []string{"update_plan", "finish_task"}, names, "planning offers only the plan")
+	require.ElementsMatch(t, []string{"update_plan", "recall", "finish_task"}, names, "planning offers the plan, and what was learned before")
 
 	step2 := model.requests[4] // plan step 2, resumed
 	require.Len(t, step2.Messages, 1, "each plan step starts its own conversation")

@@ -198,7 +198,7 @@ func TestScoutQueuesTaskAndAlert(t *testing.T) {
 	// What the model saw: the heartbeat in the first message, the scout's
 	// tools only, and queued answers.
 	first := server.Request(0)
-	require.Equal(t, []string{"finish_task", "list_active_tasks", "get_task_status", "submit_task", "alert"}, first.Tools)
+	require.Equal(t, []string{"finish_task", "list_active_tasks", "get_task_status", "submit_task", "alert", "remember", "recall"}, first.Tools)
 	for _, name := range []string{"cancel_task", "ask_user", "update_plan", "complete_step"} {
 		require.NotContains(t, first.Tools, name)
 	}
@@ -343,7 +343,8 @@ func TestNonScoutSubmitTaskMakesSubtask(t *testing.T) {
 	require.Equal(t, "sub_task:submit_task:done", stepKinds(t, b, task.ID)[1])
 
 	first := server.Request(0)
-	require.Equal(t, []string{"finish_task", "update_plan", "submit_task", "get_task_status", "list_active_tasks", "cancel_task", "ask_user"}, first.Tools)
+	require.Equal(t, []string{"finish_task", "update_plan", "submit_task", "get_task_status", "list_active_tasks", "cancel_task", "ask_user",
+		"remember", "recall"}, first.Tools)
 	require.NotContains(t, first.Messages[1].Content, "heartbeat scout")
 }
 

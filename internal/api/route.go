@@ -10,7 +10,7 @@ import (
 )
 
 // Route is a task's result route as the wire writes it: a name ("notify",
-// "silent", "none") or an object for a chain:
+// "silent", "none", "memory") or an object for a chain:
 //
 //	{"type": "chain", "task": {POST /api/tasks body} | "schedule": "name", "context_from_result": true}
 type Route struct {

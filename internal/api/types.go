@@ -69,6 +69,10 @@ type CreateTask struct {
 	ResultRoute         *Route          `json:"result_route,omitempty"`
 	IdempotencyKey      string          `json:"idempotency_key,omitempty"`
 	Lane                string          `json:"lane,omitempty"`
+	// MaxMemoryTokens and MaxMemoryEntries bound what the task's recall
+	// returns; 0 or absent takes the defaults of its source.
+	MaxMemoryTokens  int `json:"max_memory_tokens,omitempty"`
+	MaxMemoryEntries int `json:"max_memory_entries,omitempty"`
 }
 
 // TaskList is a page of tasks, newest first; NextCursor is empty on the

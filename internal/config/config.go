@@ -130,6 +130,12 @@ type Config struct {
 	// Retention is how long finished tasks are kept; default 720h (30
 	// days), 0 keeps them forever.
 	Retention Duration `yaml:"retention"`
+	// MemoryRetention is how long memories are kept; default 0, forever.
+	// Purging tasks never removes their memories.
+	MemoryRetention Duration `yaml:"memory_retention"`
+	// MemoryLimits bound what recall returns to a task, by where the task
+	// came from; a task may set its own.
+	MemoryLimits MemoryLimits `yaml:"memory_limits"`
 	// Lanes is "session" to run at most one top-level task per session at
 	// a time, or empty (or "none") for no lanes. A task's own lane applies
 	// either way.
@@ -291,6 +297,37 @@ type MCPServer struct {
 	Env map[string]string `yaml:"env,omitempty"`
 }
 
+// MemoryLimits are the recall limits of tasks by source: a person's
+// (user), an agent's (subtasks and tasks agents start), a schedule's, an
+// event's and a heartbeat scout's.
+type MemoryLimits struct {
+	User      MemoryLimit `yaml:"user"`
+	Agent     MemoryLimit `yaml:"agent"`
+	Schedule  MemoryLimit `yaml:"schedule"`
+	Event     MemoryLimit `yaml:"event"`
+	Heartbeat MemoryLimit `yaml:"heartbeat"`
+}
+
+// MemoryLimit bounds what one recall returns: at most MaxEntries memories
+// whose estimated tokens add up to at most MaxTokens. 0 recalls nothing.
+type MemoryLimit struct {
+	MaxTokens  int `yaml:"max_tokens"`
+	MaxEntries int `yaml:"max_entries"`
+}
+
+// DefaultMemoryLimits returns the default recall limits: user 4000
+// tokens and 25 entries, agent 3000/20, schedule 2000/15, event 1500/10,
+// heartbeat 500/5.
+func DefaultMemoryLimits() MemoryLimits {
+	return MemoryLimits{
+		User:      MemoryLimit{MaxTokens: 4000, MaxEntries: 25},
+		Agent:     MemoryLimit{MaxTokens: 3000, MaxEntries: 20},
+		Schedule:  MemoryLimit{MaxTokens: 2000, MaxEntries: 15},
+		Event:     MemoryLimit{MaxTokens: 1500, MaxEntries: 10},
+		Heartbeat: MemoryLimit{MaxTokens: 500, MaxEntries: 5},
+	}
+}
+
 // Default returns the configuration with every default and no agents.
 func Default() *Config {
 	return &Config{
@@ -309,9 +346,10 @@ func Default() *Config {
 			AlertThresholds: DefaultAlertThresholds(),
 			OnLimit:         DefaultOnLimit,
 		},
-		MCPServers: map[string]MCPServer{},
-		Retention:  DefaultRetention,
-		Schedules:  map[string]Schedule{},
+		MCPServers:   map[string]MCPServer{},
+		Retention:    DefaultRetention,
+		MemoryLimits: DefaultMemoryLimits(),
+		Schedules:    map[string]Schedule{},
 	}
 }
 

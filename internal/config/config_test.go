@@ -68,8 +68,9 @@ func designExample() *Config {
 		MCPServers: map[string]MCPServer{
 			"files": {Command: []string{"mcp-server-filesystem", "/srv/data"}},
 		},
-		Retention: Duration(720 * time.Hour),
-		Lanes:     "session",
+		Retention:    Duration(720 * time.Hour),
+		MemoryLimits: DefaultMemoryLimits(),
+		Lanes:        "session",
 		Schedules: map[string]Schedule{
 			"morning-scout": {
 				Kind:        "heartbeat",
@@ -115,7 +116,11 @@ func TestDefault(t *testing.T) {
 		Budget:            Budget{DailyUSD: 5, MonthlyUSD: 50, AlertThresholds: []float64{0.5, 0.8, 0.9}, OnLimit: "pause-all"},
 		MCPServers:        map[string]MCPServer{},
 		Retention:         Duration(720 * time.Hour),
-		Schedules:         map[string]Schedule{},
+		MemoryLimits: MemoryLimits{
+			User: MemoryLimit{4000, 25}, Agent: MemoryLimit{3000, 20}, Schedule: MemoryLimit{2000, 15},
+			Event: MemoryLimit{1500, 10}, Heartbeat: MemoryLimit{500, 5},
+		},
+		Schedules: map[string]Schedule{},
 	}
 	require.Equal(t, want, Default())
 	require.NoError(t, Default().Validate())
@@ -427,5 +432,24 @@ func TestMarshalRoundTrip(t *testing.T) {
 		got, err := Parse(data)
 		require.NoError(t, err, string(data))
 		require.Equal(t, cfg, got, string(data))
+	}
+}
+
+func TestMemoryKeys(t *testing.T) {
+	t.Parallel()
+
+	cfg, err := Parse([]byte("memory_retention: 2160h\nmemory_limits: {heartbeat: {max_tokens: 800}, user: {max_entries: 0}}\n"))
+	require.NoError(t, err)
+	require.Equal(t, Duration(2160*time.Hour), cfg.MemoryRetention)
+	want := DefaultMemoryLimits()
+	want.Heartbeat.MaxTokens = 800 // max_entries keeps its default
+	want.User.MaxEntries = 0       // present keys are literal
+	require.Equal(t, want, cfg.MemoryLimits)
+	require.Equal(t, Duration(0), Default().MemoryRetention, "memories are kept forever by default")
+
+	_, err = Parse([]byte("memory_retention: -1h\nmemory_limits: {agent: {max_tokens: -5, max_entries: 1001}, persons: {}}\n"))
+	require.Error(t, err)
+	for _, msg := range []string{"memory_retention", "memory_limits.agent.max_tokens", "memory_limits.agent.max_entries", "memory_limits.persons"} {
+		require.Contains(t, err.Error(), msg)
 	}
 }

@@ -187,6 +187,8 @@ type taskShape struct {
 	ResultRoute         anyJSON     `yaml:"result_route"`
 	IdempotencyKey      string      `yaml:"idempotency_key"`
 	Lane                string      `yaml:"lane"`
+	MaxMemoryTokens     int         `yaml:"max_memory_tokens"`
+	MaxMemoryEntries    int         `yaml:"max_memory_entries"`
 	PromptFile          string      `yaml:"prompt_file"`
 }
 

@@ -116,6 +116,8 @@ func (c *Config) Validate() error {
 		checkEnv(&p, path+".env", s.Env)
 	}
 	p.check("retention", atLeast(c.Retention, 0))
+	p.check("memory_retention", atLeast(c.MemoryRetention, 0))
+	c.MemoryLimits.validate(&p)
 	if c.Lanes != "" && c.Lanes != "session" && c.Lanes != "none" {
 		p.add("lanes", "%q is not session or none", c.Lanes)
 	}
@@ -213,6 +215,27 @@ func (a Agent) validate(p *problems, path, name string) {
 	}
 	if a.StepTimeout <= 0 {
 		p.add(path+".step_timeout", "must be positive")
+	}
+}
+
+// Bounds of a memory limit, as the engine has them.
+const (
+	maxMemoryTokens  = 1_000_000
+	maxMemoryEntries = 1000
+)
+
+func (m MemoryLimits) validate(p *problems) {
+	for _, l := range []struct {
+		name  string
+		limit MemoryLimit
+	}{{"user", m.User}, {"agent", m.Agent}, {"schedule", m.Schedule}, {"event", m.Event}, {"heartbeat", m.Heartbeat}} {
+		path := "memory_limits." + l.name
+		if l.limit.MaxTokens < 0 || l.limit.MaxTokens > maxMemoryTokens {
+			p.add(path+".max_tokens", "%d is out of range 0–%d", l.limit.MaxTokens, maxMemoryTokens)
+		}
+		if l.limit.MaxEntries < 0 || l.limit.MaxEntries > maxMemoryEntries {
+			p.add(path+".max_entries", "%d is out of range 0–%d", l.limit.MaxEntries, maxMemoryEntries)
+		}
 	}
 }
 

@@ -168,6 +168,7 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		MaxSubtaskDepth: cfg.MaxSubtaskDepth,
 		SessionLanes:    cfg.Lanes == "session",
 		Retention:       time.Duration(cfg.Retention),
+		MemoryRetention: time.Duration(cfg.MemoryRetention),
 		OnPurged: func(taskIDs []string) {
 			if err := RemoveArtifacts(home, taskIDs); err != nil {
 				log.Warn("remove artifacts of purged tasks", "err", err)

@@ -60,6 +60,13 @@ type Config struct {
 	// OnPurged hears of each batch of tasks a purge removed (the daemon
 	// removes their artifacts).
 	OnPurged func(taskIDs []string)
+	// MemoryRetention is how long memories are kept: pools purge older
+	// ones every minute. Zero (the default) keeps them; purging tasks
+	// never removes memories.
+	MemoryRetention time.Duration
+	// MemoryLimits bound what recall returns, by the task's source; nil
+	// takes DefaultMemoryLimits.
+	MemoryLimits *MemoryLimits
 	// SessionLanes puts every top-level task with a session in the lane
 	// of its session: one runs at a time per session (config lanes: session).
 	SessionLanes bool
@@ -91,6 +98,10 @@ func (c *Config) withDefaults() *Config {
 	out.MaxAttempts = cmp.Or(out.MaxAttempts, DefaultMaxAttempts)
 	out.MaxInputBytes = cmp.Or(out.MaxInputBytes, DefaultMaxInputBytes)
 	out.MaxSubtaskDepth = cmp.Or(out.MaxSubtaskDepth, DefaultMaxSubtaskDepth)
+	if out.MemoryLimits == nil {
+		lim := DefaultMemoryLimits()
+		out.MemoryLimits = &lim
+	}
 	if out.Clock == nil {
 		out.Clock = clock.New()
 		out.storeClock = true
@@ -119,8 +130,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("retention %s: must not be negative", c.Retention)
 	case c.MaxInputBytes < 1:
 		return fmt.Errorf("max input bytes %d: must be positive", c.MaxInputBytes)
+	case c.MemoryRetention < 0:
+		return fmt.Errorf("memory retention %s: must not be negative", c.MemoryRetention)
 	}
-	return nil
+	return c.MemoryLimits.validate()
 }
 
 // Engine is errand's Layer 1 over one store: the task API (submit, get,

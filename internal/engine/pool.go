@@ -197,7 +197,7 @@ func (p *Pool) Start(ctx context.Context) error {
 		p.bg.Add(1)
 		go p.scheduler(bgCtx)
 	}
-	if p.e.cfg.Retention > 0 {
+	if p.e.cfg.Retention > 0 || p.e.cfg.MemoryRetention > 0 {
 		p.bg.Add(1)
 		go p.every(bgCtx, purgeInterval, p.purgeOld)
 	}

@@ -55,8 +55,31 @@ func (e *Engine) Purge(ctx context.Context, before time.Time, dryRun bool) (*Pur
 	}
 }
 
-// purgeOld is the pool's retention job.
+// purgeOld is the pool's retention job: finished tasks past Retention,
+// memories past MemoryRetention, each when set.
 func (p *Pool) purgeOld(ctx context.Context) {
+	if p.e.cfg.MemoryRetention > 0 {
+		p.purgeOldMemories(ctx)
+	}
+	if p.e.cfg.Retention > 0 {
+		p.purgeOldTasks(ctx)
+	}
+}
+
+// purgeOldMemories removes the memories older than MemoryRetention.
+func (p *Pool) purgeOldMemories(ctx context.Context) {
+	before := p.e.clock.Now().Add(-p.e.cfg.MemoryRetention)
+	n, err := p.e.store.MemoryPurge(ctx, &store.MemoryPurgeParams{CreatedBefore: before, Actor: store.ActorSystem, Now: p.e.now()})
+	if err != nil && ctx.Err() == nil {
+		p.logger.ErrorContext(ctx, "purge old memories", slog.String("error", err.Error()))
+	}
+	if n > 0 {
+		p.e.wrote()
+		p.logger.InfoContext(ctx, "purged memories past retention", slog.Int64("memories", n), slog.Time("created_before", before))
+	}
+}
+
+func (p *Pool) purgeOldTasks(ctx context.Context) {
 	before := p.e.clock.Now().Add(-p.e.cfg.Retention)
 	res, err := p.e.Purge(ctx, before, false)
 	if err != nil && ctx.Err() == nil {

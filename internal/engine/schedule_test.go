@@ -317,7 +317,8 @@ func TestScheduleValidation(t *testing.T) {
 		{"prompt file on cron", ScheduleParams{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"prompt_file": "HEARTBEAT.md"}`)}, "task.prompt_file"},
 		{"active hours on cron", ScheduleParams{Name: "a", Kind: "cron", Spec: "@hourly", ActiveHours: "08:00-22:00", Task: task}, "active_hours"},
 		{"bad name", ScheduleParams{Name: "a b", Kind: "interval", Spec: "1h", Task: task}, "name"},
-		{"memory route", ScheduleParams{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "x", "result_route": "memory"}`)}, "task.result_route"},
+		{"bad route", ScheduleParams{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "x", "result_route": "memroy"}`)}, "task.result_route"},
+		{"negative memory limit", ScheduleParams{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "x", "max_memory_tokens": -1}`)}, "task.max_memory_tokens"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := b.engine.CreateSchedule(context.Background(), &tc.p)

@@ -83,12 +83,17 @@ type SubmitParams struct {
 	// schedule:<id> or event:<id>.
 	Source string
 	// ResultRoute is notify (default: a top-level task's outcome goes to
-	// its session's inbox), silent (none is its old name) or chain, with
-	// Chain naming the task that follows a completion.
+	// its session's inbox), silent (none is its old name), memory (the
+	// result's output becomes a memory with the task's provenance) or
+	// chain, with Chain naming the task that follows a completion.
 	ResultRoute string
 	Chain       *store.Chain
 	// Scout marks a heartbeat scout (see store.Options.Scout).
 	Scout bool
+	// MaxMemoryTokens and MaxMemoryEntries bound what the task's recall
+	// returns; 0 takes the limits of its source (see MemoryLimits).
+	MaxMemoryTokens  int
+	MaxMemoryEntries int
 	// Lane lets at most one task of the lane run at a time. With the
 	// engine's SessionLanes, a top-level task with a session and no lane
 	// takes the lane session:<session_id>.
@@ -205,7 +210,7 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 	}
 	route := p.ResultRoute
 	switch route {
-	case "", store.ResultRouteNotify, store.ResultRouteSilent, store.ResultRouteNone:
+	case "", store.ResultRouteNotify, store.ResultRouteSilent, store.ResultRouteNone, store.ResultRouteMemory:
 		if p.Chain != nil {
 			return nil, invalid("result_route", "task, schedule and context_from_result belong to a chain route")
 		}
@@ -213,10 +218,14 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 		if p.Chain == nil {
 			return nil, invalid("result_route", `a chain names either "task" or "schedule"`)
 		}
-	case store.ResultRouteMemory:
-		return nil, invalid("result_route", "memory routes come with memories, which this version of errand does not have")
 	default:
-		return nil, invalid("result_route", "%q is not one of notify, silent, none, chain", p.ResultRoute)
+		return nil, invalid("result_route", "%q is not one of notify, silent, none, memory, chain", p.ResultRoute)
+	}
+	if p.MaxMemoryTokens < 0 || p.MaxMemoryTokens > MaxMemoryTokensLimit {
+		return nil, invalid("max_memory_tokens", "%d is out of range 0–%d", p.MaxMemoryTokens, MaxMemoryTokensLimit)
+	}
+	if p.MaxMemoryEntries < 0 || p.MaxMemoryEntries > MaxMemoryEntriesLimit {
+		return nil, invalid("max_memory_entries", "%d is out of range 0–%d", p.MaxMemoryEntries, MaxMemoryEntriesLimit)
 	}
 	lane := p.Lane
 	if err := checkText("lane", lane); err != nil {
@@ -229,11 +238,12 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 		lane = "session:" + p.SessionID
 	}
 	if p.MaxSteps != 0 || len(p.Tools) > 0 || len(p.ToolsDeny) > 0 || p.SystemPrompt != "" || p.InputTimeout > 0 || p.InputDefault != nil ||
-		p.Source != "" || route != "" || p.Scout || lane != "" {
+		p.Source != "" || route != "" || p.Scout || lane != "" || p.MaxMemoryTokens > 0 || p.MaxMemoryEntries > 0 {
 		options = &store.Options{
 			MaxSteps: p.MaxSteps, Tools: p.Tools, ToolsDeny: p.ToolsDeny, SystemPrompt: p.SystemPrompt,
 			InputTimeout: store.Duration(p.InputTimeout), InputDefault: p.InputDefault,
 			Source: p.Source, ResultRoute: route, Chain: p.Chain, Scout: p.Scout, Lane: lane,
+			MaxMemoryTokens: p.MaxMemoryTokens, MaxMemoryEntries: p.MaxMemoryEntries,
 		}
 	}
 

@@ -56,6 +56,8 @@ func ParamsFromBody(body *api.CreateTask) (*SubmitParams, error) {
 		ToolsDeny:           body.ToolsDeny,
 		SystemPrompt:        body.SystemPrompt,
 		Lane:                body.Lane,
+		MaxMemoryTokens:     body.MaxMemoryTokens,
+		MaxMemoryEntries:    body.MaxMemoryEntries,
 		Source:              store.SourceUser,
 	}
 	if r := body.ResultRoute; r != nil {

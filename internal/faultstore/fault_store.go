@@ -64,6 +64,12 @@ var Points = [...]string{
 	"ScheduleFire",
 	"EventInsert",
 	"TaskPurge",
+	"MemoryInsert",
+	"MemoryGetByID",
+	"MemoryList",
+	"MemorySearch",
+	"MemoryDelete",
+	"MemoryPurge",
 	"CheckWritable",
 }
 
@@ -462,6 +468,36 @@ func (s *Store) TaskPurge(ctx context.Context, params *store.TaskPurgeParams) (*
 // EventInsert calls the inner store's EventInsert under the faults at point "EventInsert".
 func (s *Store) EventInsert(ctx context.Context, params *store.EventInsertParams) (*store.Event, error) {
 	return call(ctx, s, "EventInsert", func() (*store.Event, error) { return s.inner.EventInsert(ctx, params) })
+}
+
+// MemoryInsert calls the inner store's MemoryInsert under the faults at point "MemoryInsert".
+func (s *Store) MemoryInsert(ctx context.Context, params *store.MemoryInsertParams) (*store.MemoryInsertResult, error) {
+	return call(ctx, s, "MemoryInsert", func() (*store.MemoryInsertResult, error) { return s.inner.MemoryInsert(ctx, params) })
+}
+
+// MemoryGetByID calls the inner store's MemoryGetByID under the faults at point "MemoryGetByID".
+func (s *Store) MemoryGetByID(ctx context.Context, id string) (*store.Memory, error) {
+	return call(ctx, s, "MemoryGetByID", func() (*store.Memory, error) { return s.inner.MemoryGetByID(ctx, id) })
+}
+
+// MemoryList calls the inner store's MemoryList under the faults at point "MemoryList".
+func (s *Store) MemoryList(ctx context.Context, params *store.MemoryListParams) ([]*store.Memory, error) {
+	return call(ctx, s, "MemoryList", func() ([]*store.Memory, error) { return s.inner.MemoryList(ctx, params) })
+}
+
+// MemorySearch calls the inner store's MemorySearch under the faults at point "MemorySearch".
+func (s *Store) MemorySearch(ctx context.Context, params *store.MemorySearchParams) ([]*store.Memory, error) {
+	return call(ctx, s, "MemorySearch", func() ([]*store.Memory, error) { return s.inner.MemorySearch(ctx, params) })
+}
+
+// MemoryDelete calls the inner store's MemoryDelete under the faults at point "MemoryDelete".
+func (s *Store) MemoryDelete(ctx context.Context, params *store.MemoryDeleteParams) error {
+	return call0(ctx, s, "MemoryDelete", func() error { return s.inner.MemoryDelete(ctx, params) })
+}
+
+// MemoryPurge calls the inner store's MemoryPurge under the faults at point "MemoryPurge".
+func (s *Store) MemoryPurge(ctx context.Context, params *store.MemoryPurgeParams) (int64, error) {
+	return call(ctx, s, "MemoryPurge", func() (int64, error) { return s.inner.MemoryPurge(ctx, params) })
 }
 
 // CheckWritable calls the inner store's CheckWritable under the faults at point "CheckWritable".

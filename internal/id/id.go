@@ -15,6 +15,7 @@ const (
 	Run      Kind = "run_"
 	Input    Kind = "inp_"
 	Schedule Kind = "sch_"
+	Memory   Kind = "mem_"
 )
 
 const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"

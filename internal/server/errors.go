@@ -193,6 +193,9 @@ func notFoundMessage(r *http.Request) string {
 		if strings.HasPrefix(r.URL.Path, "/api/schedules/") {
 			return "no schedule " + id
 		}
+		if strings.HasPrefix(r.URL.Path, "/api/memories/") {
+			return "no memory " + id
+		}
 		return "no task " + id
 	}
 	return "not found"

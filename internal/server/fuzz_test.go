@@ -127,6 +127,10 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"POST", "/api/schedules/{id}/run"},
 	{"PATCH", "/api/tasks/budget"},
 	{"POST", "/api/tasks/budget/resume"},
+	{"GET", "/api/memories"},
+	{"GET", "/api/memories/{id}"},
+	{"DELETE", "/api/memories/{id}"},
+	{"POST", "/api/memories/purge"},
 }
 
 // streamRecorder ends a stream as soon as it starts: the request's context

@@ -160,6 +160,10 @@ var allRoutes = []struct{ method, path string }{
 	{"POST", "/api/schedules/sch_X/run"},
 	{"PATCH", "/api/tasks/budget"},
 	{"POST", "/api/tasks/budget/resume"},
+	{"GET", "/api/memories"},
+	{"GET", "/api/memories/mem_X"},
+	{"DELETE", "/api/memories/mem_X"},
+	{"POST", "/api/memories/purge"},
 	{"GET", "/api/nope"},
 }
 

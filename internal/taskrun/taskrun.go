@@ -144,6 +144,43 @@ type Run interface {
 	ActiveTasks(ctx context.Context) ([]*TaskView, error)
 	// CancelTask cancels a task on this task's behalf.
 	CancelTask(ctx context.Context, taskID, reason string) (*TaskView, error)
+
+	// Remember stores a memory with this task's provenance (its id, agent
+	// and source). The spec's IdempotencyKey (set it from the step's key)
+	// makes a repeated call return the memory already stored. Bad text or
+	// tags are an error that names the field.
+	Remember(ctx context.Context, spec MemorySpec) (*MemoryView, error)
+	// Recall returns the memories that best match query's words, best
+	// first, within the task's memory limits (tokens and entries) and, when
+	// limit is positive, at most limit of them.
+	Recall(ctx context.Context, query string, limit int) (*Recalled, error)
+}
+
+// MemorySpec is a memory an agent asks to keep.
+type MemorySpec struct {
+	Text           string
+	Tags           []string
+	IdempotencyKey string
+}
+
+// MemoryView is what an agent sees of a memory.
+type MemoryView struct {
+	ID              string    `json:"id"`
+	Text            string    `json:"text"`
+	Tags            []string  `json:"tags"`
+	Source          string    `json:"source"`
+	TaskID          string    `json:"task_id,omitempty"`
+	EstimatedTokens int       `json:"estimated_tokens"`
+	CreatedAt       time.Time `json:"created_at"`
+}
+
+// Recalled is what Recall returns: the memories, what their estimated
+// tokens add up to, and the limits that applied.
+type Recalled struct {
+	Memories        []*MemoryView `json:"memories"`
+	EstimatedTokens int           `json:"estimated_tokens"`
+	MaxTokens       int           `json:"max_tokens"`
+	MaxEntries      int           `json:"max_entries"`
 }
 
 // SubtaskSpec describes a child task.

@@ -187,6 +187,12 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 				return err
 			}
 		}
+		for _, m := range p.Memories {
+			if _, _, err := s.insertMemory(ctx, tx, m, at); err != nil {
+				// Not %w, as for a follow-up: the whole batch fails.
+				return fmt.Errorf("memory %s: %v", m.ID, err)
+			}
+		}
 	}
 	if to.Terminal() {
 		return s.ended(ctx, tx, p.Lease.TaskID, at)

@@ -321,6 +321,21 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 			}
 		}
 	}
+	if len(b.Memories) > 0 {
+		if err := im.prepare(sqlImportMemory); err != nil {
+			return err
+		}
+		for _, m := range b.Memories {
+			if m == nil || m.ID == "" || m.Text == "" || m.Source == "" {
+				return errors.New("memory: id, text and source are required")
+			}
+			err := im.exec("memory "+m.ID, m.ID, m.Text, marshalList(m.Tags), m.TaskID, m.Agent, m.Source,
+				m.EstimatedTokens, nullString(m.IdempotencyKey), micros(m.CreatedAt))
+			if err != nil {
+				return err
+			}
+		}
+	}
 	if len(b.Notifications) > 0 {
 		if err := im.prepare(sqlImportNotification); err != nil {
 			return err
@@ -338,6 +353,8 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 	}
 	return nil
 }
+
+const sqlImportMemory = `INSERT INTO memories (` + memoryColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 const sqlImportSchedule = `INSERT INTO schedules (` + scheduleColumns + `)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`

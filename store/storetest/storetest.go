@@ -73,6 +73,7 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"Lanes", testLanes},
 		{"Purge", testPurge},
 		{"SpendGuard", testSpendGuard},
+		{"Memories", testMemory},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {
