@@ -104,16 +104,16 @@ const (
 )
 
 // Quiet reports whether a task's result route keeps an event of type typ
-// out of its inbox: silent keeps everything out but alerts; chain hands
-// the completion on to the follow-up, while a failure or a question still
-// reaches a person.
+// out of its inbox: silent keeps everything out but alerts; chain and
+// memory hand the completion on (to the follow-up, to memory), while a
+// failure or a question still reaches a person.
 func Quiet(route, typ string) bool {
 	switch {
 	case typ == EventAlert:
 		return false
-	case route == ResultRouteSilent || route == ResultRouteNone || route == ResultRouteMemory:
+	case route == ResultRouteSilent || route == ResultRouteNone:
 		return true
-	case route == ResultRouteChain:
+	case route == ResultRouteChain || route == ResultRouteMemory:
 		return typ == EventTaskCompleted
 	}
 	return false

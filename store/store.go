@@ -207,7 +207,7 @@ type Store interface {
 	// NotificationList returns inbox notifications, oldest first; listing
 	// changes nothing. Every event for which Notifies holds, about a task
 	// with no parent whose result route does not keep it out (Quiet: silent,
-	// none and memory keep out all but alerts, chain keeps out the completion),
+	// none keep out all but alerts, chain and memory keep out the completion),
 	// writes one notification (text from NotificationText) in the
 	// transaction that appends the event.
 	NotificationList(ctx context.Context, params *NotificationListParams) ([]*Notification, error)

@@ -73,7 +73,9 @@ func TestMemoryRoute(t *testing.T) {
 	require.Empty(t, listMemories(t, b.engine, &MemoryListParams{TaskID: failed.ID}))
 	notes, err := b.engine.store.NotificationList(context.Background(), &store.NotificationListParams{SessionID: "s1", Limit: 10})
 	require.NoError(t, err)
-	require.Empty(t, notes, "the memory route is quiet, as silent is")
+	require.Len(t, notes, 1, "the completion goes to memory, not the inbox")
+	require.Equal(t, failed.ID, notes[0].TaskID, "a failure still reaches a person")
+	require.Equal(t, store.EventTaskFailed, notes[0].EventType)
 }
 
 // remember writes a memory with the task's provenance once per key;
