@@ -1,0 +1,12 @@
+DROP TABLE memories;
+DROP TABLE spend_guard;
+DROP TABLE spend;
+DROP TABLE schedules;
+DROP TABLE cursors;
+DROP TABLE notifications;
+DROP TABLE task_dependencies;
+DROP TABLE input_requests;
+DROP TABLE task_steps;
+DROP TABLE task_events;
+DROP TABLE task_tags;
+DROP TABLE tasks;
