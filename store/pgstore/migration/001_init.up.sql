@@ -71,18 +71,17 @@ CREATE TABLE task_tags (
 );
 CREATE INDEX task_tags_task ON task_tags (task_id);
 
--- The journal. Ids come from a sequence, so transactions can commit out of
--- id order; each row records its transaction, and readers stop below the
--- oldest transaction still in flight (see the driver's event reads), so a
--- reader asking for id > last never skips an event that commits later.
+-- The journal. A transaction appends its events last, under a lock it
+-- holds until it commits (see journal.go), so ids are handed out in commit
+-- order and a reader asking for id > last never skips one that commits
+-- later.
 CREATE TABLE task_events (
     id         bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     task_id    text        NOT NULL,
     type       text        NOT NULL,
     actor      text        NOT NULL,
     data       json        NOT NULL DEFAULT '{}',
-    created_at timestamptz NOT NULL,
-    xid        xid8        NOT NULL DEFAULT pg_current_xact_id()
+    created_at timestamptz NOT NULL
 );
 CREATE INDEX task_events_task ON task_events (task_id, id);
 
