@@ -102,16 +102,11 @@ func (s *Store) InputList(ctx context.Context, p *store.InputListParams) ([]*sto
 	if err != nil {
 		return nil, fmt.Errorf("list input requests: %w", err)
 	}
-	defer rows.Close()
-	var out []*store.InputRequest
-	for rows.Next() {
-		in, err := scanInput(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list input requests: %w", err)
-		}
-		out = append(out, in)
+	out, err := collect(rows, scanInput)
+	if err != nil {
+		return nil, fmt.Errorf("list input requests: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // InputExpire implements store.Store.

@@ -126,19 +126,6 @@ func memoryFilter(taskID, agent, source string) (where []string, args []any) {
 	return where, args
 }
 
-func collectMemories(rows *sql.Rows) ([]*store.Memory, error) {
-	defer rows.Close()
-	var out []*store.Memory
-	for rows.Next() {
-		m, err := scanMemory(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
-}
-
 // MemoryList implements store.Store.
 func (s *Store) MemoryList(ctx context.Context, p *store.MemoryListParams) ([]*store.Memory, error) {
 	where, args := memoryFilter(p.TaskID, p.Agent, p.Source)
@@ -165,7 +152,7 @@ func (s *Store) MemoryList(ctx context.Context, p *store.MemoryListParams) ([]*s
 	if err != nil {
 		return nil, fmt.Errorf("list memories: %w", err)
 	}
-	out, err := collectMemories(rows)
+	out, err := collect(rows, scanMemory)
 	if err != nil {
 		return nil, fmt.Errorf("list memories: %w", err)
 	}
@@ -204,7 +191,7 @@ func (s *Store) MemorySearch(ctx context.Context, p *store.MemorySearchParams) (
 	if err != nil {
 		return nil, fmt.Errorf("search memories: %w", err)
 	}
-	out, err := collectMemories(rows)
+	out, err := collect(rows, scanMemory)
 	if err != nil {
 		return nil, fmt.Errorf("search memories: %w", err)
 	}

@@ -56,16 +56,8 @@ func (s *Store) NotificationList(ctx context.Context, p *store.NotificationListP
 	if err != nil {
 		return nil, fmt.Errorf("list notifications: %w", err)
 	}
-	defer rows.Close()
-	var out []*store.Notification
-	for rows.Next() {
-		n, err := scanNotification(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list notifications: %w", err)
-		}
-		out = append(out, n)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanNotification)
+	if err != nil {
 		return nil, fmt.Errorf("list notifications: %w", err)
 	}
 	return out, nil

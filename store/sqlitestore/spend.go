@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -266,18 +267,9 @@ func (s *Store) checkSpend(ctx context.Context, tx *sql.Tx, g *guard, cost float
 	if err != nil {
 		return nil, err
 	}
-	type check struct {
-		period  store.SpendPeriod
-		limit   float64
-		spent   float64
-		reached *string
-		resumed string
-	}
-	for _, c := range []check{
-		{month, g.limits.MonthlyUSD, m, &g.state.ReachedMonth, g.state.ResumedMonth},
-		{day, g.limits.DailyUSD, d, &g.state.ReachedDay, g.state.ResumedDay},
-	} {
-		if c.limit <= 0 || c.resumed == c.period.Key {
+	// The month first: when both refuse, its pause is the longer one.
+	for _, c := range slices.Backward(g.periodLimits(day, month, d, m)) {
+		if c.limit <= 0 || *c.resumed == c.period.Key {
 			continue
 		}
 		if *c.reached != c.period.Key && c.spent+r+cost <= c.limit+1e-12 {
@@ -285,7 +277,7 @@ func (s *Store) checkSpend(ctx context.Context, tx *sql.Tx, g *guard, cost float
 		}
 		if *c.reached != c.period.Key {
 			*c.reached = c.period.Key
-			if err := s.alertSpend(ctx, tx, g, c.period, []float64{1}, c.spent, c.limit, at); err != nil {
+			if err := s.alertSpend(ctx, tx, g, c, []float64{1}, at); err != nil {
 				return nil, err
 			}
 			if err := g.saveState(ctx, tx, at); err != nil {
@@ -323,21 +315,10 @@ func (s *Store) recordSpend(ctx context.Context, tx *sql.Tx, taskID string, cost
 	if err != nil {
 		return err
 	}
-	st := &g.state
 	dirty := false
-	for _, c := range []struct {
-		period  store.SpendPeriod
-		limit   float64
-		spent   float64
-		key     *string
-		level   *float64
-		reached *string
-	}{
-		{day, g.limits.DailyUSD, d, &st.AlertedDay, &st.AlertedDayLevel, &st.ReachedDay},
-		{month, g.limits.MonthlyUSD, m, &st.AlertedMonth, &st.AlertedMonthLevel, &st.ReachedMonth},
-	} {
+	for _, c := range g.periodLimits(day, month, d, m) {
 		alerted := 0.0
-		if *c.key == c.period.Key {
+		if *c.alerted == c.period.Key {
 			alerted = *c.level
 		}
 		crossed := store.Crossed(g.limits.AlertThresholds, alerted, c.spent, c.limit)
@@ -348,7 +329,7 @@ func (s *Store) recordSpend(ctx context.Context, tx *sql.Tx, taskID string, cost
 			*c.reached = c.period.Key
 		}
 		dirty = true
-		if err := s.alertSpend(ctx, tx, g, c.period, crossed, c.spent, c.limit, at); err != nil {
+		if err := s.alertSpend(ctx, tx, g, c, crossed, at); err != nil {
 			return err
 		}
 	}
@@ -361,12 +342,12 @@ func (s *Store) recordSpend(ctx context.Context, tx *sql.Tx, taskID string, cost
 // alertSpend journals one budget.alert per threshold, each with its inbox
 // notification (no task, no session: the owner's inbox), and marks the
 // highest as alerted in the guard's state (saved by the caller).
-func (s *Store) alertSpend(ctx context.Context, tx *sql.Tx, g *guard, period store.SpendPeriod, thresholds []float64, spentUSD, limit float64, at time.Time) error {
+func (s *Store) alertSpend(ctx context.Context, tx *sql.Tx, g *guard, c periodLimit, thresholds []float64, at time.Time) error {
 	day, month := g.periods(at)
 	paused, until := g.state.Paused(&g.limits, day, month)
 	for _, t := range thresholds {
 		data := &store.BudgetAlertData{
-			Period: period.Name, Key: period.Key, Threshold: t, SpentUSD: spentUSD, LimitUSD: limit,
+			Period: c.period.Name, Key: c.period.Key, Threshold: t, SpentUSD: c.spent, LimitUSD: c.limit,
 			OnLimit: g.limits.OnLimit, Paused: paused && t >= 1, PausedUntil: until,
 		}
 		if !data.Paused {
@@ -381,18 +362,31 @@ func (s *Store) alertSpend(ctx context.Context, tx *sql.Tx, g *guard, period sto
 			return fmt.Errorf("notify budget.alert: %w", err)
 		}
 	}
-	level := thresholds[len(thresholds)-1]
-	switch period.Name {
-	case store.PeriodDay:
-		if g.state.AlertedDay != period.Key || g.state.AlertedDayLevel < level {
-			g.state.AlertedDay, g.state.AlertedDayLevel = period.Key, level
-		}
-	case store.PeriodMonth:
-		if g.state.AlertedMonth != period.Key || g.state.AlertedMonthLevel < level {
-			g.state.AlertedMonth, g.state.AlertedMonthLevel = period.Key, level
-		}
+	if level := thresholds[len(thresholds)-1]; *c.alerted != c.period.Key || *c.level < level {
+		*c.alerted, *c.level = c.period.Key, level
 	}
 	return nil
+}
+
+// periodLimit is one period's limit and spend, with the guard's state of
+// that period, to read and to change.
+type periodLimit struct {
+	period  store.SpendPeriod
+	limit   float64
+	spent   float64
+	reached *string
+	resumed *string
+	alerted *string  // the period whose alerts level counts
+	level   *float64 // the highest threshold alerted
+}
+
+// periodLimits are the day's and the month's, in that order.
+func (g *guard) periodLimits(day, month store.SpendPeriod, spentDay, spentMonth float64) []periodLimit {
+	st := &g.state
+	return []periodLimit{
+		{day, g.limits.DailyUSD, spentDay, &st.ReachedDay, &st.ResumedDay, &st.AlertedDay, &st.AlertedDayLevel},
+		{month, g.limits.MonthlyUSD, spentMonth, &st.ReachedMonth, &st.ResumedMonth, &st.AlertedMonth, &st.AlertedMonthLevel},
+	}
 }
 
 // claimFloor is the lowest priority a claim at at may take, given the

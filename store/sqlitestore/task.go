@@ -105,15 +105,16 @@ func scanTask(r rowScanner) (*store.Task, error) {
 	return &t, nil
 }
 
-func scanTasks(rows *sql.Rows) ([]*store.Task, error) {
+// collect scans every row with scan and closes rows.
+func collect[T any](rows *sql.Rows, scan func(rowScanner) (T, error)) ([]T, error) {
 	defer rows.Close()
-	var out []*store.Task
+	var out []T
 	for rows.Next() {
-		t, err := scanTask(rows)
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, t)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }
@@ -344,7 +345,7 @@ func (s *Store) TaskList(ctx context.Context, p *store.TaskListParams) ([]*store
 		where = append(where, `tasks.id < ?`)
 		args = append(args, p.Cursor)
 	}
-	query := `SELECT ` + qualify(taskColumns) + ` FROM ` + from
+	query := `SELECT ` + prefixed("tasks.", taskColumns) + ` FROM ` + from
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -355,7 +356,7 @@ func (s *Store) TaskList(ctx context.Context, p *store.TaskListParams) ([]*store
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
-	tasks, err := scanTasks(rows)
+	tasks, err := collect(rows, scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -363,14 +364,6 @@ func (s *Store) TaskList(ctx context.Context, p *store.TaskListParams) ([]*store
 }
 
 // qualify prefixes each column with the tasks table, for joins.
-func qualify(columns string) string {
-	parts := strings.Split(columns, ",")
-	for i, c := range parts {
-		parts[i] = "tasks." + strings.TrimSpace(c)
-	}
-	return strings.Join(parts, ", ")
-}
-
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
