@@ -28,6 +28,11 @@ type pendingEvent struct {
 	taskID, typ, actor string
 	data               []byte
 	at                 time.Time
+	// transition is data when it was one, for the notification's text.
+	transition *store.TransitionData
+	// inboxText, when set, is the text of the owner's notification this
+	// event writes whatever its task (an alert).
+	inboxText *string
 }
 
 // appendEvents inserts evs, in order, under the journal lock, and returns
@@ -77,7 +82,7 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*sto
 		where = append(where, fmt.Sprintf(`task_id = $%d`, len(args)))
 	}
 	if !p.Since.IsZero() {
-		args = append(args, p.Since)
+		args = append(args, ceilMicro(p.Since))
 		where = append(where, fmt.Sprintf(`created_at >= $%d`, len(args)))
 	}
 	if len(p.Types) > 0 {

@@ -1,0 +1,138 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/errandhq/errand/store"
+)
+
+const notificationColumns = `id, session_id, task_id, event_id, event_type, text, created_at, read_at`
+
+func scanNotification(r pgx.Row) (*store.Notification, error) {
+	var (
+		n         store.Notification
+		createdAt time.Time
+		readAt    *time.Time
+	)
+	if err := r.Scan(&n.ID, &n.SessionID, &n.TaskID, &n.EventID, &n.EventType, &n.Text, &createdAt, &readAt); err != nil {
+		return nil, err
+	}
+	n.CreatedAt, n.ReadAt = fromDB(createdAt), fromNullDB(readAt)
+	return &n, nil
+}
+
+// NotificationList implements store.Store.
+func (s *Store) NotificationList(ctx context.Context, p *store.NotificationListParams) ([]*store.Notification, error) {
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if p.SessionID != "" {
+		where = append(where, `session_id = `+arg(p.SessionID))
+	}
+	if p.Unread {
+		where = append(where, `read_at IS NULL`)
+	}
+	if p.AfterID > 0 {
+		where = append(where, `id > `+arg(p.AfterID))
+	}
+	if !p.Since.IsZero() {
+		where = append(where, `created_at >= `+arg(ceilMicro(p.Since)))
+	}
+	query := `SELECT ` + notificationColumns + ` FROM notifications`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	query += ` ORDER BY id LIMIT ` + arg(max(p.Limit, 1))
+
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list notifications: %w", err)
+	}
+	out, err := collect(rows, scanNotification)
+	if err != nil {
+		return nil, fmt.Errorf("list notifications: %w", err)
+	}
+	return out, nil
+}
+
+// NotificationAck implements store.Store.
+func (s *Store) NotificationAck(ctx context.Context, p *store.NotificationAckParams) (int, error) {
+	at := now(p.Now)
+	var acked int64
+	err := s.writeTx(ctx, func(tx *txn) error {
+		if len(p.IDs) == 0 {
+			tag, err := tx.Exec(ctx, `UPDATE notifications SET read_at = $1 WHERE read_at IS NULL AND id <= $2 AND ($3 = '' OR session_id = $3)`,
+				at, p.UpToID, p.SessionID)
+			acked = tag.RowsAffected()
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT i FROM unnest($1::bigint[]) WITH ORDINALITY AS u(i, n)
+			WHERE NOT EXISTS (SELECT 1 FROM notifications WHERE id = i) ORDER BY n`, p.IDs)
+		if err != nil {
+			return err
+		}
+		unknown, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		if len(unknown) > 0 {
+			return &store.NotificationUnknownError{IDs: unknown}
+		}
+		tag, err := tx.Exec(ctx, `UPDATE notifications SET read_at = $1 WHERE read_at IS NULL AND id = ANY($2)`, at, p.IDs)
+		acked = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("ack notifications: %w", err)
+	}
+	return int(acked), nil
+}
+
+// CursorGet implements store.Store.
+func (s *Store) CursorGet(ctx context.Context, name string) (int64, bool, error) {
+	var id int64
+	err := s.pool.QueryRow(ctx, `SELECT event_id FROM cursors WHERE name = $1`, name).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("get cursor %s: %w", name, err)
+	}
+	return id, true, nil
+}
+
+// CursorSet implements store.Store.
+func (s *Store) CursorSet(ctx context.Context, p *store.CursorSetParams) error {
+	if p.Name == "" {
+		return errors.New("set cursor: a name is required")
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO cursors (name, event_id, updated_at) VALUES ($1, $2, $3)
+		ON CONFLICT (name) DO UPDATE SET event_id = excluded.event_id, updated_at = excluded.updated_at`,
+		p.Name, p.EventID, now(p.Now))
+	if err != nil {
+		return fmt.Errorf("set cursor %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// SpendSince implements store.Store.
+func (s *Store) SpendSince(ctx context.Context, since time.Time) (float64, error) {
+	var total float64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(cost_usd), 0) FROM task_steps WHERE created_at >= $1`,
+		ceilMicro(since)).Scan(&total)
+	if err != nil {
+		return 0, fmt.Errorf("spend since %s: %w", since.UTC().Format(time.RFC3339), err)
+	}
+	return total, nil
+}

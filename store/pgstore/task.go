@@ -1,0 +1,418 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/errandhq/errand/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+const taskColumns = `id, parent_id, run_id, session_id, agent, title, goal, input, metadata, tags,
+	priority, status, progress, result, error_code, error_message, checkpoint, attempt, max_attempts,
+	run_at, lease_owner, lease_expires_at, lease_token, cancel_requested_at, depends_on,
+	idempotency_key, budget, consumed, created_at, updated_at, started_at, finished_at, reserved, options,
+	pause_requested_at, paused_from`
+
+func scanTask(r pgx.Row) (*store.Task, error) {
+	var (
+		t                                     store.Task
+		parentID, leaseOwner, idemKey         *string
+		progress, result, errCode, errMessage *string
+		checkpoint, budget, consumed          *string
+		reserved, options, pausedFrom         *string
+		input, metadata, tags, dependsOn      string
+		runAt, createdAt, updatedAt           time.Time
+		leaseExpires, cancelReq, pauseReq     *time.Time
+		startedAt, finishedAt                 *time.Time
+	)
+	err := r.Scan(&t.ID, &parentID, &t.RunID, &t.SessionID, &t.Agent, &t.Title, &t.Goal, &input, &metadata, &tags,
+		&t.Priority, &t.Status, &progress, &result, &errCode, &errMessage, &checkpoint, &t.Attempt, &t.MaxAttempts,
+		&runAt, &leaseOwner, &leaseExpires, &t.LeaseToken, &cancelReq, &dependsOn,
+		&idemKey, &budget, &consumed, &createdAt, &updatedAt, &startedAt, &finishedAt, &reserved, &options,
+		&pauseReq, &pausedFrom)
+	if err != nil {
+		return nil, err
+	}
+	t.ParentID, t.LeaseOwner, t.IdempotencyKey = deref(parentID), deref(leaseOwner), deref(idemKey)
+	t.Input, t.Metadata = json.RawMessage(input), json.RawMessage(metadata)
+	if err := json.Unmarshal([]byte(tags), &t.Tags); err != nil {
+		return nil, fmt.Errorf("task %s tags: %w", t.ID, err)
+	}
+	if err := json.Unmarshal([]byte(dependsOn), &t.DependsOn); err != nil {
+		return nil, fmt.Errorf("task %s depends_on: %w", t.ID, err)
+	}
+	for _, doc := range []struct {
+		name string
+		raw  *string
+		dst  any
+	}{
+		{"progress", progress, &t.Progress}, {"budget", budget, &t.Budget}, {"consumed", consumed, &t.Consumed},
+		{"reserved", reserved, &t.Reserved}, {"options", options, &t.Options},
+	} {
+		if doc.raw != nil {
+			if err := json.Unmarshal([]byte(*doc.raw), doc.dst); err != nil {
+				return nil, fmt.Errorf("task %s %s: %w", t.ID, doc.name, err)
+			}
+		}
+	}
+	if result != nil {
+		t.Result = json.RawMessage(*result)
+	}
+	if errCode != nil {
+		t.Error = &store.TaskError{Code: *errCode, Message: deref(errMessage)}
+	}
+	if checkpoint != nil {
+		t.Checkpoint = json.RawMessage(*checkpoint)
+	}
+	t.PausedFrom = store.Status(deref(pausedFrom))
+	t.RunAt, t.CreatedAt, t.UpdatedAt = fromDB(runAt), fromDB(createdAt), fromDB(updatedAt)
+	t.LeaseExpiresAt, t.CancelRequestedAt, t.PauseRequestedAt = fromNullDB(leaseExpires), fromNullDB(cancelReq), fromNullDB(pauseReq)
+	t.StartedAt, t.FinishedAt = fromNullDB(startedAt), fromNullDB(finishedAt)
+	return &t, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// collect scans every row with scan and closes rows.
+func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) { return scan(row) })
+}
+
+func getTask(ctx context.Context, q querier, id string) (*store.Task, error) {
+	t, err := scanTask(q.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return t, err
+}
+
+// TaskGetByID implements store.Store.
+func (s *Store) TaskGetByID(ctx context.Context, id string) (*store.Task, error) {
+	t, err := getTask(ctx, s.pool, id)
+	if err != nil {
+		return nil, fmt.Errorf("get task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// TaskInsert implements store.Store.
+func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*store.TaskInsertResult, error) {
+	var res *store.TaskInsertResult
+	err := s.writeTx(ctx, func(tx *txn) error {
+		var err error
+		res, err = s.insertTask(ctx, tx, p)
+		return err
+	})
+	if err != nil && isUnique(err) && p.IdempotencyKey != "" {
+		// Another transaction inserted the key after this one looked:
+		// what it wrote is the task.
+		found, gerr := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE idempotency_key = $1`, p.IdempotencyKey))
+		if gerr == nil {
+			return &store.TaskInsertResult{Task: found}, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("insert task %s: %w", p.ID, err)
+	}
+	return res, nil
+}
+
+// insertTask writes a task inside tx (see TaskInsert).
+func (s *Store) insertTask(ctx context.Context, tx *txn, p *store.TaskInsertParams) (*store.TaskInsertResult, error) {
+	at := now(p.Now)
+	t := &store.Task{
+		ID: p.ID, ParentID: p.ParentID, RunID: p.RunID, SessionID: p.SessionID,
+		Agent: p.Agent, Title: p.Title, Goal: p.Goal,
+		Input:    json.RawMessage(jsonOr(p.Input, "{}")),
+		Metadata: json.RawMessage(jsonOr(p.Metadata, "{}")),
+		Tags:     append([]string{}, p.Tags...), Priority: p.Priority, Status: store.StatusPending,
+		MaxAttempts: p.MaxAttempts, RunAt: at,
+		DependsOn: append([]string{}, p.DependsOn...), IdempotencyKey: p.IdempotencyKey,
+		Budget: p.Budget, Options: p.Options, CreatedAt: at, UpdatedAt: at,
+	}
+	if p.RunAt != nil {
+		if !store.TimeInRange(p.RunAt.UTC()) {
+			return nil, &store.TimeRangeError{Field: "run_at", Time: *p.RunAt}
+		}
+		t.RunAt = now(p.RunAt)
+	}
+	var budget, options *string
+	if p.Budget != nil {
+		b, err := json.Marshal(p.Budget)
+		if err != nil {
+			return nil, fmt.Errorf("budget: %w", err)
+		}
+		budget = nullJSON(b)
+	}
+	if p.Options != nil {
+		b, err := json.Marshal(p.Options)
+		if err != nil {
+			return nil, fmt.Errorf("options: %w", err)
+		}
+		options = nullJSON(b)
+	}
+
+	if p.IdempotencyKey != "" {
+		found, err := scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE idempotency_key = $1`, p.IdempotencyKey))
+		if err == nil {
+			return &store.TaskInsertResult{Task: found}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, err
+		}
+	}
+	if p.ParentID != "" {
+		// The parent is locked: it cannot end while its child is written,
+		// and its budget cannot be spent meanwhile.
+		var parentStatus store.Status
+		err := tx.QueryRow(ctx, `SELECT run_id, status FROM tasks WHERE id = $1 FOR UPDATE`, p.ParentID).Scan(&t.RunID, &parentStatus)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, &store.ReferenceError{Field: "parent_id", ID: p.ParentID}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if parentStatus.Terminal() {
+			return nil, fmt.Errorf("%w: %s is %s", store.ErrParentEnded, p.ParentID, parentStatus)
+		}
+		// A child's budget never exceeds what remains of its parent's.
+		pbs, err := s.budgetState(ctx, tx, p.ParentID)
+		if err != nil {
+			return nil, err
+		}
+		if bounded := boundBudget(t.Budget, pbs); bounded != nil {
+			t.Budget = bounded
+			b, err := json.Marshal(bounded)
+			if err != nil {
+				return nil, err
+			}
+			budget = nullJSON(b)
+		}
+		if p.MaxDepth > 0 {
+			// The parent's depth: its ancestors, counted up the chain (a
+			// cycle cannot form: a child is always newer than its parent).
+			var depth int
+			err := tx.QueryRow(ctx, `WITH RECURSIVE up(id, depth) AS (
+					SELECT parent_id, 1 FROM tasks WHERE id = $1 AND parent_id IS NOT NULL
+					UNION ALL
+					SELECT t.parent_id, up.depth + 1 FROM tasks t JOIN up ON t.id = up.id
+					WHERE t.parent_id IS NOT NULL AND up.depth <= $2
+				) SELECT coalesce(max(depth), 0) FROM up`, p.ParentID, p.MaxDepth).Scan(&depth)
+			if err != nil {
+				return nil, err
+			}
+			if depth+1 > p.MaxDepth {
+				return nil, fmt.Errorf("%w: a child of %s would be at depth %d; the limit is %d", store.ErrTooDeep, p.ParentID, depth+1, p.MaxDepth)
+			}
+		}
+	}
+	if len(p.DependsOn) > 0 {
+		var missing string
+		err := tx.QueryRow(ctx, `SELECT d FROM unnest($1::text[]) WITH ORDINALITY AS u(d, n)
+			WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE id = d) ORDER BY n LIMIT 1`, p.DependsOn).Scan(&missing)
+		if err == nil {
+			return nil, &store.ReferenceError{Field: "depends_on", ID: missing}
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, err
+		}
+	}
+	status := store.StatusPending
+	if len(t.DependsOn) > 0 {
+		status = store.StatusBlocked // until its blockers complete
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO tasks (
+			id, parent_id, run_id, session_id, agent, title, goal, input, metadata, tags, priority, status,
+			max_attempts, run_at, depends_on, idempotency_key, budget, created_at, updated_at, options, on_dependency_failure)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18, $19, $20)`,
+		t.ID, nullString(t.ParentID), t.RunID, t.SessionID, t.Agent, t.Title, t.Goal,
+		string(t.Input), string(t.Metadata), marshalList(t.Tags), t.Priority, status,
+		t.MaxAttempts, t.RunAt, marshalList(t.DependsOn), nullString(t.IdempotencyKey),
+		budget, at, options, cmp.Or(p.OnDependencyFailure, store.OnDependencyFailureFail))
+	if err != nil {
+		return nil, err
+	}
+	if len(t.Tags) > 0 {
+		if _, err := tx.Exec(ctx, `INSERT INTO task_tags (tag, task_id) SELECT DISTINCT tag, $2 FROM unnest($1::text[]) AS tag
+			ON CONFLICT DO NOTHING`, t.Tags, t.ID); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.appendEvent(t.ID, store.EventTaskCreated, p.Actor, &store.TransitionData{To: store.StatusPending}, at); err != nil {
+		return nil, err
+	}
+	if len(t.DependsOn) == 0 {
+		return &store.TaskInsertResult{Task: t, Inserted: true}, nil
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO task_dependencies (task_id, depends_on_id, kind)
+		SELECT $1, d, 'blocks' FROM unnest($2::text[]) AS d ON CONFLICT DO NOTHING`, t.ID, t.DependsOn); err != nil {
+		return nil, err
+	}
+	if err := tx.appendEvent(t.ID, store.EventTaskBlocked, p.Actor,
+		&store.TransitionData{From: store.StatusPending, To: store.StatusBlocked}, at); err != nil {
+		return nil, err
+	}
+	// settle decides at once for blockers that have ended already.
+	if err := s.settle(ctx, tx, t.ID, at); err != nil {
+		return nil, err
+	}
+	inserted, err := getTask(ctx, tx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &store.TaskInsertResult{Task: inserted, Inserted: true}, nil
+}
+
+// TaskList implements store.Store.
+func (s *Store) TaskList(ctx context.Context, p *store.TaskListParams) ([]*store.Task, error) {
+	var (
+		where []string
+		args  []any
+		from  = `tasks`
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if p.Tag != "" {
+		from = `task_tags JOIN tasks ON tasks.id = task_tags.task_id`
+		where = append(where, `task_tags.tag = `+arg(p.Tag))
+	}
+	if len(p.Statuses) > 0 {
+		statuses := make([]string, len(p.Statuses))
+		for i, st := range p.Statuses {
+			statuses[i] = string(st)
+		}
+		where = append(where, `status = ANY(`+arg(statuses)+`)`)
+	}
+	for _, f := range []struct{ column, value string }{
+		{"agent", p.Agent}, {"session_id", p.SessionID}, {"parent_id", p.ParentID}, {"run_id", p.RunID},
+	} {
+		if f.value != "" {
+			where = append(where, f.column+` = `+arg(f.value))
+		}
+	}
+	if p.Cursor != "" {
+		where = append(where, `tasks.id < `+arg(p.Cursor))
+	}
+	query := `SELECT ` + prefixed("tasks.", taskColumns) + ` FROM ` + from
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	query += ` ORDER BY tasks.id DESC LIMIT ` + arg(max(p.Limit, 1))
+
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	tasks, err := collect(rows, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return tasks, nil
+}
+
+// TaskCountByStatus implements store.Store.
+func (s *Store) TaskCountByStatus(ctx context.Context) (map[store.Status]int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM tasks GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("count tasks: %w", err)
+	}
+	counts := map[store.Status]int{}
+	var (
+		st store.Status
+		n  int
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&st, &n}, func() error { counts[st] = n; return nil }); err != nil {
+		return nil, fmt.Errorf("count tasks: %w", err)
+	}
+	return counts, nil
+}
+
+// boundBudget is a child's budget limited to what remains of its parent's,
+// or nil when the parent has no budget.
+func boundBudget(child *store.Budget, parent *budgetState) *store.Budget {
+	pb := parent.budget
+	if pb == nil {
+		return nil
+	}
+	out := store.Budget{}
+	if child != nil {
+		out = *child
+	}
+	limit := func(own, left int64) int64 {
+		if left < 0 {
+			left = 0
+		}
+		if own == 0 || own > left {
+			return max(left, 1) // 0 would mean no limit
+		}
+		return own
+	}
+	if pb.MaxTokens > 0 {
+		out.MaxTokens = limit(out.MaxTokens, pb.MaxTokens-parent.consumed.Tokens-parent.reserved.Tokens)
+	}
+	if pb.MaxToolCalls > 0 {
+		out.MaxToolCalls = int(limit(int64(out.MaxToolCalls), int64(pb.MaxToolCalls-parent.consumed.ToolCalls-parent.reserved.ToolCalls)))
+	}
+	if pb.MaxCostUSD > 0 {
+		left := max(pb.MaxCostUSD-parent.consumed.CostUSD-parent.reserved.CostUSD, 1e-9)
+		if out.MaxCostUSD == 0 || out.MaxCostUSD > left {
+			out.MaxCostUSD = left
+		}
+	}
+	if pb.MaxWallClock > 0 && (out.MaxWallClock == 0 || out.MaxWallClock > pb.MaxWallClock) {
+		out.MaxWallClock = pb.MaxWallClock
+	}
+	return &out
+}
+
+// leaseState is what a worker write must check before it changes a task.
+type leaseState struct {
+	status          store.Status
+	token           int64
+	attempt         int
+	cancelRequested bool
+	cancelReason    string
+	pauseRequested  bool
+}
+
+// leaseState reads a task's lease and locks its row until tx ends, so what
+// the write decides from it stays true until it commits.
+func (s *Store) leaseState(ctx context.Context, tx *txn, id string) (*leaseState, error) {
+	var ls leaseState
+	err := tx.QueryRow(ctx, `SELECT status, lease_token, attempt, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, ''),
+		pause_requested_at IS NOT NULL FROM tasks WHERE id = $1 FOR UPDATE`, id).
+		Scan(&ls.status, &ls.token, &ls.attempt, &ls.cancelRequested, &ls.cancelReason, &ls.pauseRequested)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return &ls, err
+}
+
+// checkLease fails with store.ErrLeaseLost unless lease is the task's
+// current one and it is running; the row stays locked until tx ends.
+func (s *Store) checkLease(ctx context.Context, tx *txn, lease store.Lease) error {
+	ls, err := s.leaseState(ctx, tx, lease.TaskID)
+	if err != nil {
+		return err
+	}
+	if ls.status != store.StatusRunning || ls.token != lease.Token || lease.Token == 0 {
+		return store.ErrLeaseLost
+	}
+	return nil
+}
