@@ -201,6 +201,10 @@ func (p *Pool) Start(ctx context.Context) error {
 		p.bg.Add(1)
 		go p.every(bgCtx, purgeInterval, p.purgeOld)
 	}
+	if sg, ok := p.e.store.(store.Signaler); ok {
+		p.bg.Add(1)
+		go p.listen(bgCtx, sg)
+	}
 	go p.producer(bgCtx)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,11 +32,19 @@ type Config struct {
 	// MaxConns bounds the pool; 0 is pgxpool's default (the larger of 4
 	// and the number of CPUs).
 	MaxConns int32
+	// Logger hears of a lost signal listener; default: discarded.
+	Logger *slog.Logger
 }
 
 // Store is the PostgreSQL store.
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+	// channel carries signals between the processes sharing the schema.
+	channel string
+	// listening, when set, is called each time a listener starts
+	// listening: a hook for tests.
+	listening func()
 }
 
 // Open connects to the database at dsn (postgres://…; a search_path
@@ -55,12 +64,38 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	s := &Store{pool: pool}
+	s := &Store{pool: pool, logger: cfg.Logger}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
 	if err := s.migrateUp(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	s.channel = signalChannel(schema)
 	return s, nil
+}
+
+// signalChannel names the NOTIFY channel of a schema, within PostgreSQL's
+// 63-byte identifiers.
+func signalChannel(schema string) string {
+	ch := "errand"
+	if schema != "public" {
+		ch += "." + schema
+	}
+	if len(ch) > 63 {
+		ch = ch[:63]
+	}
+	return ch
+}
+
+func (s *Store) logf(format string, args ...any) {
+	s.logger.Warn(fmt.Sprintf(format, args...), slog.String("store", "postgres"))
 }
 
 // Close closes the pool.

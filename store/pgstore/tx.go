@@ -21,6 +21,9 @@ type txn struct {
 	events []pendingEvent
 	// eventIDs are the ids the events got, in order, once appended.
 	eventIDs []int64
+	// signals are sent to every process listening when tx commits.
+	signals []store.Signal
+	channel string
 }
 
 // querier is what reads need: the pool or a transaction.
@@ -40,7 +43,7 @@ const maxTxAttempts = 10
 func (s *Store) writeTx(ctx context.Context, f func(tx *txn) error) error {
 	for attempt := 1; ; attempt++ {
 		err := pgx.BeginFunc(ctx, s.pool, func(ptx pgx.Tx) error {
-			tx := &txn{Tx: ptx}
+			tx := &txn{Tx: ptx, channel: s.channel}
 			if err := f(tx); err != nil {
 				return err
 			}
@@ -108,17 +111,25 @@ func (tx *txn) appendAlert(typ string, data any, text string, at time.Time) erro
 // flush appends the held events and their notifications. writeTx calls it
 // before committing; calling it again appends nothing.
 func (tx *txn) flush(ctx context.Context) error {
-	if len(tx.events) == 0 {
-		return nil
-	}
 	evs := tx.events
 	tx.events = nil
-	ids, err := appendEvents(ctx, tx.Tx, evs)
-	if err != nil {
-		return err
+	if len(evs) > 0 {
+		ids, err := appendEvents(ctx, tx.Tx, evs)
+		if err != nil {
+			return err
+		}
+		tx.eventIDs = append(tx.eventIDs, ids...)
+		if err := notify(ctx, tx.Tx, evs, ids); err != nil {
+			return err
+		}
+		tx.signal(store.Signal{Kind: store.SignalWritten})
+		for _, e := range evs {
+			if sig, ok := store.SignalOf(e.typ, e.taskID); ok {
+				tx.signal(sig)
+			}
+		}
 	}
-	tx.eventIDs = append(tx.eventIDs, ids...)
-	return notify(ctx, tx.Tx, evs, ids)
+	return tx.sendSignals(ctx, tx.channel)
 }
 
 // notify writes the inbox notifications of appended events: an event for

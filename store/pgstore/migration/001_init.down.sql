@@ -1,4 +1,5 @@
 DROP TABLE memories;
+DROP FUNCTION fold_accents(text);
 DROP TABLE spend_guard;
 DROP TABLE spend;
 DROP TABLE schedules;

@@ -60,7 +60,9 @@ CREATE INDEX tasks_run      ON tasks (run_id, id);
 CREATE INDEX tasks_session  ON tasks (session_id, id) WHERE session_id <> '';
 CREATE INDEX tasks_parent   ON tasks (parent_id, id) WHERE parent_id IS NOT NULL;
 CREATE INDEX tasks_lane_order   ON tasks (lane, priority DESC, run_at, id) WHERE lane IS NOT NULL;
-CREATE INDEX tasks_lane_running ON tasks (lane) WHERE lane IS NOT NULL AND status = 'running';
+-- Unique: at most one running task per lane, even when two claims saw
+-- different heads of a lane (see TaskLeaseMany).
+CREATE UNIQUE INDEX tasks_lane_running ON tasks (lane) WHERE lane IS NOT NULL AND status = 'running';
 CREATE INDEX tasks_finished ON tasks (finished_at) WHERE status IN ('completed', 'failed', 'cancelled');
 CREATE INDEX tasks_spend_reserved ON tasks (spend_reserved) WHERE spend_reserved > 0;
 
@@ -197,8 +199,32 @@ CREATE TABLE spend_guard (
 INSERT INTO spend_guard (id, limits) VALUES (1,
     '{"daily_usd":0,"monthly_usd":0,"alert_thresholds":[0.5,0.8,0.9],"on_limit":"pause-all","timezone":"UTC"}');
 
+-- fold_accents takes the accents off Latin letters, as SQLite's FTS5
+-- tokenizer does, so that "cafe" finds "café". translate is immutable
+-- (the unaccent extension's function is not, and is not always
+-- installed), so the generated search column can use it.
+CREATE FUNCTION fold_accents(s text) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT translate($1,
+        'ÀÁÂÃÄÅÇÈÉÊËÌÍÎÏÑÒÓÔÕÖÙÚÛÜÝàáâãäåçèéêëìíîïñòóôõöùúûüýÿĀāĂăĄąĆćĈĉĊ'
+        || 'ċČčĎďĒēĔĕĖėĘęĚěĜĝĞğĠġĢģĤĥĨĩĪīĬĭĮįİĴĵĶķĹĺĻļĽľŃńŅņŇňŌōŎŏŐőŔŕŖŗŘřŚś'
+        || 'ŜŝŞşŠšŢţŤťŨũŪūŬŭŮůŰűŲųŴŵŶŷŸŹźŻżŽžƠơƯưǍǎǏǐǑǒǓǔǕǖǗǘǙǚǛǜǞǟǠǡǦǧǨǩǪǫǬ'
+        || 'ǭǰǴǵǸǹǺǻȀȁȂȃȄȅȆȇȈȉȊȋȌȍȎȏȐȑȒȓȔȕȖȗȘșȚțȞȟȦȧȨȩȪȫȬȭȮȯȰȱȲȳḀḁḂḃḄḅḆḇḈḉḊḋ'
+        || 'ḌḍḎḏḐḑḒḓḔḕḖḗḘḙḚḛḜḝḞḟḠḡḢḣḤḥḦḧḨḩḪḫḬḭḮḯḰḱḲḳḴḵḶḷḸḹḺḻḼḽḾḿṀṁṂṃṄṅṆṇṈṉṊṋ'
+        || 'ṌṍṎṏṐṑṒṓṔṕṖṗṘṙṚṛṜṝṞṟṠṡṢṣṤṥṦṧṨṩṪṫṬṭṮṯṰṱṲṳṴṵṶṷṸṹṺṻṼṽṾṿẀẁẂẃẄẅẆẇẈẉẊẋ'
+        || 'ẌẍẎẏẐẑẒẓẔẕẖẗẘẙẠạẢảẤấẦầẨẩẪẫẬậẮắẰằẲẳẴẵẶặẸẹẺẻẼẽẾếỀềỂểỄễỆệỈỉỊịỌọỎỏỐố'
+        || 'ỒồỔổỖỗỘộỚớỜờỞởỠỡỢợỤụỦủỨứỪừỬửỮữỰựỲỳỴỵỶỷỸỹ',
+        'AAAAAACEEEEIIIINOOOOOUUUUYaaaaaaceeeeiiiinooooouuuuyyAaAaAaCcCcC'
+        || 'cCcDdEeEeEeEeEeGgGgGgGgHhIiIiIiIiIJjKkLlLlLlNnNnNnOoOoOoRrRrRrSs'
+        || 'SsSsSsTtTtUuUuUuUuUuUuWwYyYZzZzZzOoUuAaIiOoUuUuUuUuUuAaAaGgKkOoO'
+        || 'ojGgNnAaAaAaEeEeIiIiOoOoRrRrUuUuSsTtHhAaEeOoOoOoOoYyAaBbBbBbCcDd'
+        || 'DdDdDdDdEeEeEeEeEeFfGgHhHhHhHhHhIiIiKkKkKkLlLlLlLlMmMmMmNnNnNnNn'
+        || 'OoOoOoOoPpPpRrRrRrRrSsSsSsSsSsTtTtTtTtUuUuUuUuUuVvVvWwWwWwWwWwXx'
+        || 'XxYyZzZzZzhtwyAaAaAaAaAaAaAaAaAaAaAaAaEeEeEeEeEeEeEeEeIiIiOoOoOo'
+        || 'OoOoOoOoOoOoOoOoOoUuUuUuUuUuUuUuYyYyYyYy') $$;
+
 -- Memories, with provenance; they outlive the tasks that wrote them. The
--- search vector covers text and tags, English-stemmed.
+-- search vector covers text and tags, English-stemmed, accents folded.
 CREATE TABLE memories (
     id               text        PRIMARY KEY,
     text             text        NOT NULL,
@@ -209,7 +235,7 @@ CREATE TABLE memories (
     estimated_tokens integer     NOT NULL,
     idempotency_key  text,
     created_at       timestamptz NOT NULL,
-    search           tsvector GENERATED ALWAYS AS (to_tsvector('english', text || ' ' || (tags #>> '{}'))) STORED
+    search           tsvector GENERATED ALWAYS AS (to_tsvector('english', fold_accents(text || ' ' || (tags #>> '{}')))) STORED
 );
 CREATE UNIQUE INDEX memories_idempotency_key ON memories (idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX memories_task    ON memories (task_id, id);

@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/errandhq/errand/store"
+)
+
+// maxRelayed bounds the cancel and pause requests waiting to be relayed
+// to running tasks; beyond it a request waits for the task's next lease
+// renewal, as it would without signals.
+const maxRelayed = 1024
+
+// listen hears, until ctx ends, the signals of a store other processes
+// share: their writes wake this process's workers, subscriptions and
+// schedulers at once, and their cancel and pause requests reach the tasks
+// this process runs without waiting for a renewal.
+func (p *Pool) listen(ctx context.Context, sg store.Signaler) {
+	defer p.bg.Done()
+	relay := make(chan store.Signal, maxRelayed)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case sig := <-relay:
+				p.e.relay(ctx, sig)
+			}
+		}
+	}()
+	err := sg.Listen(ctx, func(sig store.Signal) {
+		switch sig.Kind {
+		case store.SignalWritten:
+			p.e.wrote()
+		case store.SignalReady:
+			p.e.madeReady()
+		case store.SignalSchedules:
+			p.e.scheduleChanged()
+		case store.SignalSpend:
+			p.e.spendChanged()
+		case store.SignalCancel, store.SignalPause:
+			select {
+			case relay <- sig:
+			default:
+			}
+		}
+	})
+	if err != nil && ctx.Err() == nil {
+		p.e.logger.ErrorContext(ctx, "listen for the store's signals", slog.String("error", err.Error()))
+	}
+	<-done
+}
+
+// relay passes a cancel or pause request for a running task to this
+// process's pools, if one of them runs it.
+func (e *Engine) relay(ctx context.Context, sig store.Signal) {
+	t, err := e.store.TaskGetByID(ctx, sig.TaskID)
+	if err != nil || t.Status != store.StatusRunning {
+		return
+	}
+	lease := store.Lease{TaskID: t.ID, Token: t.LeaseToken}
+	switch {
+	case sig.Kind == store.SignalCancel && !t.CancelRequestedAt.IsZero():
+		e.noteCancel(lease)
+		e.eachPool(func(p *Pool) { p.cancelTask(lease) })
+	case sig.Kind == store.SignalPause && !t.PauseRequestedAt.IsZero():
+		e.eachPool(func(p *Pool) { p.pauseTask(lease) })
+	}
+}
+
+func (e *Engine) eachPool(f func(*Pool)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for p := range e.pools {
+		f(p)
+	}
+}

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/store"
+)
+
+// signalled is a store that hears signals from the test, as a shared
+// store hears other processes' writes.
+type signalled struct {
+	store.Store
+	sigs chan store.Signal
+}
+
+func (s *signalled) Listen(ctx context.Context, f func(store.Signal)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case sig := <-s.sigs:
+			f(sig)
+		}
+	}
+}
+
+// send hands the engine's listener a signal.
+func send(t *testing.T, sigs chan<- store.Signal, sig store.Signal) {
+	t.Helper()
+	select {
+	case sigs <- sig:
+	case <-time.After(waitTimeout):
+		t.Fatalf("nobody listens for %+v", sig)
+	}
+}
+
+// signalledEngine opens an engine on the bundle's database whose store
+// hears the signals the test sends.
+func (b *testBundle) signalledEngine(t *testing.T) (*Engine, chan<- store.Signal) {
+	t.Helper()
+	faults, _ := b.openEngine(t)
+	st := &signalled{Store: faults, sigs: make(chan store.Signal)}
+	e, err := New(st, &Config{Clock: b.clock, LeaseTTL: 30 * time.Second, Logger: testLogger(t)})
+	require.NoError(t, err)
+	return e, st.sigs
+}
+
+// A task another process submits starts at its signal, not at the next
+// poll: the clock never moves here.
+func TestReadySignalWakesIdleWorkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e, sigs := b.signalledEngine(t)
+	started := make(chan string, 1)
+	startPool(t, e, &PoolConfig{Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+		started <- r.Task().ID
+		return ok("done"), nil
+	})})
+	require.NoError(t, b.clock.WaitForTimers(t.Context(), 3)) // idle: the first claim found nothing
+
+	task := submit(t, b.engine, &SubmitParams{Goal: "elsewhere"})
+	send(t, sigs, store.Signal{Kind: store.SignalReady})
+	require.Equal(t, task.ID, recv(t, started))
+}
+
+// A cancel another process writes reaches the task at its signal, not at
+// the next lease renewal: the clock never moves here.
+func TestCancelSignalReachesRunningTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e, sigs := b.signalledEngine(t)
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	startPool(t, e, &PoolConfig{Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return taskrun.Result{}, ctx.Err()
+	})})
+	task := submit(t, e, &SubmitParams{Goal: "long"})
+	recv(t, started)
+
+	_, err := b.engine.store.TaskCancel(t.Context(), &store.TaskCancelParams{ID: task.ID, Reason: "from elsewhere", Actor: store.ActorUser})
+	require.NoError(t, err)
+	send(t, sigs, store.Signal{Kind: store.SignalCancel, TaskID: "tsk_not_here"}) // another process's task
+	send(t, sigs, store.Signal{Kind: store.SignalCancel, TaskID: task.ID})
+	require.ErrorIs(t, recv(t, cause), ErrCancelled)
+	waitForStatus(t, e, task.ID, store.StatusCancelled)
+}
+
+// A pause another process writes reaches the running task at its signal:
+// it stops after its step and ends paused.
+func TestPauseSignalReachesRunningTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e, sigs := b.signalledEngine(t)
+	runs, step := make(chan taskrun.Run, 1), make(chan struct{})
+	startPool(t, e, &PoolConfig{Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+		runs <- r
+		<-step
+		if r.PauseRequested() {
+			return taskrun.Result{}, taskrun.Paused{}
+		}
+		return ok("not paused"), nil
+	})})
+	task := submit(t, e, &SubmitParams{Goal: "long"})
+	r := recv(t, runs)
+
+	_, err := b.engine.store.TaskPause(t.Context(), &store.TaskPauseParams{ID: task.ID, Actor: store.ActorUser})
+	require.NoError(t, err)
+	send(t, sigs, store.Signal{Kind: store.SignalPause, TaskID: task.ID})
+	require.Eventually(t, r.PauseRequested, waitTimeout, time.Millisecond)
+	close(step)
+	waitForStatus(t, e, task.ID, store.StatusPaused)
+}

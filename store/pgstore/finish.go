@@ -1,0 +1,376 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/errandhq/errand/store"
+)
+
+const (
+	sqlFinish = `UPDATE tasks SET
+		status = $1, result = $2, error_code = $3, error_message = $4,
+		run_at = coalesce($5, run_at), checkpoint = coalesce($6, checkpoint),
+		attempt = attempt - $7, lease_owner = NULL, lease_expires_at = NULL, spend_reserved = 0,
+		finished_at = $8, updated_at = $9
+		WHERE id = $10 AND lease_token = $11 AND status = 'running'`
+
+	sqlCheckpoint = `UPDATE tasks SET checkpoint = $1, updated_at = $2
+		WHERE id = $3 AND lease_token = $4 AND status = 'running'`
+
+	sqlProgress = `UPDATE tasks SET progress = $1, updated_at = $2
+		WHERE id = $3 AND lease_token = $4 AND status = 'running'`
+)
+
+// TaskFinishMany implements store.Store.
+func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishParams) ([]error, error) {
+	results := make([]error, len(params))
+	ids := make([]string, 0, len(params))
+	for _, p := range params {
+		ids = append(ids, p.Lease.TaskID)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	err := s.writeTx(ctx, func(tx *txn) error {
+		// The batch's tasks are locked up front, in id order, so two
+		// batches over the same tasks queue rather than deadlock.
+		if len(ids) > 1 {
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids); err != nil {
+				return err
+			}
+		}
+		for i, p := range params {
+			err := s.finishOne(ctx, tx, p)
+			if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrIllegalTransition) {
+				results[i] = err
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			results[i] = nil
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish tasks: %w", err)
+	}
+	return results, nil
+}
+
+func (s *Store) finishOne(ctx context.Context, tx *txn, p *store.TaskFinishParams) error {
+	at := now(p.Now)
+	// The task stays locked until the transaction ends: a cancel or pause
+	// request cannot slip in between this read and the write.
+	ls, err := s.leaseState(ctx, tx, p.Lease.TaskID)
+	if err != nil {
+		return err
+	}
+	// Token 0 was never a lease: only a claim hands one out.
+	if ls.token != p.Lease.Token || p.Lease.Token == 0 {
+		return store.ErrLeaseLost
+	}
+	if ls.status != store.StatusRunning {
+		return nil // this lease already finished the task: a retried write
+	}
+
+	to, taskErr, result := p.Status, p.Error, p.Result
+	if ls.cancelRequested && to != store.StatusCompleted {
+		to, taskErr, result = store.StatusCancelled, cancelError(ls.cancelReason), nil
+	}
+	if to == store.StatusWaitingSubtasks {
+		// The task is locked, and a child that ends locks its parent
+		// before it looks at it: a child ending now either counts here
+		// as ended or finds the task waiting.
+		open, err := s.openChildren(ctx, tx, p.Lease.TaskID)
+		if err != nil {
+			return err
+		}
+		if open == 0 {
+			to = store.StatusPending // nothing to wait for: straight back to the queue
+		}
+	}
+	// A pause takes the place of any outcome but an end: resume restores
+	// the status the task would have had.
+	effective := to
+	if ls.pauseRequested && !to.Terminal() {
+		to = store.StatusPaused
+	}
+	if err := store.CheckTransition(p.Lease.TaskID, store.StatusRunning, to); err != nil {
+		return err
+	}
+
+	var (
+		errCode, errMessage *string
+		runAt, finished     *time.Time
+		released            int
+	)
+	if taskErr != nil {
+		errCode, errMessage = nullString(taskErr.Code), nullString(taskErr.Message)
+	}
+	switch {
+	case effective.Terminal():
+		finished = toNull(at)
+	case effective == store.StatusRetryScheduled:
+		runAt = toNull(p.RunAt)
+		if runAt == nil {
+			runAt = toNull(at)
+		}
+	case effective == store.StatusPending:
+		runAt, released = toNull(at), 1
+	case effective == store.StatusWaitingSubtasks, effective == store.StatusInputRequired:
+		released = 1 // waiting is not a failed attempt
+	}
+	if effective == store.StatusInputRequired {
+		if p.Ask == nil || p.Ask.ID == "" || p.Ask.Question == "" {
+			return errors.New("input_required needs a question with an id")
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, created_at, expires_at, default_answer)
+			VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7)`, p.Ask.ID, p.Lease.TaskID, p.Ask.Question, nullJSON(p.Ask.Context), at,
+			toNull(p.Ask.ExpiresAt), p.Ask.DefaultAnswer)
+		if err != nil {
+			return err
+		}
+	}
+	_, err = tx.Exec(ctx, sqlFinish,
+		to, nullJSON(result), errCode, errMessage, runAt, nullJSON(p.Checkpoint),
+		released, finished, at, p.Lease.TaskID, p.Lease.Token)
+	if err != nil {
+		return err
+	}
+	if to == store.StatusPaused {
+		if _, err := tx.Exec(ctx, `UPDATE tasks SET paused_from = $1, pause_requested_at = NULL WHERE id = $2`,
+			effective, p.Lease.TaskID); err != nil {
+			return err
+		}
+	}
+	data := &store.TransitionData{From: store.StatusRunning, To: to, Attempt: ls.attempt - released, Error: taskErr, Result: result}
+	if effective == store.StatusInputRequired {
+		data.RequestID, data.Question = p.Ask.ID, p.Ask.Question
+	}
+	if runAt != nil && to == store.StatusRetryScheduled {
+		t := fromDB(*runAt)
+		data.RunAt = &t
+	}
+	if err := tx.appendEvent(p.Lease.TaskID, store.TransitionEventType(store.StatusRunning, to), p.Actor, data, at); err != nil {
+		return err
+	}
+	if to == store.StatusCompleted {
+		for _, f := range p.FollowUps {
+			if _, err := s.insertTask(ctx, tx, f); err != nil {
+				// Not %w: a follow-up that cannot be written fails the whole
+				// batch rather than passing as this entry's own outcome.
+				return fmt.Errorf("follow-up task %s: %v", f.ID, err)
+			}
+			// The follow-up refers to what it follows: retention keeps
+			// the one while the other is open.
+			if _, err := tx.Exec(ctx, `INSERT INTO task_dependencies (task_id, depends_on_id, kind) VALUES ($1, $2, $3)
+				ON CONFLICT DO NOTHING`, f.ID, p.Lease.TaskID, store.DependencyRelated); err != nil {
+				return err
+			}
+		}
+		for _, ev := range p.Events {
+			if err := tx.appendEvent(ev.TaskID, ev.Type, ev.Actor, ev.Data, at); err != nil {
+				return err
+			}
+		}
+		for _, m := range p.Memories {
+			if _, _, err := s.insertMemory(ctx, tx, m, at); err != nil {
+				// Not %w, as for a follow-up: the whole batch fails.
+				return fmt.Errorf("memory %s: %v", m.ID, err)
+			}
+		}
+	}
+	if to.Terminal() {
+		return s.ended(ctx, tx, p.Lease.TaskID, at)
+	}
+	return nil
+}
+
+// leaseWrite runs one token-checked UPDATE and tells a stale lease from an
+// unknown task. The UPDATE's own WHERE is the check, so it needs no lock
+// taken before.
+func (s *Store) leaseWrite(ctx context.Context, tx *txn, sql, id string, args ...any) error {
+	tag, err := tx.Exec(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	if _, err := s.leaseState(ctx, tx, id); err != nil {
+		return err
+	}
+	return store.ErrLeaseLost
+}
+
+// TaskCheckpoint implements store.Store.
+func (s *Store) TaskCheckpoint(ctx context.Context, p *store.TaskCheckpointParams) error {
+	at := now(p.Now)
+	err := s.writeTx(ctx, func(tx *txn) error {
+		return s.leaseWrite(ctx, tx, sqlCheckpoint, p.Lease.TaskID,
+			nullJSON(p.Checkpoint), at, p.Lease.TaskID, p.Lease.Token)
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint task %s: %w", p.Lease.TaskID, err)
+	}
+	return nil
+}
+
+// TaskProgress implements store.Store.
+func (s *Store) TaskProgress(ctx context.Context, p *store.TaskProgressParams) error {
+	at := now(p.Now)
+	b, err := json.Marshal(p.Progress)
+	if err != nil {
+		return fmt.Errorf("progress task %s: %w", p.Lease.TaskID, err)
+	}
+	err = s.writeTx(ctx, func(tx *txn) error {
+		err := s.leaseWrite(ctx, tx, sqlProgress, p.Lease.TaskID, string(b), at, p.Lease.TaskID, p.Lease.Token)
+		if err != nil {
+			return err
+		}
+		return tx.appendEvent(p.Lease.TaskID, store.EventTaskProgress, p.Actor, p.Progress, at)
+	})
+	if err != nil {
+		return fmt.Errorf("progress task %s: %w", p.Lease.TaskID, err)
+	}
+	return nil
+}
+
+// TaskCancel implements store.Store. It cancels the task's unfinished
+// descendants too, in the same transaction.
+func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*store.Task, error) {
+	at := now(p.Now)
+	var t *store.Task
+	err := s.writeTx(ctx, func(tx *txn) error {
+		if err := s.cancelOne(ctx, tx, p.ID, p.Reason, p.Actor, at, true); err != nil {
+			return err
+		}
+		reason := "an ancestor was cancelled"
+		if p.Reason != "" {
+			reason += ": " + p.Reason
+		}
+		// The tree is walked a level at a time, each level read after its
+		// parents are locked: a child inserted meanwhile (insertTask locks
+		// its parent) is either seen here or finds its parent cancelled.
+		level := []string{p.ID}
+		for len(level) > 0 {
+			rows, err := tx.Query(ctx, `SELECT id, status IN ('completed', 'failed', 'cancelled') FROM tasks
+				WHERE parent_id = ANY($1) ORDER BY id`, level)
+			if err != nil {
+				return err
+			}
+			type child struct {
+				id    string
+				ended bool
+			}
+			var c child
+			var children []child
+			if _, err := pgx.ForEachRow(rows, []any{&c.id, &c.ended}, func() error {
+				children = append(children, c)
+				return nil
+			}); err != nil {
+				return err
+			}
+			level = level[:0]
+			for _, c := range children {
+				if !c.ended {
+					if err := s.cancelOne(ctx, tx, c.id, reason, p.Actor, at, false); err != nil {
+						return err
+					}
+				}
+				level = append(level, c.id)
+			}
+		}
+		var err error
+		t, err = getTask(ctx, tx, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancel task %s: %w", p.ID, err)
+	}
+	return t, nil
+}
+
+// cancelOne cancels one task: a running one is asked to stop (its worker
+// ends it), another unfinished one is cancelled. A finished one is an
+// error when strict, else left alone (it may have ended meanwhile). The
+// task stays locked until the transaction ends.
+func (s *Store) cancelOne(ctx context.Context, tx *txn, id, reason, actor string, at time.Time, strict bool) error {
+	ls, err := s.leaseState(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case ls.status == store.StatusRunning:
+		if ls.cancelRequested {
+			return nil
+		}
+		_, err := tx.Exec(ctx, `UPDATE tasks SET cancel_requested_at = $1, cancel_reason = $2, updated_at = $1 WHERE id = $3`,
+			at, reason, id)
+		if err != nil {
+			return err
+		}
+		return tx.appendEvent(id, store.EventTaskCancelRequested, actor,
+			&store.TransitionData{From: store.StatusRunning, To: store.StatusRunning, Attempt: ls.attempt, Reason: reason}, at)
+	case ls.status.Terminal() && !strict:
+		return nil
+	}
+	if err := store.CheckTransition(id, ls.status, store.StatusCancelled); err != nil {
+		return err
+	}
+	taskErr := cancelError(reason)
+	_, err = tx.Exec(ctx, `UPDATE tasks SET status = 'cancelled', error_code = $1, error_message = $2,
+		cancel_requested_at = $3, cancel_reason = $4, finished_at = $3, updated_at = $3 WHERE id = $5`,
+		taskErr.Code, taskErr.Message, at, reason, id)
+	if err != nil {
+		return err
+	}
+	err = tx.appendEvent(id, store.EventTaskCancelled, actor,
+		&store.TransitionData{From: ls.status, To: store.StatusCancelled, Attempt: ls.attempt, Error: taskErr, Reason: reason}, at)
+	if err != nil {
+		return err
+	}
+	return s.ended(ctx, tx, id, at)
+}
+
+// TaskRetry implements store.Store.
+func (s *Store) TaskRetry(ctx context.Context, p *store.TaskRetryParams) (*store.Task, error) {
+	at := now(p.Now)
+	var t *store.Task
+	err := s.writeTx(ctx, func(tx *txn) error {
+		ls, err := s.leaseState(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		// Operator retry is the way out of failed only, though the table
+		// allows pending from other states for other reasons.
+		if ls.status != store.StatusFailed {
+			return &store.TransitionError{TaskID: p.ID, From: ls.status, To: store.StatusPending}
+		}
+		// The attempt count goes on; a task out of attempts gets one more.
+		_, err = tx.Exec(ctx, `UPDATE tasks SET status = 'pending', result = NULL, error_code = NULL, error_message = NULL,
+			cancel_requested_at = NULL, cancel_reason = NULL, finished_at = NULL,
+			max_attempts = greatest(max_attempts, attempt + 1), run_at = $1, updated_at = $1 WHERE id = $2`, at, p.ID)
+		if err != nil {
+			return err
+		}
+		err = tx.appendEvent(p.ID, store.EventTaskRetried, p.Actor,
+			&store.TransitionData{From: store.StatusFailed, To: store.StatusPending, Attempt: ls.attempt}, at)
+		if err != nil {
+			return err
+		}
+		t, err = getTask(ctx, tx, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retry task %s: %w", p.ID, err)
+	}
+	return t, nil
+}

@@ -1,0 +1,317 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/errandhq/errand/store"
+)
+
+// statusList renders statuses as an SQL list, e.g. 'pending', 'retry_scheduled'.
+func statusList(statuses []store.Status) string {
+	quoted := make([]string, len(statuses))
+	for i, s := range statuses {
+		quoted[i] = "'" + string(s) + "'"
+	}
+	return strings.Join(quoted, ", ")
+}
+
+// claimable is where a claim may come from, straight from the transition
+// table; the tasks_ready index is declared over the same list.
+var claimable = statusList(store.SourcesOf(store.StatusRunning))
+
+// sqlClaim picks the ready tasks and claims them in one statement: the CTE
+// locks the rows it picks, skipping those another claim holds, and the
+// UPDATE claims exactly the rows it locked (an `id IN (SELECT … LIMIT)`
+// may be evaluated again and claim more than the limit).
+//
+// A task in a lane is ready only when no task of its lane runs and no
+// ready task of its lane comes before it: each lane offers its head. Two
+// claims whose snapshots differ may still see different heads of one
+// lane; the unique index tasks_lane_running then fails the later one,
+// which claims again (see TaskLeaseMany).
+//
+// "r.lane IS NOT NULL" lets the busy-lane check read tasks_lane_running
+// (at most one row per lane) rather than every running task.
+//
+// A claim clears what earlier attempts reserved of the budget and never
+// released: those attempts are over.
+var sqlClaim = `WITH ready AS (
+		SELECT id, status FROM tasks
+		WHERE status IN (` + claimable + `) AND run_at <= $1
+		  AND ($2::text[] IS NULL OR agent = ANY($2::text[]))
+		  AND (lane IS NULL OR (
+		    NOT EXISTS (SELECT 1 FROM tasks r
+		      WHERE r.lane = tasks.lane AND r.lane IS NOT NULL AND r.status = 'running')
+		    AND NOT EXISTS (SELECT 1 FROM tasks e
+		      WHERE e.lane = tasks.lane AND e.status IN (` + claimable + `) AND e.run_at <= $1
+		        AND (e.priority > tasks.priority OR e.priority = tasks.priority
+		          AND (e.run_at, e.id) < (tasks.run_at, tasks.id)))))
+		  AND priority >= $4
+		ORDER BY priority DESC, run_at, id
+		LIMIT $3
+		FOR UPDATE SKIP LOCKED
+	)
+	UPDATE tasks SET
+		status = 'running', lease_owner = $5, lease_expires_at = $6,
+		lease_token = lease_token + 1, attempt = attempt + 1, reserved = NULL, spend_reserved = 0,
+		started_at = coalesce(started_at, $1), updated_at = $1
+	FROM ready WHERE tasks.id = ready.id
+	RETURNING ready.status, ` + prefixed("tasks.", taskColumns)
+
+// laneIndex is the unique index that holds at most one running task per
+// lane.
+const laneIndex = "tasks_lane_running"
+
+// TaskLeaseMany implements store.Store.
+func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams) ([]*store.Task, error) {
+	if p.Limit < 1 {
+		return nil, nil
+	}
+	at := now(p.Now)
+	expires := at.Add(p.TTL)
+	var agents []string
+	if p.Agents != nil {
+		agents = append([]string{}, p.Agents...) // non-nil: an empty list claims nothing
+	}
+
+	var claimed []*store.Task
+	var err error
+	for attempt := 1; ; attempt++ {
+		claimed, err = s.claim(ctx, p.Owner, agents, p.Limit, at, expires)
+		// A lane conflict means another claim committed a running task
+		// of that lane meanwhile: claiming again sees it.
+		if err == nil || !laneConflict(err) || attempt >= maxTxAttempts || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease tasks: %w", err)
+	}
+	return claimed, nil
+}
+
+func (s *Store) claim(ctx context.Context, owner string, agents []string, limit int, at, expires time.Time) ([]*store.Task, error) {
+	var claimed []*store.Task
+	err := s.writeTx(ctx, func(tx *txn) error {
+		claimed = claimed[:0]
+		floor, ok, err := claimFloor(ctx, tx, at)
+		if err != nil || !ok {
+			return err // the spend guard holds every task
+		}
+		rows, err := tx.Query(ctx, sqlClaim, at, agents, limit, floor, owner, expires)
+		if err != nil {
+			return err
+		}
+		from := map[string]store.Status{}
+		claimed, err = collect(rows, func(r pgx.Row) (*store.Task, error) {
+			var st store.Status
+			t, err := scanTask(prefixScanner{r, &st})
+			if err == nil {
+				from[t.ID] = st
+			}
+			return t, err
+		})
+		if err != nil {
+			return err
+		}
+		// RETURNING gives no order; callers expect claim order.
+		slices.SortFunc(claimed, func(a, b *store.Task) int {
+			if a.Priority != b.Priority {
+				return b.Priority - a.Priority
+			}
+			if c := a.RunAt.Compare(b.RunAt); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ID, b.ID)
+		})
+		for _, t := range claimed {
+			err := tx.appendEvent(t.ID, store.EventTaskStarted, store.ActorSystem, &store.TransitionData{
+				From: from[t.ID], To: store.StatusRunning, Attempt: t.Attempt, Owner: owner,
+			}, at)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return claimed, err
+}
+
+// laneConflict reports a claim that would have run a second task of a
+// lane.
+func laneConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == laneIndex
+}
+
+// prefixScanner scans a leading column before the task columns.
+type prefixScanner struct {
+	row   pgx.Row
+	first any
+}
+
+func (p prefixScanner) Scan(dest ...any) error {
+	return p.row.Scan(append([]any{p.first}, dest...)...)
+}
+
+// sqlRenew renews every lease still held in one statement; a lease
+// missing from what it returns is lost.
+const sqlRenew = `UPDATE tasks SET lease_expires_at = $1
+	FROM unnest($2::text[], $3::bigint[]) AS l(id, token)
+	WHERE tasks.id = l.id AND tasks.lease_token = l.token AND tasks.status = 'running'
+	RETURNING tasks.id, tasks.lease_token, tasks.cancel_requested_at IS NOT NULL, tasks.pause_requested_at IS NOT NULL`
+
+// LeaseRenewMany implements store.Store.
+func (s *Store) LeaseRenewMany(ctx context.Context, p *store.LeaseRenewManyParams) ([]store.LeaseRenewResult, error) {
+	at := now(p.Now)
+	expires := at.Add(p.TTL)
+	ids := make([]string, len(p.Leases))
+	tokens := make([]int64, len(p.Leases))
+	for i, l := range p.Leases {
+		ids[i], tokens[i] = l.TaskID, l.Token
+	}
+	type renewed struct{ cancel, pause bool }
+	held := map[store.Lease]renewed{}
+	err := s.writeTx(ctx, func(tx *txn) error {
+		clear(held)
+		if len(ids) == 0 {
+			return nil
+		}
+		rows, err := tx.Query(ctx, sqlRenew, expires, ids, tokens)
+		if err != nil {
+			return err
+		}
+		var (
+			l store.Lease
+			r renewed
+		)
+		_, err = pgx.ForEachRow(rows, []any{&l.TaskID, &l.Token, &r.cancel, &r.pause}, func() error {
+			held[l] = r
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("renew leases: %w", err)
+	}
+	results := make([]store.LeaseRenewResult, len(p.Leases))
+	for i, l := range p.Leases {
+		r, ok := held[l]
+		if !ok || l.Token == 0 {
+			results[i] = store.LeaseRenewResult{TaskID: l.TaskID, Err: store.ErrLeaseLost}
+			continue
+		}
+		results[i] = store.LeaseRenewResult{TaskID: l.TaskID, ExpiresAt: expires, CancelRequested: r.cancel, PauseRequested: r.pause}
+	}
+	return results, nil
+}
+
+// TaskRecover implements store.Store.
+func (s *Store) TaskRecover(ctx context.Context, p *store.TaskRecoverParams) ([]*store.Task, error) {
+	at := now(p.Now)
+	owners := append([]string{}, p.Owners...)
+	var recovered []*store.Task
+	err := s.writeTx(ctx, func(tx *txn) error {
+		recovered = recovered[:0]
+		// The rows are locked, in id order, and read as they are once
+		// locked: a lease renewed or finished meanwhile is left alone.
+		rows, err := tx.Query(ctx, `SELECT id, attempt, max_attempts, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, '')
+			FROM tasks WHERE status = 'running'
+			  AND (lease_expires_at < $1 OR lease_owner = ANY($2))
+			ORDER BY id FOR UPDATE`, at, owners)
+		if err != nil {
+			return err
+		}
+		type expired struct {
+			id                   string
+			attempt, maxAttempts int
+			cancelled            bool
+			reason               string
+		}
+		found, err := collect(rows, func(r pgx.Row) (expired, error) {
+			var e expired
+			err := r.Scan(&e.id, &e.attempt, &e.maxAttempts, &e.cancelled, &e.reason)
+			return e, err
+		})
+		if err != nil {
+			return err
+		}
+
+		for _, e := range found {
+			to, eventType := store.StatusPending, store.EventTaskRecovered
+			var taskErr *store.TaskError
+			switch {
+			case e.cancelled:
+				to, eventType = store.StatusCancelled, store.EventTaskCancelled
+				taskErr = cancelError(e.reason)
+			case e.attempt >= e.maxAttempts:
+				to, eventType = store.StatusFailed, store.EventTaskFailed
+				taskErr = &store.TaskError{Code: "lease_expired", Message: "the worker's lease expired on the last attempt"}
+			}
+			if err := store.CheckTransition(e.id, store.StatusRunning, to); err != nil {
+				return err
+			}
+			var errCode, errMessage *string
+			var finished *time.Time
+			if taskErr != nil {
+				errCode, errMessage = nullString(taskErr.Code), nullString(taskErr.Message)
+			}
+			if to.Terminal() {
+				finished = toNull(at)
+			}
+			t, err := scanTask(tx.QueryRow(ctx, `UPDATE tasks SET
+				status = $1, lease_token = lease_token + 1, lease_owner = NULL, lease_expires_at = NULL, spend_reserved = 0,
+				error_code = $2, error_message = $3, finished_at = $4, run_at = $5, updated_at = $5
+				WHERE id = $6 AND status = 'running' RETURNING `+taskColumns,
+				to, errCode, errMessage, finished, at, e.id))
+			if err != nil {
+				return err
+			}
+			err = tx.appendEvent(e.id, eventType, store.ActorSystem, &store.TransitionData{
+				From: store.StatusRunning, To: to, Attempt: e.attempt, Error: taskErr, Reason: "lease expired",
+			}, at)
+			if err != nil {
+				return err
+			}
+			if to.Terminal() {
+				if err := s.ended(ctx, tx, e.id, at); err != nil {
+					return err
+				}
+			}
+			recovered = append(recovered, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recover leases: %w", err)
+	}
+	return recovered, nil
+}
+
+// LeaseOwnerList implements store.Store.
+func (s *Store) LeaseOwnerList(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT lease_owner FROM tasks WHERE status = 'running' AND lease_owner IS NOT NULL ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("list lease owners: %w", err)
+	}
+	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list lease owners: %w", err)
+	}
+	return owners, nil
+}
+
+func cancelError(reason string) *store.TaskError {
+	if reason == "" {
+		reason = "cancelled"
+	}
+	return &store.TaskError{Code: "cancelled", Message: reason}
+}
