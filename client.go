@@ -18,6 +18,7 @@ import (
 	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand/store/pgstore"
 	"github.com/errandhq/errand/store/sqlitestore"
 )
 
@@ -94,7 +95,9 @@ type Client struct {
 
 // Open connects to the store named by dsn and applies pending migrations.
 // Accepted forms: "sqlite:///abs/path.db", "sqlite:relative/path.db", or a
-// bare file path (SQLite). A new SQLite file is created with mode 0600. An
+// bare file path (SQLite); "postgres://user@host:5432/db" (PostgreSQL,
+// shared by any number of processes; a search_path parameter picks the
+// schema). A new SQLite file is created with mode 0600. An
 // existing one that is empty, damaged or cannot be written is refused with
 // an error wrapping sqlitestore.ErrEmptyFile, ErrDamaged or ErrReadOnly.
 func Open(ctx context.Context, dsn string, cfg *Config) (*Client, error) {
@@ -116,7 +119,11 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Client, error) {
 func openStore(ctx context.Context, dsn string, cfg *Config) (store.Store, error) {
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return nil, errors.New("errand: the PostgreSQL store is not available in this build yet")
+		st, err := pgstore.Open(ctx, dsn, &pgstore.Config{Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
 	case strings.HasPrefix(dsn, "sqlite://"):
 		dsn = strings.TrimPrefix(dsn, "sqlite://")
 	case strings.HasPrefix(dsn, "sqlite:"):

@@ -1,93 +1,17 @@
 package pgstore
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"net/url"
-	"os"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/internal/pgtest"
 )
 
-// envURL names the database the PostgreSQL tests use. Unset, they are
-// skipped; set (as .ci/run does), a server that cannot be reached fails
-// the run.
-const envURL = "ERRAND_TEST_POSTGRES_URL"
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func TestMain(m *testing.M) {
-	if u := os.Getenv(envURL); u != "" {
-		if err := waitForServer(u, 30*time.Second); err != nil {
-			fmt.Fprintf(os.Stderr, "%s=%s: PostgreSQL is not reachable: %v\n", envURL, u, err)
-			os.Exit(1)
-		}
-	}
-	os.Exit(m.Run())
-}
-
-// waitForServer pings until the server answers or the time is up: in CI
-// the server may still be starting.
-func waitForServer(dsn string, within time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	for {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err == nil {
-			err = conn.Ping(ctx)
-			conn.Close(context.Background())
-			if err == nil {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// testDSN returns the test database with a schema of the test's own, so
-// tests run in parallel; the schema is dropped when the test ends.
-func testDSN(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv(envURL)
-	if base == "" {
-		t.Skipf("%s is not set: set it to a PostgreSQL database, such as postgres://postgres@127.0.0.1:5432/test?sslmode=disable, to run the PostgreSQL tests", envURL)
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "errand_test_" + hex.EncodeToString(b)
-	admin, err := pgx.Connect(t.Context(), base)
-	require.NoError(t, err)
-	defer admin.Close(context.Background())
-	_, err = admin.Exec(t.Context(), `CREATE SCHEMA `+schema)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	require.NoError(t, err)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func testDSN(t *testing.T) string { return pgtest.DSN(t) }
 
 func openTest(t *testing.T, dsn string) *Store {
 	t.Helper()
