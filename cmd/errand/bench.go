@@ -17,7 +17,8 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure submit rate, throughput and start latency on a fresh database",
-		Long: `bench submits --tasks no-op tasks to a fresh SQLite database, drains them with
+		Long: `bench submits --tasks no-op tasks to a fresh database (SQLite, or with --store
+a new schema in a PostgreSQL database), drains them with
 --workers workers in this process, then submits tasks one at a time to the idle
 engine and times how soon each starts.`,
 		Args: cobra.NoArgs,
@@ -37,7 +38,11 @@ engine and times how soon each starts.`,
 				enc := json.NewEncoder(out)
 				return enc.Encode(report)
 			}
-			fmt.Fprintf(out, "tasks            %d (no-op, SQLite, synchronous=%s)\n", report.Tasks, report.Durability)
+			if report.Store == "postgres" {
+				fmt.Fprintf(out, "tasks            %d (no-op, PostgreSQL)\n", report.Tasks)
+			} else {
+				fmt.Fprintf(out, "tasks            %d (no-op, SQLite, synchronous=%s)\n", report.Tasks, report.Durability)
+			}
 			fmt.Fprintf(out, "workers          %d on %d CPUs\n", report.Workers, report.CPUs)
 			fmt.Fprintf(out, "submit           %.0f tasks/s\n", report.SubmitPerS)
 			fmt.Fprintf(out, "end to end       %.0f tasks/s (claim, run, durable finish)\n", report.E2EPerS)
@@ -53,6 +58,7 @@ engine and times how soon each starts.`,
 	f.IntVar(&opts.LatencySamples, "latency-samples", 500, "tasks submitted one at a time to time start latency")
 	f.StringVar(&opts.Dir, "dir", "", "directory for the database (default: a temporary one, removed after)")
 	f.StringVar(&opts.Durability, "durability", "normal", "SQLite durability: normal or full")
+	f.StringVar(&opts.Store, "store", "", "a postgres:// URL to measure PostgreSQL (in a new schema, dropped after); default SQLite")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }

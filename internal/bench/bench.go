@@ -9,13 +9,17 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/errandhq/errand"
 )
@@ -27,13 +31,17 @@ type Options struct {
 	LatencySamples int    // idle submit-to-start samples; default 500
 	Dir            string // where the database goes; default a new temp dir, removed after
 	Durability     string // "normal" (default) or "full"
+	// Store, a postgres:// URL, measures on PostgreSQL instead of SQLite:
+	// in a new schema of that database, dropped after.
+	Store string
 }
 
 // Report is what was measured. JSON field names are stable.
 type Report struct {
 	Tasks          int     `json:"tasks"`
 	Workers        int     `json:"workers"`
-	Durability     string  `json:"durability"`
+	Store          string  `json:"store"` // sqlite or postgres
+	Durability     string  `json:"durability,omitempty"`
 	SubmitPerS     float64 `json:"submit_per_s"`
 	E2EPerS        float64 `json:"e2e_per_s"`
 	LatencySamples int     `json:"latency_samples"`
@@ -57,21 +65,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Tasks < 1 || opts.Workers < 1 || opts.LatencySamples < 1 {
 		return nil, errors.New("bench: tasks, workers and latency samples must be positive")
 	}
-	dir := opts.Dir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "errand-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
+	dsn, cleanup, err := freshStore(ctx, opts)
+	if err != nil {
+		return nil, err
 	}
-	path := filepath.Join(dir, "bench.db")
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, err
-		}
-	}
+	defer cleanup()
 
 	started := make(chan time.Time, 1)
 	var timing atomic.Bool // phase 3 only
@@ -81,19 +79,21 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		return errand.Result{}, nil
 	})
-	client, err := errand.Open(ctx, "sqlite://"+path, &errand.Config{
-		Durability: opts.Durability,
-		Agents:     map[string]errand.Agent{"default": agent},
-	})
+	cfg := &errand.Config{Agents: map[string]errand.Agent{"default": agent}}
+	report := &Report{
+		Tasks: opts.Tasks, Workers: opts.Workers, Store: "sqlite",
+		LatencySamples: opts.LatencySamples, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
+	}
+	if isPostgres(opts.Store) {
+		report.Store = "postgres"
+	} else {
+		cfg.Durability, report.Durability = opts.Durability, opts.Durability
+	}
+	client, err := errand.Open(ctx, dsn, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer client.Close()
-
-	report := &Report{
-		Tasks: opts.Tasks, Workers: opts.Workers, Durability: opts.Durability,
-		LatencySamples: opts.LatencySamples, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
-	}
 
 	// Phase 1: submit.
 	begin := time.Now()
@@ -176,4 +176,58 @@ func peakRSSMB() float64 {
 		return 0
 	}
 	return math.Round(float64(ru.Maxrss)/1024*10) / 10 // Maxrss is in KiB on Linux
+}
+
+func isPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// freshStore makes an empty database to measure on and returns its DSN and
+// how to remove it: a SQLite file in Dir, or a new schema in the
+// PostgreSQL database opts.Store names.
+func freshStore(ctx context.Context, opts Options) (dsn string, cleanup func(), err error) {
+	if opts.Store != "" && !isPostgres(opts.Store) {
+		return "", nil, fmt.Errorf("bench: --store %q: want a postgres:// URL (SQLite is the default)", opts.Store)
+	}
+	if isPostgres(opts.Store) {
+		u, err := url.Parse(opts.Store)
+		if err != nil {
+			return "", nil, fmt.Errorf("bench: --store: %w", err)
+		}
+		conn, err := pgx.Connect(ctx, opts.Store)
+		if err != nil {
+			return "", nil, fmt.Errorf("bench: %w", err)
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		schema := fmt.Sprintf("errand_bench_%d", time.Now().UnixNano())
+		if _, err := conn.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
+			return "", nil, fmt.Errorf("bench: %w", err)
+		}
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		return u.String(), func() {
+			ctx := context.WithoutCancel(ctx)
+			if conn, err := pgx.Connect(ctx, opts.Store); err == nil {
+				_, _ = conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`)
+				conn.Close(ctx)
+			}
+		}, nil
+	}
+	dir, cleanup := opts.Dir, func() {}
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "errand-bench-")
+		if err != nil {
+			return "", nil, err
+		}
+		dir, cleanup = tmp, func() { os.RemoveAll(tmp) }
+	}
+	path := filepath.Join(dir, "bench.db")
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			cleanup()
+			return "", nil, err
+		}
+	}
+	return "sqlite://" + path, cleanup, nil
 }

@@ -218,9 +218,11 @@ func (d *daemon) call(method, path string, body any) (int, []byte) {
 
 // sse is one event read from a stream.
 type sse struct {
-	ID     int64
-	Type   string
-	TaskID string
+	ID        int64           `json:"id"`
+	Type      string          `json:"type"`
+	TaskID    string          `json:"task_id"`
+	Data      json.RawMessage `json:"data"`
+	CreatedAt time.Time       `json:"created_at"`
 }
 
 // stream opens an SSE route and sends its events until ctx ends.
@@ -246,16 +248,12 @@ func (d *daemon) stream(ctx context.Context, path string, lastEventID int64) <-c
 			if !ok {
 				continue
 			}
-			var ev struct {
-				ID     int64  `json:"id"`
-				Type   string `json:"type"`
-				TaskID string `json:"task_id"`
-			}
+			var ev sse
 			if json.Unmarshal([]byte(line), &ev) != nil {
 				continue
 			}
 			select {
-			case out <- sse{ID: ev.ID, Type: ev.Type, TaskID: ev.TaskID}:
+			case out <- ev:
 			case <-ctx.Done():
 				return
 			}

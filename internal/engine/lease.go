@@ -53,8 +53,14 @@ func (p *Pool) renewAll(ctx context.Context) {
 	}
 }
 
+// recoverInterval is how often a pool looks for expired leases: often
+// enough that a dead process's tasks run again within the lease TTL and
+// half a second, and the look is one indexed statement.
+func recoverInterval(ttl time.Duration) time.Duration { return min(ttl/2, 500*time.Millisecond) }
+
 // recoverExpired takes back expired leases of any owner, and ends
-// questions nobody answered in time; the pool runs it every lease_ttl/2.
+// questions nobody answered in time; the pool runs it every
+// recoverInterval.
 func (p *Pool) recoverExpired(ctx context.Context) {
 	if err := p.e.Recover(ctx, nil); err != nil {
 		p.logger.ErrorContext(ctx, "recover expired leases", slog.String("error", err.Error()))

@@ -192,7 +192,7 @@ func (p *Pool) Start(ctx context.Context) error {
 	go p.completer(bgCtx)
 	p.bg.Add(2)
 	go p.every(bgCtx, p.e.cfg.LeaseTTL/3, p.renewAll)
-	go p.every(bgCtx, p.e.cfg.LeaseTTL/2, p.recoverExpired)
+	go p.every(bgCtx, recoverInterval(p.e.cfg.LeaseTTL), p.recoverExpired)
 	if p.cfg.Schedules {
 		p.bg.Add(1)
 		go p.scheduler(bgCtx)

@@ -269,7 +269,8 @@ func (s *Store) TaskRecover(ctx context.Context, p *store.TaskRecoverParams) ([]
 			}
 			t, err := scanTask(tx.QueryRow(ctx, `UPDATE tasks SET
 				status = $1, lease_token = lease_token + 1, lease_owner = NULL, lease_expires_at = NULL, spend_reserved = 0,
-				error_code = $2, error_message = $3, finished_at = $4, run_at = $5, updated_at = $5
+				error_code = $2, error_message = $3, finished_at = $4, updated_at = $5,
+				run_at = CASE WHEN $1 = 'pending' THEN run_at ELSE $5 END
 				WHERE id = $6 AND status = 'running' RETURNING `+taskColumns,
 				to, errCode, errMessage, finished, at, e.id))
 			if err != nil {

@@ -17,6 +17,20 @@ func testRecover(t *testing.T, newDatabase NewDatabaseFunc) {
 		return newBundle(t, newDatabase)
 	}
 
+	// A task a dead worker held goes back to its place in the queue, ahead
+	// of those submitted after it, not to the end.
+	t.Run("RecoveredTaskKeepsItsPlace", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		first := b.insert(t, store.TaskInsertParams{})
+		b.claimOne(t, first.ID, store.TaskLeaseManyParams{Owner: "dead", TTL: time.Minute})
+		later := b.insert(t, store.TaskInsertParams{Now: at(time.Second)})
+		require.Len(t, b.recover(t, at(2*time.Minute)), 1)
+		requireTime(t, first.RunAt, b.get(t, first.ID).RunAt, "run_at")
+		claimed := b.claim(t, store.TaskLeaseManyParams{Owner: "alive", Limit: 1, TTL: time.Minute, Now: at(2 * time.Minute)})
+		require.Equal(t, []string{first.ID}, taskIDs(claimed), "not %s, submitted later", later.ID)
+	})
+
 	t.Run("OnlyExpiredLeases", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -63,6 +63,8 @@ CREATE INDEX tasks_lane_order   ON tasks (lane, priority DESC, run_at, id) WHERE
 -- Unique: at most one running task per lane, even when two claims saw
 -- different heads of a lane (see TaskLeaseMany).
 CREATE UNIQUE INDEX tasks_lane_running ON tasks (lane) WHERE lane IS NOT NULL AND status = 'running';
+-- Recovery looks for expired leases twice a second in every process.
+CREATE INDEX tasks_lease_expiry ON tasks (lease_expires_at) WHERE status = 'running';
 CREATE INDEX tasks_finished ON tasks (finished_at) WHERE status IN ('completed', 'failed', 'cancelled');
 CREATE INDEX tasks_spend_reserved ON tasks (spend_reserved) WHERE spend_reserved > 0;
 
