@@ -126,3 +126,20 @@ func TestSignalPayloads(t *testing.T) {
 	require.Equal(t, sigs, got)
 	require.Empty(t, decodeSignals("zz unknown"), "codes a newer errand sends are skipped")
 }
+
+// A payload from another process never panics the listener, and what it
+// decodes to packs back to the same signals.
+func FuzzDecodeSignals(f *testing.F) {
+	f.Add("w r c:tsk_1 p:tsk_2 $ s")
+	f.Add("c: p:\x00 zz")
+	f.Fuzz(func(t *testing.T, payload string) {
+		sigs := decodeSignals(payload)
+		var again []store.Signal
+		for _, p := range payloads(sigs) {
+			again = append(again, decodeSignals(p)...)
+		}
+		if len(sigs) > 0 || len(again) > 0 {
+			require.Equal(t, sigs, again)
+		}
+	})
+}
