@@ -152,7 +152,7 @@ func waitFinished(ctx context.Context, engine *errand.Engine, n int64) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Microsecond):
+		case <-time.After(time.Millisecond):
 		}
 	}
 	return nil

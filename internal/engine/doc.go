@@ -30,9 +30,10 @@
 // When an agent returns, its outcome becomes one store.TaskFinishParams:
 // completed, retry_scheduled (with backoff), failed (not retryable, or out of
 // attempts), cancelled, or pending (the pool is shutting down: the lease is
-// handed back and the attempt does not count). The completer writes all
-// waiting finishes in one transaction and frees their workers once the write
-// commits. A finish whose write failed is retried; one that committed but
+// handed back and the attempt does not count). The worker is free as soon
+// as its finish is queued (the queue holds at most Workers finishes); the
+// completer writes all waiting finishes in one transaction, renewing their
+// leases until the write commits. A finish whose write failed is retried; one that committed but
 // reported an error is recognised on retry (the task is no longer running
 // under the same token) and succeeds without writing twice. If every retry
 // fails, the lease expires and recovery runs the task again: delivery is at

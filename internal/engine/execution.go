@@ -176,12 +176,17 @@ func (p *Pool) execute(x *execution) {
 	finish := p.decide(x, result, err)
 	if finish == nil {
 		p.done(x)
+		p.release()
 		return
 	}
 	x.mu.Lock()
 	deadline := x.deadline
 	x.mu.Unlock()
+	// The worker is free once its finish is queued: the completer writes
+	// it, renewing the lease meanwhile. The queue holds at most Workers
+	// finishes, so a slow database holds the workers back.
 	p.finishes <- &finishRequest{params: finish, x: x, deadline: deadline}
+	p.release()
 }
 
 // callHandler runs the agent, turning a panic into a retryable error.
@@ -266,13 +271,20 @@ func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.Tas
 	return fp
 }
 
-// done frees the worker of a task whose lease has ended.
+// done forgets a task whose lease has ended: its lease is no longer
+// renewed.
 func (p *Pool) done(x *execution) {
 	x.cancel(context.Canceled)
 	p.mu.Lock()
 	if p.running[x.task.ID] == x {
 		delete(p.running, x.task.ID)
 	}
+	p.mu.Unlock()
+}
+
+// release frees a worker whose agent has returned.
+func (p *Pool) release() {
+	p.mu.Lock()
 	p.active--
 	p.mu.Unlock()
 	select {

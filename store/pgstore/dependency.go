@@ -157,13 +157,23 @@ func (s *Store) settleDependents(ctx context.Context, tx *txn, taskID string, at
 // own finish counting its open children) either sees this end or is seen
 // by what follows.
 func (s *Store) ended(ctx context.Context, tx *txn, taskID string, at time.Time) error {
+	return s.endedAs(ctx, tx, taskID, at, true, true)
+}
+
+// endedAs is ended for a task known, from its locked row, to have no
+// parent or no dependents (false), which saves looking.
+func (s *Store) endedAs(ctx context.Context, tx *txn, taskID string, at time.Time, hasParent, hasDependents bool) error {
 	var parentID string
-	err := tx.QueryRow(ctx, sqlLockParent, taskID).Scan(&parentID)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return err
+	if hasParent {
+		err := tx.QueryRow(ctx, sqlLockParent, taskID).Scan(&parentID)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
 	}
-	if err := s.settleDependents(ctx, tx, taskID, at); err != nil {
-		return err
+	if hasDependents {
+		if err := s.settleDependents(ctx, tx, taskID, at); err != nil {
+			return err
+		}
 	}
 	if parentID == "" {
 		return nil

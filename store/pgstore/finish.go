@@ -39,14 +39,14 @@ func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishPa
 	ids = slices.Compact(ids)
 	err := s.writeTx(ctx, func(tx *txn) error {
 		// The batch's tasks are locked up front, in id order, so two
-		// batches over the same tasks queue rather than deadlock.
-		if len(ids) > 1 {
-			if _, err := tx.Exec(ctx, `SELECT 1 FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids); err != nil {
-				return err
-			}
+		// batches over the same tasks queue rather than deadlock; what
+		// the finishes decide from is read with the locks.
+		states, err := finishStates(ctx, tx, ids)
+		if err != nil {
+			return err
 		}
 		for i, p := range params {
-			err := s.finishOne(ctx, tx, p)
+			err := s.finishOne(ctx, tx, p, states[p.Lease.TaskID])
 			if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrIllegalTransition) {
 				results[i] = err
 				continue
@@ -64,13 +64,67 @@ func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishPa
 	return results, nil
 }
 
-func (s *Store) finishOne(ctx context.Context, tx *txn, p *store.TaskFinishParams) error {
-	at := now(p.Now)
-	// The task stays locked until the transaction ends: a cancel or pause
-	// request cannot slip in between this read and the write.
-	ls, err := s.leaseState(ctx, tx, p.Lease.TaskID)
+// finishState is a finishing task's lease, and whether its end has a
+// parent or dependents to tell.
+type finishState struct {
+	leaseState
+	hasParent, hasDependents bool
+}
+
+// finishStates locks ids, in id order, and reads their finish states.
+// Whether a task has dependents is read by a second statement, sent with
+// the first: a dependent inserted while the lock was awaited is seen only
+// by a snapshot taken after it. A child's dependents are looked for only
+// once its parent is locked (see ended), so for a child it is left true.
+func finishStates(ctx context.Context, tx *txn, ids []string) (map[string]*finishState, error) {
+	br, err := tx.send(ctx,
+		&pgx.QueuedQuery{SQL: `SELECT id, status, lease_token, attempt, cancel_requested_at IS NOT NULL,
+			coalesce(cancel_reason, ''), pause_requested_at IS NOT NULL, parent_id IS NOT NULL
+			FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE`, Arguments: []any{ids}},
+		&pgx.QueuedQuery{SQL: `SELECT DISTINCT depends_on_id FROM task_dependencies
+			WHERE depends_on_id = ANY($1) AND kind = 'blocks'`, Arguments: []any{ids}})
 	if err != nil {
-		return err
+		return nil, err
+	}
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	states := make(map[string]*finishState, len(ids))
+	var (
+		id string
+		st finishState
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &st.status, &st.token, &st.attempt, &st.cancelRequested,
+		&st.cancelReason, &st.pauseRequested, &st.hasParent}, func() error {
+		states[id] = &finishState{leaseState: st.leaseState, hasParent: st.hasParent, hasDependents: st.hasParent}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rows, err = br.Query(); err != nil {
+		return nil, err
+	}
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error {
+		if st := states[id]; st != nil {
+			st.hasDependents = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return states, br.Close()
+}
+
+// finishOne ends one lease; ls is the task's state, locked (nil: no such
+// task), and is updated for a later entry of the batch.
+func (s *Store) finishOne(ctx context.Context, tx *txn, p *store.TaskFinishParams, ls *finishState) error {
+	at := now(p.Now)
+	if ls == nil {
+		return store.ErrNotFound
 	}
 	// Token 0 was never a lease: only a claim hands one out.
 	if ls.token != p.Lease.Token || p.Lease.Token == 0 {
@@ -138,18 +192,14 @@ func (s *Store) finishOne(ctx context.Context, tx *txn, p *store.TaskFinishParam
 			return err
 		}
 	}
-	_, err = tx.Exec(ctx, sqlFinish,
+	// The row is locked and its token checked: the update cannot miss.
+	tx.queue(sqlFinish,
 		to, nullJSON(result), errCode, errMessage, runAt, nullJSON(p.Checkpoint),
 		released, finished, at, p.Lease.TaskID, p.Lease.Token)
-	if err != nil {
-		return err
-	}
 	if to == store.StatusPaused {
-		if _, err := tx.Exec(ctx, `UPDATE tasks SET paused_from = $1, pause_requested_at = NULL WHERE id = $2`,
-			effective, p.Lease.TaskID); err != nil {
-			return err
-		}
+		tx.queue(`UPDATE tasks SET paused_from = $1, pause_requested_at = NULL WHERE id = $2`, effective, p.Lease.TaskID)
 	}
+	ls.status = to
 	data := &store.TransitionData{From: store.StatusRunning, To: to, Attempt: ls.attempt - released, Error: taskErr, Result: result}
 	if effective == store.StatusInputRequired {
 		data.RequestID, data.Question = p.Ask.ID, p.Ask.Question
@@ -188,7 +238,7 @@ func (s *Store) finishOne(ctx context.Context, tx *txn, p *store.TaskFinishParam
 		}
 	}
 	if to.Terminal() {
-		return s.ended(ctx, tx, p.Lease.TaskID, at)
+		return s.endedAs(ctx, tx, p.Lease.TaskID, at, ls.hasParent, ls.hasDependents)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -35,15 +34,32 @@ type pendingEvent struct {
 	inboxText *string
 }
 
-// appendEvents inserts evs, in order, under the journal lock, and returns
-// their ids. Call it as a transaction's last write.
-func appendEvents(ctx context.Context, tx pgx.Tx, evs []pendingEvent) ([]int64, error) {
-	if len(evs) == 0 {
-		return nil, nil
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, journalLock); err != nil {
-		return nil, fmt.Errorf("journal lock: %w", err)
-	}
+// sqlAppendEvents inserts events ($1-$5, in order) and their inbox
+// notifications ($6-$11, each naming its event by position) and returns
+// the events' ids in order. It runs under the journal lock, so the ids,
+// which follow the insert order, also follow commit order.
+const sqlAppendEvents = `WITH appended AS (
+		INSERT INTO task_events (task_id, type, actor, data, created_at)
+		SELECT task_id, type, actor, data::json, created_at
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) WITH ORDINALITY
+			AS e(task_id, type, actor, data, created_at, n)
+		ORDER BY n
+		RETURNING id
+	), numbered AS (
+		SELECT id, row_number() OVER (ORDER BY id) AS n FROM appended
+	), inbox AS (
+		INSERT INTO notifications (session_id, task_id, event_id, event_type, text, created_at)
+		SELECT i.session_id, i.task_id, numbered.id, i.event_type, i.text, i.created_at
+		FROM unnest($6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[])
+			AS i(n, session_id, task_id, event_type, text, created_at)
+		JOIN numbered ON numbered.n = i.n
+		ORDER BY i.n
+	)
+	SELECT id FROM numbered ORDER BY id`
+
+// appendEventsQuery is the statement that appends evs and the
+// notifications in inbox.
+func appendEventsQuery(evs []pendingEvent, inbox inboxRows) *pgx.QueuedQuery {
 	var (
 		taskIDs, types, actors, data = make([]string, len(evs)), make([]string, len(evs)), make([]string, len(evs)), make([]string, len(evs))
 		ats                          = make([]time.Time, len(evs))
@@ -55,22 +71,10 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []pendingEvent) ([]int64, 
 			data[i] = string(e.data)
 		}
 	}
-	rows, err := tx.Query(ctx, `INSERT INTO task_events (task_id, type, actor, data, created_at)
-		SELECT task_id, type, actor, data::json, created_at
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) WITH ORDINALITY
-			AS e(task_id, type, actor, data, created_at, n)
-		ORDER BY n
-		RETURNING id`, taskIDs, types, actors, data, ats)
-	if err != nil {
-		return nil, fmt.Errorf("append events: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("append events: %w", err)
-	}
-	// Ids follow the insert order; RETURNING's row order is not promised.
-	slices.Sort(ids)
-	return ids, nil
+	return &pgx.QueuedQuery{SQL: sqlAppendEvents, Arguments: []any{
+		taskIDs, types, actors, data, ats,
+		inbox.event, inbox.sessions, inbox.tasks, inbox.types, inbox.texts, inbox.ats,
+	}}
 }
 
 // EventList implements store.Store.

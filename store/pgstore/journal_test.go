@@ -1,13 +1,13 @@
 package pgstore
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand/store"
@@ -19,6 +19,28 @@ func event(taskID, typ string) pendingEvent {
 	return pendingEvent{taskID: taskID, typ: typ, actor: "test", data: []byte(`{"n":1}`), at: at0}
 }
 
+// beginTest starts a transaction the test ends itself (appendHeld with
+// commit); it is rolled back if the test does not.
+func beginTest(t *testing.T, s *Store) *txn {
+	t.Helper()
+	c, err := s.pool.Acquire(t.Context())
+	require.NoError(t, err)
+	tx := &txn{conn: c.Conn(), channel: s.channel}
+	t.Cleanup(func() {
+		tx.rollback(context.Background())
+		c.Release()
+	})
+	return tx
+}
+
+// appendNow appends evs in tx at once and returns their ids.
+func appendNow(t *testing.T, tx *txn, evs ...pendingEvent) ([]int64, error) {
+	tx.events = append(tx.events, evs...)
+	n := len(tx.eventIDs)
+	err := tx.flush(t.Context())
+	return tx.eventIDs[n:], err
+}
+
 // A transaction that began first but appends its event second commits
 // after the one that appended first, and its event has the higher id: a
 // reader never sees a later id before an earlier one.
@@ -27,23 +49,19 @@ func TestJournalIdsFollowCommitOrder(t *testing.T) {
 	s := openTest(t, testDSN(t))
 	ctx := t.Context()
 
-	early, err := s.pool.Begin(ctx)
-	require.NoError(t, err)
-	defer early.Rollback(ctx)
-	_, err = early.Exec(ctx, `UPDATE spend_guard SET updated_at = now()`) // some work of its own first
+	early := beginTest(t, s)
+	_, err := early.Exec(ctx, `UPDATE spend_guard SET updated_at = now()`) // some work of its own first
 	require.NoError(t, err)
 
-	late, err := s.pool.Begin(ctx)
-	require.NoError(t, err)
-	defer late.Rollback(ctx)
-	lateIDs, err := appendEvents(ctx, late, []pendingEvent{event("tsk_late", "a"), event("tsk_late", "b")})
+	late := beginTest(t, s)
+	lateIDs, err := appendNow(t, late, event("tsk_late", "a"), event("tsk_late", "b"))
 	require.NoError(t, err)
 
 	earlyDone := make(chan []int64, 1)
 	go func() {
-		ids, err := appendEvents(ctx, early, []pendingEvent{event("tsk_early", "c")})
+		ids, err := appendNow(t, early, event("tsk_early", "c"))
 		if err == nil {
-			err = early.Commit(ctx)
+			err = early.appendHeld(ctx, true)
 		}
 		if err != nil {
 			t.Error(err)
@@ -56,7 +74,7 @@ func TestJournalIdsFollowCommitOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, evs)
 
-	require.NoError(t, late.Commit(ctx))
+	require.NoError(t, late.appendHeld(ctx, true))
 	earlyIDs := <-earlyDone
 	require.Less(t, lateIDs[1], earlyIDs[0], "the event appended second has the higher id")
 	require.Equal(t, lateIDs[0]+1, lateIDs[1])
@@ -87,13 +105,11 @@ func TestJournalTailMissesNothingUnderConcurrentWriters(t *testing.T) {
 		wg.Go(func() {
 			for i := range txs {
 				n := 1 + (w+i)%3
-				err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-					evs := make([]pendingEvent, n)
-					for j := range evs {
-						evs[j] = event(fmt.Sprintf("tsk_%d_%d", w, i), fmt.Sprintf("e%d", j))
+				err := s.writeTx(ctx, func(tx *txn) error {
+					for j := range n {
+						tx.events = append(tx.events, event(fmt.Sprintf("tsk_%d_%d", w, i), fmt.Sprintf("e%d", j)))
 					}
-					_, err := appendEvents(ctx, tx, evs)
-					return err
+					return nil
 				})
 				if err != nil {
 					t.Error(err)

@@ -102,6 +102,13 @@ func (s *Store) claim(ctx context.Context, owner string, agents []string, limit 
 	var claimed []*store.Task
 	err := s.writeTx(ctx, func(tx *txn) error {
 		claimed = claimed[:0]
+		// The claim must walk tasks_ready in its order and stop at the
+		// limit. Statistics lag a queue that grows fast (a new database's
+		// first burst); from stale ones the planner may rather collect
+		// every ready task by bitmap and sort them, costing milliseconds
+		// per claim. The settings hold for the claim alone.
+		tx.queue(`SET LOCAL enable_bitmapscan = off`)
+		tx.queue(`SET LOCAL enable_sort = off`)
 		floor, ok, err := claimFloor(ctx, tx, at)
 		if err != nil || !ok {
 			return err // the spend guard holds every task
@@ -110,6 +117,8 @@ func (s *Store) claim(ctx context.Context, owner string, agents []string, limit 
 		if err != nil {
 			return err
 		}
+		tx.queue(`RESET enable_bitmapscan`)
+		tx.queue(`RESET enable_sort`)
 		from := map[string]store.Status{}
 		claimed, err = collect(rows, func(r pgx.Row) (*store.Task, error) {
 			var st store.Status

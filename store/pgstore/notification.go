@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -135,4 +136,83 @@ func (s *Store) SpendSince(ctx context.Context, since time.Time) (float64, error
 		return 0, fmt.Errorf("spend since %s: %w", since.UTC().Format(time.RFC3339), err)
 	}
 	return total, nil
+}
+
+// inboxTarget is what an event's notification needs of its task.
+type inboxTarget struct {
+	topLevel              bool
+	session, title, route string
+}
+
+// inboxTargets reads the tasks of the events that may notify (see
+// store.Notifies).
+func (tx *txn) inboxTargets(ctx context.Context, evs []pendingEvent) (map[string]inboxTarget, error) {
+	var taskIDs []string
+	for _, e := range evs {
+		if e.inboxText == nil && e.taskID != "" && store.Notifies(e.typ) {
+			taskIDs = append(taskIDs, e.taskID)
+		}
+	}
+	if len(taskIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT id, parent_id IS NULL, session_id,
+		CASE WHEN title <> '' THEN title ELSE left(goal, 200) END,
+		coalesce(options ->> 'result_route', '')
+		FROM tasks WHERE id = ANY($1)`, taskIDs)
+	if err != nil {
+		return nil, fmt.Errorf("notify: %w", err)
+	}
+	var (
+		id string
+		t  inboxTarget
+	)
+	targets := map[string]inboxTarget{}
+	_, err = pgx.ForEachRow(rows, []any{&id, &t.topLevel, &t.session, &t.title, &t.route}, func() error {
+		targets[id] = t
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("notify: %w", err)
+	}
+	return targets, nil
+}
+
+// inboxRows are the notifications of a transaction's events, each naming
+// its event by position (from 1).
+type inboxRows struct {
+	event                         []int64
+	sessions, tasks, types, texts []string
+	ats                           []time.Time
+}
+
+// inboxRowsOf gives the notifications evs call for: an event for which
+// store.Notifies holds, about a top-level task whose result route does not
+// keep it quiet, and every alert.
+func inboxRowsOf(evs []pendingEvent, targets map[string]inboxTarget) inboxRows {
+	var r inboxRows
+	for i, e := range evs {
+		session, text := "", ""
+		switch {
+		case e.inboxText != nil:
+			text = *e.inboxText
+		case e.taskID == "" || !store.Notifies(e.typ):
+			continue
+		default:
+			t, ok := targets[e.taskID]
+			if !ok || !t.topLevel || store.Quiet(t.route, e.typ) {
+				continue
+			}
+			td := e.transition
+			if td == nil {
+				td = new(store.TransitionData)
+				_ = json.Unmarshal(e.data, td) // another payload: the text does without its details
+			}
+			session, text = t.session, store.NotificationText(t.title, e.typ, td)
+		}
+		r.event = append(r.event, int64(i+1))
+		r.sessions, r.tasks, r.types, r.texts = append(r.sessions, session), append(r.tasks, e.taskID), append(r.types, e.typ), append(r.texts, text)
+		r.ats = append(r.ats, e.at)
+	}
+	return r
 }

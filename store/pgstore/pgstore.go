@@ -60,6 +60,12 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Store, error) {
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
 	}
+	// errand's statements are short; compiling one with JIT, which a
+	// large cost estimate on a big table may set off, takes longer than
+	// running it. A DSN that asks for JIT keeps it.
+	if _, set := pc.ConnConfig.RuntimeParams["jit"]; !set {
+		pc.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)

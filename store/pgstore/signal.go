@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -97,20 +96,6 @@ func payloads(sigs []store.Signal) []string {
 		out = append(out, b.String())
 	}
 	return out
-}
-
-// sendSignals queues the transaction's signals; PostgreSQL delivers them
-// when it commits, and not at all if it rolls back.
-func (tx *txn) sendSignals(ctx context.Context, channel string) error {
-	if len(tx.signals) == 0 {
-		return nil
-	}
-	ps := payloads(tx.signals)
-	tx.signals = nil
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, channel, ps); err != nil {
-		return fmt.Errorf("signal: %w", err)
-	}
-	return nil
 }
 
 // listenRetry bounds the wait between attempts to listen again after the

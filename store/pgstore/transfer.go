@@ -202,7 +202,10 @@ func (im *importer) queue(what, sql string, args ...any) {
 // send runs the queued statements in tx, in order; a constraint a row
 // breaks is store.ErrConflict.
 func (im *importer) send(ctx context.Context, tx *txn) (err error) {
-	br := tx.SendBatch(ctx, &im.batch)
+	br, err := tx.send(ctx, im.batch.QueuedQueries...)
+	if err != nil {
+		return err
+	}
 	defer func() {
 		if cerr := br.Close(); err == nil {
 			err = cerr

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,11 +14,20 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-// txn is a write transaction. Events a write appends are held until the
-// transaction's end and appended last, with their inbox notifications,
-// under the journal lock (see journalLock).
+// txn is a write transaction on one connection. It saves round trips, which
+// on a busy queue cost more than the statements: BEGIN goes out with the
+// first statement, writes whose outcome nothing reads (queue) go out with
+// the next statement, and the journal appends and COMMIT go out together.
+//
+// Events a write appends are held until the transaction's end and appended
+// last, with their inbox notifications, under the journal lock (see
+// journalLock).
 type txn struct {
-	pgx.Tx
+	conn  *pgx.Conn
+	begun bool // BEGIN has been sent
+	// queued are writes sent with the next statement, in order; an error
+	// of one is the error of that next statement.
+	queued []*pgx.QueuedQuery
 	events []pendingEvent
 	// eventIDs are the ids the events got, in order, once appended.
 	eventIDs []int64
@@ -33,6 +43,8 @@ type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
+var _ querier = (*txn)(nil)
+
 // maxTxAttempts bounds how often a transaction PostgreSQL aborted for a
 // deadlock or a serialization failure is run again.
 const maxTxAttempts = 10
@@ -41,34 +53,57 @@ const maxTxAttempts = 10
 // the start when PostgreSQL aborted it for a deadlock or a serialization
 // failure: f must only read and write through tx.
 func (s *Store) writeTx(ctx context.Context, f func(tx *txn) error) error {
-	for attempt := 1; ; attempt++ {
-		err := pgx.BeginFunc(ctx, s.pool, func(ptx pgx.Tx) error {
-			tx := &txn{Tx: ptx, channel: s.channel}
-			if err := f(tx); err != nil {
-				return err
-			}
-			return tx.flush(ctx)
-		})
-		if err == nil || !retryable(err) || attempt >= maxTxAttempts || ctx.Err() != nil {
-			return err
-		}
-	}
+	_, err := s.runTx(ctx, f)
+	return err
 }
 
 // writeTxEvents is writeTx that returns the ids of the events f appended.
 func (s *Store) writeTxEvents(ctx context.Context, f func(tx *txn) error) ([]int64, error) {
-	var ids []int64
-	err := s.writeTx(ctx, func(tx *txn) error {
-		if err := f(tx); err != nil {
-			return err
+	tx, err := s.runTx(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return tx.eventIDs, nil
+}
+
+func (s *Store) runTx(ctx context.Context, f func(tx *txn) error) (*txn, error) {
+	for attempt := 1; ; attempt++ {
+		tx, err := s.tryTx(ctx, f)
+		if err == nil || !retryable(err) || attempt >= maxTxAttempts || ctx.Err() != nil {
+			return tx, err
 		}
-		if err := tx.flush(ctx); err != nil {
-			return err
-		}
-		ids = tx.eventIDs
-		return nil
-	})
-	return ids, err
+	}
+}
+
+func (s *Store) tryTx(ctx context.Context, f func(tx *txn) error) (*txn, error) {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The pool closes a connection given back inside a transaction, so a
+	// failed ROLLBACK leaves nothing behind.
+	defer c.Release()
+	tx := &txn{conn: c.Conn(), channel: s.channel}
+	if err := f(tx); err != nil {
+		tx.rollback(ctx)
+		return nil, err
+	}
+	if err := tx.appendHeld(ctx, true); err != nil {
+		tx.rollback(ctx)
+		return nil, err
+	}
+	return tx, nil
+}
+
+func (tx *txn) rollback(ctx context.Context) {
+	if !tx.begun {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := tx.conn.Exec(ctx, `ROLLBACK`); err != nil {
+		_ = tx.conn.Close(ctx)
+	}
 }
 
 func retryable(err error) bool {
@@ -80,6 +115,132 @@ func retryable(err error) bool {
 func isUnique(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// queue holds a write until the next statement, which carries it to the
+// server. Only for writes that cannot fail but with the transaction (no
+// constraint to break, no row count to check).
+func (tx *txn) queue(sql string, args ...any) {
+	tx.queued = append(tx.queued, &pgx.QueuedQuery{SQL: sql, Arguments: args})
+}
+
+// send sends BEGIN (the first time), the queued writes and then qs in one
+// round trip, and returns the results of qs for the caller to read and
+// close.
+func (tx *txn) send(ctx context.Context, qs ...*pgx.QueuedQuery) (pgx.BatchResults, error) {
+	var b pgx.Batch
+	if !tx.begun {
+		b.Queue(`BEGIN`)
+		tx.begun = true
+	}
+	b.QueuedQueries = append(b.QueuedQueries, tx.queued...)
+	b.QueuedQueries = append(b.QueuedQueries, qs...)
+	ahead := len(b.QueuedQueries) - len(qs)
+	tx.queued = nil
+	br := tx.conn.SendBatch(ctx, &b)
+	for range ahead {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+	}
+	return br, nil
+}
+
+// direct reports that nothing waits to go out before the next statement.
+func (tx *txn) direct() bool { return tx.begun && len(tx.queued) == 0 }
+
+// Exec runs one statement in the transaction.
+func (tx *txn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if tx.direct() {
+		return tx.conn.Exec(ctx, sql, args...)
+	}
+	br, err := tx.send(ctx, &pgx.QueuedQuery{SQL: sql, Arguments: args})
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+// Query runs one query in the transaction.
+func (tx *txn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if tx.direct() {
+		return tx.conn.Query(ctx, sql, args...)
+	}
+	br, err := tx.send(ctx, &pgx.QueuedQuery{SQL: sql, Arguments: args})
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+// QueryRow runs a query for one row in the transaction.
+func (tx *txn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := tx.Query(ctx, sql, args...)
+	return &firstRow{rows: rows, err: err}
+}
+
+// batchRows are the rows of a batch's last query; closing them closes the
+// batch.
+type batchRows struct {
+	pgx.Rows
+	br     pgx.BatchResults
+	closed bool
+	err    error
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	if !r.closed {
+		r.closed = true
+		r.err = r.br.Close()
+	}
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *batchRows) Err() error {
+	return cmp.Or(r.Rows.Err(), r.err)
+}
+
+// firstRow is pgx.Row over a query's rows: the first row, or
+// pgx.ErrNoRows.
+type firstRow struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r *firstRow) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
 }
 
 // appendEvent journals one event when the transaction ends, with the inbox
@@ -108,20 +269,24 @@ func (tx *txn) appendAlert(typ string, data any, text string, at time.Time) erro
 	return nil
 }
 
-// flush appends the held events and their notifications. writeTx calls it
-// before committing; calling it again appends nothing.
-func (tx *txn) flush(ctx context.Context) error {
+// flush appends the held events and their notifications now, rather than
+// at the commit, for a write that reads them back.
+func (tx *txn) flush(ctx context.Context) error { return tx.appendHeld(ctx, false) }
+
+// appendHeld appends the held events and their inbox notifications, queues
+// the signals, and with commit commits: the journal lock, the appends, the
+// signals and COMMIT go out in one round trip, so the lock is held for no
+// longer than the server takes to run them.
+func (tx *txn) appendHeld(ctx context.Context, commit bool) error {
 	evs := tx.events
 	tx.events = nil
+	var inbox inboxRows
 	if len(evs) > 0 {
-		ids, err := appendEvents(ctx, tx.Tx, evs)
+		targets, err := tx.inboxTargets(ctx, evs)
 		if err != nil {
 			return err
 		}
-		tx.eventIDs = append(tx.eventIDs, ids...)
-		if err := notify(ctx, tx.Tx, evs, ids); err != nil {
-			return err
-		}
+		inbox = inboxRowsOf(evs, targets)
 		tx.signal(store.Signal{Kind: store.SignalWritten})
 		for _, e := range evs {
 			if sig, ok := store.SignalOf(e.typ, e.taskID); ok {
@@ -129,82 +294,67 @@ func (tx *txn) flush(ctx context.Context) error {
 			}
 		}
 	}
-	return tx.sendSignals(ctx, tx.channel)
-}
-
-// notify writes the inbox notifications of appended events: an event for
-// which store.Notifies holds, about a top-level task whose result route
-// does not keep it quiet, and every alert. They are written under the
-// journal lock too, so notification ids also follow commit order.
-func notify(ctx context.Context, tx pgx.Tx, evs []pendingEvent, ids []int64) error {
-	var taskIDs []string
-	for _, e := range evs {
-		if e.inboxText == nil && e.taskID != "" && store.Notifies(e.typ) {
-			taskIDs = append(taskIDs, e.taskID)
-		}
+	var qs []*pgx.QueuedQuery
+	if len(evs) > 0 {
+		qs = append(qs,
+			&pgx.QueuedQuery{SQL: `SELECT pg_advisory_xact_lock($1)`, Arguments: []any{journalLock}},
+			appendEventsQuery(evs, inbox))
 	}
-	type target struct {
-		topLevel              bool
-		session, title, route string
+	signalled := len(tx.signals) > 0
+	if signalled {
+		qs = append(qs, &pgx.QueuedQuery{SQL: `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`,
+			Arguments: []any{tx.channel, payloads(tx.signals)}})
+		tx.signals = nil
 	}
-	targets := map[string]target{}
-	if len(taskIDs) > 0 {
-		rows, err := tx.Query(ctx, `SELECT id, parent_id IS NULL, session_id,
-			CASE WHEN title <> '' THEN title ELSE left(goal, 200) END,
-			coalesce(options ->> 'result_route', '')
-			FROM tasks WHERE id = ANY($1)`, taskIDs)
-		if err != nil {
-			return fmt.Errorf("notify: %w", err)
+	if commit {
+		if !tx.begun && len(tx.queued) == 0 && len(qs) == 0 {
+			return nil // nothing was sent: nothing to commit
 		}
-		var (
-			id string
-			t  target
-		)
-		_, err = pgx.ForEachRow(rows, []any{&id, &t.topLevel, &t.session, &t.title, &t.route}, func() error {
-			targets[id] = t
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("notify: %w", err)
-		}
+		qs = append(qs, &pgx.QueuedQuery{SQL: `COMMIT`})
 	}
-	var (
-		sessions, tasks, types, texts []string
-		eventIDs                      []int64
-		ats                           []time.Time
-	)
-	for i, e := range evs {
-		session, text := "", ""
-		switch {
-		case e.inboxText != nil:
-			text = *e.inboxText
-		case e.taskID == "" || !store.Notifies(e.typ):
-			continue
-		default:
-			t, ok := targets[e.taskID]
-			if !ok || !t.topLevel || store.Quiet(t.route, e.typ) {
-				continue
-			}
-			td := e.transition
-			if td == nil {
-				td = new(store.TransitionData)
-				_ = json.Unmarshal(e.data, td) // another payload: the text does without its details
-			}
-			session, text = t.session, store.NotificationText(t.title, e.typ, td)
-		}
-		sessions, tasks, types, texts = append(sessions, session), append(tasks, e.taskID), append(types, e.typ), append(texts, text)
-		eventIDs, ats = append(eventIDs, ids[i]), append(ats, e.at)
-	}
-	if len(eventIDs) == 0 {
+	if len(qs) == 0 && len(tx.queued) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO notifications (session_id, task_id, event_id, event_type, text, created_at)
-		SELECT session_id, task_id, event_id, event_type, text, created_at
-		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::timestamptz[]) WITH ORDINALITY
-			AS n(session_id, task_id, event_id, event_type, text, created_at, i)
-		ORDER BY i`, sessions, tasks, eventIDs, types, texts, ats)
+	br, err := tx.send(ctx, qs...)
 	if err != nil {
-		return fmt.Errorf("notify: %w", err)
+		return err
+	}
+	err = tx.readAppends(br, len(evs) > 0, signalled, commit)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// readAppends reads appendHeld's results in the order it sent them.
+func (tx *txn) readAppends(br pgx.BatchResults, appended, signalled, commit bool) error {
+	if appended {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("journal lock: %w", err)
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("append events: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return fmt.Errorf("append events: %w", err)
+		}
+		tx.eventIDs = append(tx.eventIDs, ids...)
+	}
+	if signalled {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("signal: %w", err)
+		}
+	}
+	if commit {
+		tag, err := br.Exec()
+		if err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		if tag.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
 	}
 	return nil
 }
