@@ -88,13 +88,25 @@ func main() {
 	samples := flag.Int("samples", 500, "idle submit-to-start latency samples")
 	tuned := flag.Bool("tuned", false, fmt.Sprintf("FetchCooldown %s and FetchPollInterval %s instead of River's defaults (%s, %s)",
 		tunedFetchCooldown, tunedFetchPollInterval, river.FetchCooldownDefault, river.FetchPollIntervalDefault))
+	errandStore := flag.String("errand", "",
+		"also run errand bench, on this postgres:// database (in a schema of its own), after River in each round, and print the ratio")
+	rounds := flag.Int("rounds", 1, "with --errand: rounds of River then errand; the summary gives the medians")
 	flag.Parse()
-	if *jobs < 1 || *workers < 1 || *samples < 1 {
-		fail(errors.New("jobs, workers and samples must be positive"))
+	if *jobs < 1 || *workers < 1 || *samples < 1 || *rounds < 1 {
+		fail(errors.New("jobs, workers, samples and rounds must be positive"))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *errandStore != "" {
+		cmp, err := sideBySide(ctx, *url, *errandStore, *jobs, *workers, *samples, *tuned, *rounds)
+		if err != nil {
+			fail(err)
+		}
+		out, _ := json.MarshalIndent(cmp, "", "  ")
+		fmt.Println(string(out))
+		return
+	}
 	report, err := run(ctx, *url, *jobs, *workers, *samples, *tuned)
 	if err != nil {
 		fail(err)

@@ -14,12 +14,20 @@ import (
 )
 
 const (
+	// sqlFinish ends the leases of a batch in one statement, a row of
+	// arrays per task; paused_from is set only for a task that pauses.
 	sqlFinish = `UPDATE tasks SET
-		status = $1, result = $2, error_code = $3, error_message = $4,
-		run_at = coalesce($5, run_at), checkpoint = coalesce($6, checkpoint),
-		attempt = attempt - $7, lease_owner = NULL, lease_expires_at = NULL, spend_reserved = 0,
-		finished_at = $8, updated_at = $9
-		WHERE id = $10 AND lease_token = $11 AND status = 'running'`
+		status = f.status, result = f.result::json, error_code = f.error_code, error_message = f.error_message,
+		run_at = coalesce(f.run_at, tasks.run_at), checkpoint = coalesce(f.checkpoint::json, tasks.checkpoint),
+		attempt = tasks.attempt - f.released, lease_owner = NULL, lease_expires_at = NULL, spend_reserved = 0,
+		finished_at = f.finished_at, updated_at = f.updated_at,
+		paused_from = coalesce(f.paused_from, tasks.paused_from),
+		pause_requested_at = CASE WHEN f.paused_from IS NULL THEN tasks.pause_requested_at END
+		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[],
+			$8::text[], $9::int[], $10::timestamptz[], $11::timestamptz[], $12::text[])
+			AS f(id, token, status, result, error_code, error_message, run_at,
+			checkpoint, released, finished_at, updated_at, paused_from)
+		WHERE tasks.id = f.id AND tasks.lease_token = f.token AND tasks.status = 'running'`
 
 	sqlCheckpoint = `UPDATE tasks SET checkpoint = $1, updated_at = $2
 		WHERE id = $3 AND lease_token = $4 AND status = 'running'`
@@ -45,8 +53,10 @@ func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishPa
 		if err != nil {
 			return err
 		}
+		ends := &leaseEnds{}
+		tx.held = append(tx.held, ends)
 		for i, p := range params {
-			err := s.finishOne(ctx, tx, p, states[p.Lease.TaskID])
+			err := s.finishOne(ctx, tx, ends, p, states[p.Lease.TaskID])
 			if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrIllegalTransition) {
 				results[i] = err
 				continue
@@ -64,6 +74,39 @@ func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishPa
 	return results, nil
 }
 
+// leaseEnds gathers a batch's lease ends for sqlFinish; the rows go out
+// as one statement just before the transaction's next one, so whatever
+// follows reads them written.
+type leaseEnds struct {
+	ids                                         []string
+	tokens                                      []int64
+	statuses                                    []string
+	results, errCodes, errMessages, checkpoints []*string
+	runAts, finished                            []*time.Time
+	released                                    []int32
+	ats                                         []time.Time
+	pausedFrom                                  []*string
+}
+
+func (e *leaseEnds) add(lease store.Lease, to store.Status, result, errCode, errMessage *string, runAt *time.Time,
+	checkpoint *string, released int, finished *time.Time, at time.Time, pausedFrom *string) {
+	e.ids, e.tokens, e.statuses = append(e.ids, lease.TaskID), append(e.tokens, lease.Token), append(e.statuses, string(to))
+	e.results, e.errCodes, e.errMessages = append(e.results, result), append(e.errCodes, errCode), append(e.errMessages, errMessage)
+	e.runAts, e.checkpoints, e.released = append(e.runAts, runAt), append(e.checkpoints, checkpoint), append(e.released, int32(released))
+	e.finished, e.ats, e.pausedFrom = append(e.finished, finished), append(e.ats, at.UTC()), append(e.pausedFrom, pausedFrom)
+}
+
+// take implements heldWrite.
+func (e *leaseEnds) take() *pgx.QueuedQuery {
+	if len(e.ids) == 0 {
+		return nil
+	}
+	q := &pgx.QueuedQuery{SQL: sqlFinish, Arguments: []any{e.ids, e.tokens, e.statuses, e.results, e.errCodes,
+		e.errMessages, e.runAts, e.checkpoints, e.released, e.finished, e.ats, e.pausedFrom}}
+	*e = leaseEnds{}
+	return q
+}
+
 // finishState is a finishing task's lease, and whether its end has a
 // parent or dependents to tell.
 type finishState struct {
@@ -79,7 +122,8 @@ type finishState struct {
 func finishStates(ctx context.Context, tx *txn, ids []string) (map[string]*finishState, error) {
 	br, err := tx.send(ctx,
 		&pgx.QueuedQuery{SQL: `SELECT id, status, lease_token, attempt, cancel_requested_at IS NOT NULL,
-			coalesce(cancel_reason, ''), pause_requested_at IS NOT NULL, parent_id IS NOT NULL
+			coalesce(cancel_reason, ''), pause_requested_at IS NOT NULL, parent_id IS NOT NULL,
+			` + sqlInboxTarget + `
 			FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE`, Arguments: []any{ids}},
 		&pgx.QueuedQuery{SQL: `SELECT DISTINCT depends_on_id FROM task_dependencies
 			WHERE depends_on_id = ANY($1) AND kind = 'blocks'`, Arguments: []any{ids}})
@@ -95,10 +139,12 @@ func finishStates(ctx context.Context, tx *txn, ids []string) (map[string]*finis
 	var (
 		id string
 		st finishState
+		it inboxTarget
 	)
 	_, err = pgx.ForEachRow(rows, []any{&id, &st.status, &st.token, &st.attempt, &st.cancelRequested,
-		&st.cancelReason, &st.pauseRequested, &st.hasParent}, func() error {
+		&st.cancelReason, &st.pauseRequested, &st.hasParent, &it.topLevel, &it.session, &it.title, &it.route}, func() error {
 		states[id] = &finishState{leaseState: st.leaseState, hasParent: st.hasParent, hasDependents: st.hasParent}
+		tx.knowTarget(id, it) // the finish events' notifications need no second read
 		return nil
 	})
 	if err != nil {
@@ -121,7 +167,7 @@ func finishStates(ctx context.Context, tx *txn, ids []string) (map[string]*finis
 
 // finishOne ends one lease; ls is the task's state, locked (nil: no such
 // task), and is updated for a later entry of the batch.
-func (s *Store) finishOne(ctx context.Context, tx *txn, p *store.TaskFinishParams, ls *finishState) error {
+func (s *Store) finishOne(ctx context.Context, tx *txn, ends *leaseEnds, p *store.TaskFinishParams, ls *finishState) error {
 	at := now(p.Now)
 	if ls == nil {
 		return store.ErrNotFound
@@ -193,12 +239,12 @@ func (s *Store) finishOne(ctx context.Context, tx *txn, p *store.TaskFinishParam
 		}
 	}
 	// The row is locked and its token checked: the update cannot miss.
-	tx.queue(sqlFinish,
-		to, nullJSON(result), errCode, errMessage, runAt, nullJSON(p.Checkpoint),
-		released, finished, at, p.Lease.TaskID, p.Lease.Token)
+	var pausedFrom *string
 	if to == store.StatusPaused {
-		tx.queue(`UPDATE tasks SET paused_from = $1, pause_requested_at = NULL WHERE id = $2`, effective, p.Lease.TaskID)
+		pausedFrom = nullString(string(effective))
 	}
+	ends.add(p.Lease, to, nullJSON(result), errCode, errMessage, runAt, nullJSON(p.Checkpoint),
+		released, finished, at, pausedFrom)
 	ls.status = to
 	data := &store.TransitionData{From: store.StatusRunning, To: to, Attempt: ls.attempt - released, Error: taskErr, Result: result}
 	if effective == store.StatusInputRequired {

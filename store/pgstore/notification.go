@@ -138,6 +138,19 @@ func (s *Store) SpendSince(ctx context.Context, since time.Time) (float64, error
 	return total, nil
 }
 
+// sqlInboxTarget reads a task's inboxTarget.
+const sqlInboxTarget = `parent_id IS NULL, session_id, CASE WHEN title <> '' THEN title ELSE left(goal, 200) END,
+	coalesce(options ->> 'result_route', '')`
+
+// knowTarget keeps what a read of this transaction found of a task's
+// inbox target, which nothing in the transaction changes.
+func (tx *txn) knowTarget(id string, t inboxTarget) {
+	if tx.targets == nil {
+		tx.targets = map[string]inboxTarget{}
+	}
+	tx.targets[id] = t
+}
+
 // inboxTarget is what an event's notification needs of its task.
 type inboxTarget struct {
 	topLevel              bool
@@ -148,18 +161,20 @@ type inboxTarget struct {
 // store.Notifies).
 func (tx *txn) inboxTargets(ctx context.Context, evs []pendingEvent) (map[string]inboxTarget, error) {
 	var taskIDs []string
+	targets := map[string]inboxTarget{}
 	for _, e := range evs {
 		if e.inboxText == nil && e.taskID != "" && store.Notifies(e.typ) {
+			if t, ok := tx.targets[e.taskID]; ok {
+				targets[e.taskID] = t
+				continue
+			}
 			taskIDs = append(taskIDs, e.taskID)
 		}
 	}
 	if len(taskIDs) == 0 {
-		return nil, nil
+		return targets, nil
 	}
-	rows, err := tx.Query(ctx, `SELECT id, parent_id IS NULL, session_id,
-		CASE WHEN title <> '' THEN title ELSE left(goal, 200) END,
-		coalesce(options ->> 'result_route', '')
-		FROM tasks WHERE id = ANY($1)`, taskIDs)
+	rows, err := tx.Query(ctx, `SELECT id, `+sqlInboxTarget+` FROM tasks WHERE id = ANY($1)`, taskIDs)
 	if err != nil {
 		return nil, fmt.Errorf("notify: %w", err)
 	}
@@ -167,7 +182,6 @@ func (tx *txn) inboxTargets(ctx context.Context, evs []pendingEvent) (map[string
 		id string
 		t  inboxTarget
 	)
-	targets := map[string]inboxTarget{}
 	_, err = pgx.ForEachRow(rows, []any{&id, &t.topLevel, &t.session, &t.title, &t.route}, func() error {
 		targets[id] = t
 		return nil

@@ -28,7 +28,12 @@ type txn struct {
 	// queued are writes sent with the next statement, in order; an error
 	// of one is the error of that next statement.
 	queued []*pgx.QueuedQuery
+	// held gather rows for one statement each, which joins queued just
+	// before the next statement goes out.
+	held   []heldWrite
 	events []pendingEvent
+	// targets are inbox targets already read (see inboxTargets).
+	targets map[string]inboxTarget
 	// eventIDs are the ids the events got, in order, once appended.
 	eventIDs []int64
 	// signals are sent to every process listening when tx commits.
@@ -124,10 +129,27 @@ func (tx *txn) queue(sql string, args ...any) {
 	tx.queued = append(tx.queued, &pgx.QueuedQuery{SQL: sql, Arguments: args})
 }
 
+// heldWrite is a write gathered row by row (see txn.held).
+type heldWrite interface {
+	// take returns the statement for the rows gathered since the last
+	// take, or nil if there are none.
+	take() *pgx.QueuedQuery
+}
+
+// gather moves the held writes into the queue.
+func (tx *txn) gather() {
+	for _, h := range tx.held {
+		if q := h.take(); q != nil {
+			tx.queued = append(tx.queued, q)
+		}
+	}
+}
+
 // send sends BEGIN (the first time), the queued writes and then qs in one
 // round trip, and returns the results of qs for the caller to read and
 // close.
 func (tx *txn) send(ctx context.Context, qs ...*pgx.QueuedQuery) (pgx.BatchResults, error) {
+	tx.gather()
 	var b pgx.Batch
 	if !tx.begun {
 		b.Queue(`BEGIN`)
@@ -148,7 +170,10 @@ func (tx *txn) send(ctx context.Context, qs ...*pgx.QueuedQuery) (pgx.BatchResul
 }
 
 // direct reports that nothing waits to go out before the next statement.
-func (tx *txn) direct() bool { return tx.begun && len(tx.queued) == 0 }
+func (tx *txn) direct() bool {
+	tx.gather()
+	return tx.begun && len(tx.queued) == 0
+}
 
 // Exec runs one statement in the transaction.
 func (tx *txn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -306,6 +331,7 @@ func (tx *txn) appendHeld(ctx context.Context, commit bool) error {
 			Arguments: []any{tx.channel, payloads(tx.signals)}})
 		tx.signals = nil
 	}
+	tx.gather()
 	if commit {
 		if !tx.begun && len(tx.queued) == 0 && len(qs) == 0 {
 			return nil // nothing was sent: nothing to commit
