@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +21,11 @@ func newBenchCmd() *cobra.Command {
 		Long: `bench submits --tasks no-op tasks to a fresh database (SQLite, or with --store
 a new schema in a PostgreSQL database), drains them with
 --workers workers in this process, then submits tasks one at a time to the idle
-engine and times how soon each starts.`,
+engine and times how soon each starts.
+
+With --processes N (and --store postgres://…) the engines run in N worker
+processes of --workers workers each while this one submits and times, as
+several daemons share one database; start latency is then across processes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Durability != "normal" && opts.Durability != "full" {
@@ -28,6 +33,19 @@ engine and times how soon each starts.`,
 			}
 			if opts.Tasks < 1 || opts.Workers < 1 || opts.LatencySamples < 1 {
 				return fmt.Errorf("--tasks, --workers and --latency-samples must be at least 1")
+			}
+			if opts.Processes < 0 {
+				return fmt.Errorf("--processes %d: want 0 (this process) or more", opts.Processes)
+			}
+			if opts.Processes > 0 {
+				if opts.Store == "" {
+					return fmt.Errorf("--processes needs --store postgres://…: worker processes share one PostgreSQL database")
+				}
+				self, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				opts.Command = []string{self, "bench-worker"}
 			}
 			report, err := bench.Run(cmd.Context(), opts)
 			if err != nil {
@@ -43,12 +61,22 @@ engine and times how soon each starts.`,
 			} else {
 				fmt.Fprintf(out, "tasks            %d (no-op, SQLite, synchronous=%s)\n", report.Tasks, report.Durability)
 			}
-			fmt.Fprintf(out, "workers          %d on %d CPUs\n", report.Workers, report.CPUs)
+			if report.Processes > 0 {
+				fmt.Fprintf(out, "workers          %d in each of %d processes on %d CPUs\n", report.Workers, report.Processes, report.CPUs)
+			} else {
+				fmt.Fprintf(out, "workers          %d on %d CPUs\n", report.Workers, report.CPUs)
+			}
 			fmt.Fprintf(out, "submit           %.0f tasks/s\n", report.SubmitPerS)
 			fmt.Fprintf(out, "end to end       %.0f tasks/s (claim, run, durable finish)\n", report.E2EPerS)
-			fmt.Fprintf(out, "start latency    p50 %.2f ms, p99 %.2f ms (idle queue, %d samples)\n",
-				report.LatencyP50MS, report.LatencyP99MS, report.LatencySamples)
-			fmt.Fprintf(out, "peak RSS         %.1f MB\n", report.PeakRSSMB)
+			where := "idle queue"
+			if report.Processes > 0 {
+				where = "idle queue, across processes"
+			}
+			fmt.Fprintf(out, "start latency    p50 %.2f ms, p99 %.2f ms (%s, %d samples)\n",
+				report.LatencyP50MS, report.LatencyP99MS, where, report.LatencySamples)
+			if report.Processes == 0 {
+				fmt.Fprintf(out, "peak RSS         %.1f MB\n", report.PeakRSSMB)
+			}
 			return nil
 		},
 	}
@@ -59,6 +87,28 @@ engine and times how soon each starts.`,
 	f.StringVar(&opts.Dir, "dir", "", "directory for the database (default: a temporary one, removed after)")
 	f.StringVar(&opts.Durability, "durability", "normal", "SQLite durability: normal or full")
 	f.StringVar(&opts.Store, "store", "", "a postgres:// URL to measure PostgreSQL (in a new schema, dropped after); default SQLite")
+	f.IntVar(&opts.Processes, "processes", 0, "run the engines in this many worker processes (needs --store postgres://…)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+// newBenchWorkerCmd is a worker process of bench --processes, started by
+// it; not for people.
+func newBenchWorkerCmd() *cobra.Command {
+	var (
+		dsn     string
+		workers int
+	)
+	cmd := &cobra.Command{
+		Use:    "bench-worker",
+		Short:  "A worker process of bench --processes",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return bench.Worker(cmd.Context(), dsn, workers, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&dsn, "store", "", "the database")
+	cmd.Flags().IntVar(&workers, "workers", 16, "workers")
 	return cmd
 }

@@ -87,6 +87,7 @@ $ERRAND_HOME, default ~/.errand).`,
 	pf.BoolVar(&a.asJSON, "json", false, "print JSON instead of text")
 	root.AddCommand(
 		newBenchCmd(),
+		newBenchWorkerCmd(),
 		a.newServeCmd(),
 		a.newAskCmd(),
 		a.newTasksCmd(),

@@ -34,20 +34,27 @@ type Options struct {
 	// Store, a postgres:// URL, measures on PostgreSQL instead of SQLite:
 	// in a new schema of that database, dropped after.
 	Store string
+	// Processes, with Store, runs the engines in that many worker
+	// processes of Workers workers each, started with Command (a worker's
+	// argv before its --store and --workers; see Worker), while this
+	// process submits and times: the latency is then across processes.
+	Processes int
+	Command   []string
 }
 
 // Report is what was measured. JSON field names are stable.
 type Report struct {
 	Tasks          int     `json:"tasks"`
 	Workers        int     `json:"workers"`
-	Store          string  `json:"store"` // sqlite or postgres
+	Store          string  `json:"store"`               // sqlite or postgres
+	Processes      int     `json:"processes,omitempty"` // worker processes, if not this one
 	Durability     string  `json:"durability,omitempty"`
 	SubmitPerS     float64 `json:"submit_per_s"`
 	E2EPerS        float64 `json:"e2e_per_s"`
 	LatencySamples int     `json:"latency_samples"`
 	LatencyP50MS   float64 `json:"latency_p50_ms"`
 	LatencyP99MS   float64 `json:"latency_p99_ms"`
-	PeakRSSMB      float64 `json:"peak_rss_mb"`
+	PeakRSSMB      float64 `json:"peak_rss_mb,omitempty"` // of this process, so not with Processes
 	CPUs           int     `json:"cpus"`
 	GoVersion      string  `json:"go_version"`
 }
@@ -62,8 +69,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	opts.Workers = cmp.Or(opts.Workers, 16)
 	opts.LatencySamples = cmp.Or(opts.LatencySamples, 500)
 	opts.Durability = cmp.Or(opts.Durability, "normal")
-	if opts.Tasks < 1 || opts.Workers < 1 || opts.LatencySamples < 1 {
+	if opts.Tasks < 1 || opts.Workers < 1 || opts.LatencySamples < 1 || opts.Processes < 0 {
 		return nil, errors.New("bench: tasks, workers and latency samples must be positive")
+	}
+	if opts.Processes > 0 && !isPostgres(opts.Store) {
+		return nil, errors.New("bench: worker processes share a PostgreSQL database: give --store postgres://…")
 	}
 	dsn, cleanup, err := freshStore(ctx, opts)
 	if err != nil {
@@ -86,6 +96,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	if isPostgres(opts.Store) {
 		report.Store = "postgres"
+		if opts.Processes > 0 {
+			report.Processes = opts.Processes
+			if err := runProcesses(ctx, opts, dsn, report); err != nil {
+				return nil, err
+			}
+			return report, nil
+		}
 	} else {
 		cfg.Durability, report.Durability = opts.Durability, opts.Durability
 	}
