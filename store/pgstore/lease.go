@@ -172,10 +172,16 @@ func (p prefixScanner) Scan(dest ...any) error {
 }
 
 // sqlRenew renews every lease still held in one statement; a lease
-// missing from what it returns is lost.
-const sqlRenew = `UPDATE tasks SET lease_expires_at = $1
-	FROM unnest($2::text[], $3::bigint[]) AS l(id, token)
-	WHERE tasks.id = l.id AND tasks.lease_token = l.token AND tasks.status = 'running'
+// missing from what it returns is lost. It locks them in id order, as a
+// finish batch does, so the two never wait on each other in a cycle.
+const sqlRenew = `WITH held AS (
+		SELECT t.id FROM tasks t JOIN unnest($2::text[], $3::bigint[]) AS l(id, token)
+			ON t.id = l.id AND t.lease_token = l.token
+		WHERE t.status = 'running'
+		ORDER BY t.id FOR UPDATE OF t
+	)
+	UPDATE tasks SET lease_expires_at = $1
+	FROM held WHERE tasks.id = held.id
 	RETURNING tasks.id, tasks.lease_token, tasks.cancel_requested_at IS NOT NULL, tasks.pause_requested_at IS NOT NULL`
 
 // LeaseRenewMany implements store.Store.
