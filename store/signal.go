@@ -29,9 +29,9 @@ type Signal struct {
 // A Signaler is a store shared by several processes that tells each of
 // them, within milliseconds, of the others' writes: without one, a
 // process finds work written elsewhere by polling. Delivery is best
-// effort: a process that may have missed signals (its listener
-// reconnected) receives SignalWritten, SignalReady and SignalSchedules,
-// and polling stays the fallback.
+// effort: a process that may have missed signals (its listener has just
+// started, or reconnected) receives SignalWritten, SignalReady,
+// SignalSchedules and SignalSpend, and polling stays the fallback.
 type Signaler interface {
 	// Listen calls f with each signal of a committed write, from this
 	// process or another, until ctx ends; f must not block. It returns

@@ -336,6 +336,20 @@ type Store interface {
 	// not. It changes nothing. Health checks call it.
 	CheckWritable(ctx context.Context) error
 
+	// LeaderAcquire takes the named lease for Owner until now+TTL if it is
+	// free, expired (ExpiresAt ≤ now) or Owner's already (a renewal), in one
+	// atomic write: of many callers at once, on any number of handles,
+	// exactly one gets a free or expired lease. It returns the lease as it
+	// stands after the call; the caller holds it if and only if its Owner
+	// is the caller's. A lease another owner holds is returned unchanged,
+	// not as an error.
+	LeaderAcquire(ctx context.Context, params *LeaderAcquireParams) (*Leader, error)
+
+	// LeaderRelease ends the named lease if Owner holds it, so another
+	// owner can take it at once. Releasing a lease held by another owner,
+	// or by none, changes nothing and is not an error.
+	LeaderRelease(ctx context.Context, params *LeaderReleaseParams) error
+
 	// Close releases the store's connections.
 	Close() error
 }

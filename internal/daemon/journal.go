@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/store"
@@ -27,3 +28,15 @@ func (j journal) SetCursor(ctx context.Context, name string, eventID int64) erro
 }
 
 func (j journal) LastEventID(ctx context.Context) (int64, error) { return j.c.LastEventID(ctx) }
+
+func (j journal) Lead(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
+	l, err := j.c.Lead(ctx, name, owner, ttl)
+	if err != nil {
+		return false, err
+	}
+	return l.Owner == owner, nil
+}
+
+func (j journal) Unlead(ctx context.Context, name, owner string) error {
+	return j.c.Unlead(ctx, name, owner)
+}

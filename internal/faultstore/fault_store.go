@@ -71,6 +71,8 @@ var Points = [...]string{
 	"MemoryDelete",
 	"MemoryPurge",
 	"CheckWritable",
+	"LeaderAcquire",
+	"LeaderRelease",
 }
 
 // When says on which side of the inner call an injected fault strikes.
@@ -503,6 +505,16 @@ func (s *Store) MemoryPurge(ctx context.Context, params *store.MemoryPurgeParams
 // CheckWritable calls the inner store's CheckWritable under the faults at point "CheckWritable".
 func (s *Store) CheckWritable(ctx context.Context) error {
 	return call0(ctx, s, "CheckWritable", func() error { return s.inner.CheckWritable(ctx) })
+}
+
+// LeaderAcquire calls the inner store's LeaderAcquire under the faults at point "LeaderAcquire".
+func (s *Store) LeaderAcquire(ctx context.Context, params *store.LeaderAcquireParams) (*store.Leader, error) {
+	return call(ctx, s, "LeaderAcquire", func() (*store.Leader, error) { return s.inner.LeaderAcquire(ctx, params) })
+}
+
+// LeaderRelease calls the inner store's LeaderRelease under the faults at point "LeaderRelease".
+func (s *Store) LeaderRelease(ctx context.Context, params *store.LeaderReleaseParams) error {
+	return call0(ctx, s, "LeaderRelease", func() error { return s.inner.LeaderRelease(ctx, params) })
 }
 
 // Close closes the inner store. It cannot be faulted.

@@ -87,15 +87,16 @@ func (h *deliverer) wants(typ string) bool {
 	return h.wantAll || slices.Contains(h.hook.Events, typ)
 }
 
-// run delivers until ctx ends, then saves the cursor.
+// run delivers until ctx ends, then saves the cursor, unless ctx ended
+// because the lease was lost: the cursor is the new holder's then.
 func (h *deliverer) run(ctx context.Context) {
-	if len(h.hook.Key) == 0 {
-		h.log.WarnContext(ctx, "webhook has no secret: deliveries are unsigned")
-	}
 	if !h.load(ctx) {
 		return
 	}
 	defer func() {
+		if errors.Is(context.Cause(ctx), errLeaseLost) {
+			return
+		}
 		saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 		defer cancel()
 		h.save(saveCtx)

@@ -32,6 +32,8 @@ const (
 	// DefaultCursorEvery is how many filtered-out events a hook passes
 	// before it writes its cursor.
 	DefaultCursorEvery = 100
+	// DefaultLeaseTTL is how long a hook's lease lasts unless renewed.
+	DefaultLeaseTTL = 5 * time.Second
 )
 
 // UserAgent is the User-Agent of every delivery.
@@ -40,8 +42,8 @@ const UserAgent = "errand-webhook"
 // CursorPrefix starts the name of every webhook cursor (see CursorName).
 const CursorPrefix = "webhook:"
 
-// Journal is where a Dispatcher reads events and keeps its cursors. The
-// daemon implements it over the store's event journal.
+// Journal is where a Dispatcher reads events and keeps its cursors and
+// leases. The daemon implements it over the store.
 type Journal interface {
 	// Follow sends the events with id > afterID, in id order, then new ones
 	// as they are written, until ctx ends; the channel is closed then. A
@@ -55,6 +57,13 @@ type Journal interface {
 	SetCursor(ctx context.Context, name string, eventID int64) error
 	// LastEventID returns the id of the newest event, 0 if there is none.
 	LastEventID(ctx context.Context) (int64, error)
+	// Lead takes the lease name for owner until ttl from now if no other
+	// owner holds it (renewing it if owner does), atomically across every
+	// process sharing the journal; held reports whether owner holds it.
+	Lead(ctx context.Context, name, owner string, ttl time.Duration) (held bool, err error)
+	// Unlead releases the lease name if owner holds it, and does nothing
+	// otherwise.
+	Unlead(ctx context.Context, name, owner string) error
 }
 
 // Hook is one receiver.
@@ -94,6 +103,16 @@ type Config struct {
 	// CursorEvery is how many events a hook filters out in a row before it
 	// saves its cursor; default DefaultCursorEvery.
 	CursorEvery int
+	// Owner names this Dispatcher on the hooks' leases (see the package
+	// documentation); default the host name, the pid and a random number,
+	// unique to the Dispatcher. Dispatchers sharing a journal need
+	// distinct owners.
+	Owner string
+	// LeaseTTL is how long a hook's lease lasts unless renewed; default
+	// DefaultLeaseTTL, at least a millisecond. The holder renews it every
+	// LeaseTTL/3; when it dies, another Dispatcher takes the hook over
+	// within LeaseTTL and a third.
+	LeaseTTL time.Duration
 	// OnAttemptFunc, if set, is called after every attempt with the hook's
 	// URL, the event id and nil if the event was delivered (and the cursor
 	// saved) or the attempt's error. It runs on the hook's goroutine and
@@ -122,6 +141,10 @@ func (c *Config) withDefaults() *Config {
 	out.BackoffBase = cmp.Or(out.BackoffBase, DefaultBackoffBase)
 	out.BackoffCap = cmp.Or(out.BackoffCap, DefaultBackoffCap)
 	out.CursorEvery = cmp.Or(out.CursorEvery, DefaultCursorEvery)
+	out.LeaseTTL = cmp.Or(out.LeaseTTL, DefaultLeaseTTL)
+	if out.Owner == "" {
+		out.Owner = defaultOwner()
+	}
 	if out.randFunc == nil {
 		out.randFunc = rand.Float64
 	}
@@ -140,13 +163,17 @@ func (c *Config) validate() error {
 		return fmt.Errorf("backoff cap %v is below backoff base %v", c.BackoffCap, c.BackoffBase)
 	case c.CursorEvery < 0:
 		return fmt.Errorf("cursor every %d is negative", c.CursorEvery)
+	case c.LeaseTTL < time.Millisecond:
+		return fmt.Errorf("lease ttl %v is below 1ms", c.LeaseTTL)
 	}
 	return nil
 }
 
 // Dispatcher delivers journal events to webhooks: one goroutine per hook,
 // each with its own durable cursor, so a receiver that is down holds back
-// only its own queue. See the package documentation for the guarantees.
+// only its own queue, and delivering only while it holds the hook's lease,
+// so that of the Dispatchers sharing a journal one delivers each hook. See
+// the package documentation for the guarantees.
 type Dispatcher struct {
 	cfg        *Config
 	deliverers []*deliverer
@@ -189,8 +216,9 @@ func New(cfg Config) (*Dispatcher, error) {
 
 // Run delivers events until ctx ends, then waits for every hook's
 // goroutine to stop (an attempt in flight is abandoned and will be sent
-// again after a restart), saves the cursors and returns nil. It returns an
-// error at once if the Dispatcher is already running.
+// again by whoever delivers next), saves the cursors, releases the leases
+// and returns nil. It returns an error at once if the Dispatcher is
+// already running.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	d.mu.Lock()
 	if d.running {
@@ -210,7 +238,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	for _, h := range d.deliverers {
-		wg.Go(func() { h.run(ctx) })
+		wg.Go(func() { h.lead(ctx) })
 	}
 	wg.Wait()
 	return nil

@@ -15,10 +15,11 @@
 //
 // # Delivery
 //
-// Each hook has its own goroutine, HTTP transport and durable cursor in the
-// journal, named CursorName(url): "webhook:" and the first 16 hex digits of
-// the SHA-256 of the URL. A hook seen for the first time starts at the
-// newest event: it gets the events written from then on, not the history.
+// Each hook has its own goroutine, HTTP transport, and durable cursor and
+// lease in the journal, both named CursorName(url): "webhook:" and the
+// first 16 hex digits of the SHA-256 of the URL. A hook seen for the first
+// time starts at the newest event: it gets the events written from then
+// on, not the history.
 //
 // A hook takes the events after its cursor in id order. An event whose type
 // is not in the hook's Events is passed over; the cursor moves past it but
@@ -36,6 +37,30 @@
 // for as long as it takes: a receiver that is down holds back its own
 // events only. Each failure is logged and reported to
 // Config.OnAttemptFunc, as is each success.
+//
+// # One deliverer per hook
+//
+// Several daemons sharing one database may each configure the same hook;
+// only one of them delivers it at a time, so each event is posted once.
+// Each hook has a lease in the journal (see Journal.Lead), named like its
+// cursor, held by one Dispatcher (Config.Owner) until it expires. A
+// Dispatcher asks for each hook's lease when it starts and every
+// Config.LeaseTTL/3 (5 s by default, so every 1.7 s): the holder renews it,
+// the others take it only once it is free or expired. A hook is delivered
+// only while its lease is held: when a renewal is refused or fails, its
+// delivery stops at once, abandoning the attempt in flight and writing no
+// cursor (the cursor is the next holder's), and the Dispatcher goes on
+// asking. Each ask is bounded by LeaseTTL/3, so a holder cut off from the
+// database stops before its lease can expire. The next holder starts from
+// the saved cursor, so a change of holder loses nothing and sends again
+// at most the events in flight or not yet saved, as a restart does. (A
+// holder whose process stalls for longer than its lease may still post the
+// event it held when it wakes, once more: delivery stays at least once.)
+//
+// A Dispatcher that stops cleanly saves its cursors, then releases its
+// leases: another takes each hook over at its next ask. One that dies
+// releases nothing: another takes over once the lease expires, within
+// LeaseTTL and a third of the death.
 //
 // # Private addresses
 //

@@ -38,7 +38,8 @@ var testStart = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 var testKey = []byte("test-secret")
 
 // fakeJournal is an in-memory Journal. Follow streams from a snapshot of
-// the events and wakes when more are appended.
+// the events and wakes when more are appended. Leases follow the store's
+// rules on the time of clock.
 type fakeJournal struct {
 	mu           sync.Mutex
 	events       []*store.Event
@@ -47,6 +48,13 @@ type fakeJournal struct {
 	changed      chan struct{} // closed and replaced on append
 	followErrs   int           // Follow fails this many more times
 	follows      int
+	clock        clock.Clock
+	leases       map[string]fakeLease
+	leadErrs     map[string]error // Lead and Unlead by this owner fail with it
+	ops          []string         // "set <name> <id>" and "unlead <name> <owner>", in order
+
+	// leads gets every Lead call's outcome.
+	leads chan leadCall
 
 	// sent gets the id of every event a Follow channel handed out.
 	sent chan int64
@@ -59,9 +67,26 @@ func newFakeJournal() *fakeJournal {
 		cursors:      map[string]int64{},
 		cursorWrites: map[string][]int64{},
 		changed:      make(chan struct{}),
+		clock:        clock.New(),
+		leases:       map[string]fakeLease{},
+		leadErrs:     map[string]error{},
+		leads:        make(chan leadCall, 1000),
 		sent:         make(chan int64, 1000),
 		written:      make(chan string, 1000),
 	}
+}
+
+// fakeLease is who holds a lease and until when.
+type fakeLease struct {
+	owner   string
+	expires time.Time
+}
+
+// leadCall is the outcome of one Lead call.
+type leadCall struct {
+	name, owner string
+	held        bool
+	err         error
 }
 
 var _ Journal = (*fakeJournal)(nil)
@@ -141,6 +166,7 @@ func (j *fakeJournal) SetCursor(_ context.Context, name string, eventID int64) e
 	j.mu.Lock()
 	j.cursors[name] = eventID
 	j.cursorWrites[name] = append(j.cursorWrites[name], eventID)
+	j.ops = append(j.ops, fmt.Sprintf("set %s %d", name, eventID))
 	j.mu.Unlock()
 	j.written <- name
 	return nil
@@ -150,6 +176,80 @@ func (j *fakeJournal) LastEventID(context.Context) (int64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return int64(len(j.events)), nil
+}
+
+func (j *fakeJournal) Lead(_ context.Context, name, owner string, ttl time.Duration) (bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	call := leadCall{name: name, owner: owner, err: j.leadErrs[owner]}
+	if call.err == nil {
+		now := j.clock.Now()
+		l, ok := j.leases[name]
+		if !ok || l.owner == owner || !l.expires.After(now) {
+			j.leases[name] = fakeLease{owner: owner, expires: now.Add(ttl)}
+			call.held = true
+		}
+	}
+	select {
+	case j.leads <- call:
+	default: // nobody is listening
+	}
+	return call.held, call.err
+}
+
+func (j *fakeJournal) Unlead(_ context.Context, name, owner string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.leadErrs[owner]; err != nil {
+		return err
+	}
+	j.ops = append(j.ops, fmt.Sprintf("unlead %s %s", name, owner))
+	if j.leases[name].owner == owner {
+		delete(j.leases, name)
+	}
+	return nil
+}
+
+// holder returns who holds the lease name, "" if nobody.
+func (j *fakeJournal) holder(name string) string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	l, ok := j.leases[name]
+	if !ok || !l.expires.After(j.clock.Now()) {
+		return ""
+	}
+	return l.owner
+}
+
+// setLeadErr makes owner's Lead and Unlead calls fail with err (nil: work
+// again).
+func (j *fakeJournal) setLeadErr(owner string, err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.leadErrs[owner] = err
+}
+
+// opLog returns the cursor writes and releases so far, in order.
+func (j *fakeJournal) opLog() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.ops)
+}
+
+// waitLead waits for a Lead call by owner and returns its outcome.
+func (j *fakeJournal) waitLead(t *testing.T, owner string) leadCall {
+	t.Helper()
+	for {
+		select {
+		case c := <-j.leads:
+			if c.owner == owner {
+				return c
+			}
+		case <-time.After(waitTimeout):
+			require.FailNow(t, "no Lead call", "owner %s", owner)
+			return leadCall{}
+		}
+	}
 }
 
 func (j *fakeJournal) cursor(t *testing.T, name string) int64 {
@@ -224,11 +324,13 @@ type testBundle struct {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	return &testBundle{
+	b := &testBundle{
 		clock:    &recordingClock{Fake: clock.NewFake(testStart)},
 		journal:  newFakeJournal(),
 		attempts: make(chan attempt, 1000),
 	}
+	b.journal.clock = b.clock
+	return b
 }
 
 // config returns a Config over the bundle with no jitter.

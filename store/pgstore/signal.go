@@ -103,12 +103,12 @@ func payloads(sigs []store.Signal) []string {
 const listenRetry = 5 * time.Second
 
 // Listen implements store.Signaler. It holds one connection of its own,
-// outside the pool, and reconnects when it is lost; after a reconnect it
-// tells f that anything may have happened meanwhile.
+// outside the pool, and reconnects when it is lost; each time it starts
+// listening it tells f that anything may have happened before.
 func (s *Store) Listen(ctx context.Context, f func(store.Signal)) error {
 	wait := 50 * time.Millisecond
-	for resumed := false; ; resumed = true {
-		listening, err := s.listen(ctx, f, resumed)
+	for {
+		listening, err := s.listen(ctx, f)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -127,7 +127,7 @@ func (s *Store) Listen(ctx context.Context, f func(store.Signal)) error {
 
 // listen listens on one connection until it fails; listening reports
 // whether it got as far as listening.
-func (s *Store) listen(ctx context.Context, f func(store.Signal), resumed bool) (listening bool, err error) {
+func (s *Store) listen(ctx context.Context, f func(store.Signal)) (listening bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return false, err
@@ -136,10 +136,11 @@ func (s *Store) listen(ctx context.Context, f func(store.Signal), resumed bool) 
 	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.channel}.Sanitize()); err != nil {
 		return false, err
 	}
-	if resumed {
-		for _, k := range []store.SignalKind{store.SignalWritten, store.SignalReady, store.SignalSchedules, store.SignalSpend} {
-			f(store.Signal{Kind: k})
-		}
+	// Whatever committed before LISTEN took effect was not heard: at the
+	// first start (the caller may have begun earlier) as after a
+	// reconnect, anything may have happened.
+	for _, k := range []store.SignalKind{store.SignalWritten, store.SignalReady, store.SignalSchedules, store.SignalSpend} {
+		f(store.Signal{Kind: k})
 	}
 	if s.listening != nil {
 		s.listening()

@@ -74,6 +74,7 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"Purge", testPurge},
 		{"SpendGuard", testSpendGuard},
 		{"Memories", testMemory},
+		{"Leader", testLeader},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {
