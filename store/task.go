@@ -68,6 +68,15 @@ type TaskError struct {
 
 func (e *TaskError) Error() string { return e.Code + ": " + e.Message }
 
+// CancelError is the error of a task cancelled for reason ("cancelled" if
+// none was given).
+func CancelError(reason string) *TaskError {
+	if reason == "" {
+		reason = "cancelled"
+	}
+	return &TaskError{Code: "cancelled", Message: reason}
+}
+
 // Progress is how far a running task has come.
 type Progress struct {
 	CurrentStep int    `json:"current_step"`

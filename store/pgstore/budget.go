@@ -17,19 +17,10 @@ import (
 // the journal (appendEvents). Along one chain every task row is locked
 // after its children, so two such writes cannot wait on each other.
 
-// budgetState is a task's budget bookkeeping, read inside a transaction.
-type budgetState struct {
-	budget    *store.Budget
-	consumed  store.Consumed
-	reserved  store.Amount
-	startedAt time.Time
-	warned    bool
-}
-
 // budgetState reads a task's budget bookkeeping and locks its row until tx
 // ends: what a write decides from consumed + reserved, and what it adds to
 // them, holds until it commits.
-func (s *Store) budgetState(ctx context.Context, tx *txn, taskID string) (*budgetState, error) {
+func (s *Store) budgetState(ctx context.Context, tx *txn, taskID string) (*store.BudgetState, error) {
 	var (
 		budget, consumed, reserved *string
 		started, warned            *time.Time
@@ -39,11 +30,11 @@ func (s *Store) budgetState(ctx context.Context, tx *txn, taskID string) (*budge
 	if err != nil {
 		return nil, err
 	}
-	bs := &budgetState{startedAt: fromNullDB(started), warned: warned != nil}
+	bs := &store.BudgetState{StartedAt: fromNullDB(started), Warned: warned != nil}
 	for _, f := range []struct {
 		raw *string
 		dst any
-	}{{consumed, &bs.consumed}, {reserved, &bs.reserved}} {
+	}{{consumed, &bs.Consumed}, {reserved, &bs.Reserved}} {
 		if f.raw != nil {
 			if err := json.Unmarshal([]byte(*f.raw), f.dst); err != nil {
 				return nil, fmt.Errorf("task %s budget bookkeeping: %w", taskID, err)
@@ -51,8 +42,8 @@ func (s *Store) budgetState(ctx context.Context, tx *txn, taskID string) (*budge
 		}
 	}
 	if budget != nil {
-		bs.budget = new(store.Budget)
-		if err := json.Unmarshal([]byte(*budget), bs.budget); err != nil {
+		bs.Budget = new(store.Budget)
+		if err := json.Unmarshal([]byte(*budget), bs.Budget); err != nil {
 			return nil, fmt.Errorf("task %s budget: %w", taskID, err)
 		}
 	}
@@ -61,8 +52,8 @@ func (s *Store) budgetState(ctx context.Context, tx *txn, taskID string) (*budge
 
 // chainStates locks and reads the budget bookkeeping of each task of chain
 // (a task and its ancestors, as withAncestors returns them), in that order.
-func (s *Store) chainStates(ctx context.Context, tx *txn, chain []string) ([]*budgetState, error) {
-	states := make([]*budgetState, len(chain))
+func (s *Store) chainStates(ctx context.Context, tx *txn, chain []string) ([]*store.BudgetState, error) {
+	states := make([]*store.BudgetState, len(chain))
 	for i, id := range chain {
 		var err error
 		if states[i], err = s.budgetState(ctx, tx, id); err != nil {
@@ -70,47 +61,6 @@ func (s *Store) chainStates(ctx context.Context, tx *txn, chain []string) ([]*bu
 		}
 	}
 	return states, nil
-}
-
-// wallClockMS is how long the task has run by at.
-func (bs *budgetState) wallClockMS(at time.Time) int64 {
-	if bs.startedAt.IsZero() {
-		return 0
-	}
-	return at.Sub(bs.startedAt).Milliseconds()
-}
-
-// exceeded names the first limit that consumed + reserved + extra crosses
-// (reaching a limit exactly is allowed), or "".
-func (bs *budgetState) exceeded(extra store.Amount, at time.Time) string {
-	b := bs.budget
-	if b == nil {
-		return ""
-	}
-	switch {
-	case b.MaxTokens > 0 && bs.consumed.Tokens+bs.reserved.Tokens+extra.Tokens > b.MaxTokens:
-		return "max_tokens"
-	case b.MaxCostUSD > 0 && bs.consumed.CostUSD+bs.reserved.CostUSD+extra.CostUSD > b.MaxCostUSD+1e-12:
-		return "max_cost_usd"
-	case b.MaxToolCalls > 0 && bs.consumed.ToolCalls+bs.reserved.ToolCalls+extra.ToolCalls > b.MaxToolCalls:
-		return "max_tool_calls"
-	case b.MaxWallClock > 0 && bs.wallClockMS(at) >= time.Duration(b.MaxWallClock).Milliseconds():
-		return "max_wall_clock"
-	}
-	return ""
-}
-
-// nearLimit reports whether consumption has reached BudgetWarnAt of a limit.
-func (bs *budgetState) nearLimit(at time.Time) bool {
-	b := bs.budget
-	if b == nil {
-		return false
-	}
-	over := func(used, limit float64) bool { return limit > 0 && used >= store.BudgetWarnAt*limit }
-	return over(float64(bs.consumed.Tokens), float64(b.MaxTokens)) ||
-		over(bs.consumed.CostUSD, b.MaxCostUSD) ||
-		over(float64(bs.consumed.ToolCalls), float64(b.MaxToolCalls)) ||
-		over(float64(bs.wallClockMS(at)), float64(time.Duration(b.MaxWallClock).Milliseconds()))
 }
 
 // TaskBudgetReserve implements store.Store.
@@ -136,21 +86,15 @@ func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserv
 		if err != nil {
 			return err
 		}
-		states := make([]*budgetState, len(chain))
+		states := make([]*store.BudgetState, len(chain))
 		for i, id := range chain {
 			if states[i], err = s.budgetState(ctx, tx, id); err != nil {
 				return err
 			}
-			bs := states[i]
-			if limit := bs.exceeded(p.Amount, at); limit != "" {
-				consumed := bs.consumed
-				consumed.WallClockMS = bs.wallClockMS(at)
-				refused = &store.BudgetExceededError{
-					TaskID: id, Limit: limit, Budget: *bs.budget,
-					Consumed: consumed, Reserved: bs.reserved, Request: p.Amount,
-				}
+			if refused = states[i].Refusal(id, p.Amount, at); refused != nil {
 				return tx.appendEvent(p.Lease.TaskID, store.EventTaskBudgetExceeded, p.Actor, map[string]any{
-					"limit": limit, "task_id": id, "budget": bs.budget, "consumed": consumed, "reserved": bs.reserved, "request": p.Amount,
+					"limit": refused.Limit, "task_id": id, "budget": states[i].Budget,
+					"consumed": refused.Consumed, "reserved": refused.Reserved, "request": p.Amount,
 				}, at)
 			}
 		}
@@ -161,10 +105,8 @@ func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserv
 		}
 		for i, id := range chain {
 			bs := states[i]
-			bs.reserved.Tokens += p.Amount.Tokens
-			bs.reserved.CostUSD += p.Amount.CostUSD
-			bs.reserved.ToolCalls += p.Amount.ToolCalls
-			b, err := json.Marshal(bs.reserved)
+			bs.Reserve(p.Amount)
+			b, err := json.Marshal(bs.Reserved)
 			if err != nil {
 				return err
 			}
@@ -186,19 +128,6 @@ func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserv
 	return nil
 }
 
-// addUsage adds a finished step's usage to the consumed amount (a tool
-// call that ran counts one) and releases its reservation.
-func (bs *budgetState) addUsage(p *store.StepFinishParams, step *store.Step) {
-	bs.consumed.Tokens += p.TokensIn + p.TokensOut
-	bs.consumed.CostUSD += p.CostUSD
-	if step.Type == store.StepToolCall && p.Status != store.StepDenied {
-		bs.consumed.ToolCalls++
-	}
-	bs.reserved.Tokens = max(0, bs.reserved.Tokens-p.Release.Tokens)
-	bs.reserved.CostUSD = max(0, bs.reserved.CostUSD-p.Release.CostUSD)
-	bs.reserved.ToolCalls = max(0, bs.reserved.ToolCalls-p.Release.ToolCalls)
-}
-
 // spend adds a finished step's usage to the consumed amount of the task
 // and of every task above it, releases its reservation there, records its
 // cost with the spend guard, and warns once when a limit of the task's is
@@ -216,17 +145,17 @@ func (s *Store) spend(ctx context.Context, tx *txn, p *store.StepFinishParams, s
 		return err
 	}
 	bs := states[0]
-	bs.addUsage(p, step)
-	bs.consumed.WallClockMS = bs.wallClockMS(at)
-	consumed, err := json.Marshal(bs.consumed)
+	bs.AddUsage(p, step)
+	bs.Consumed.WallClockMS = bs.WallClockMS(at)
+	consumed, err := json.Marshal(bs.Consumed)
 	if err != nil {
 		return err
 	}
-	reserved, err := json.Marshal(bs.reserved)
+	reserved, err := json.Marshal(bs.Reserved)
 	if err != nil {
 		return err
 	}
-	warn := !bs.warned && bs.nearLimit(at)
+	warn := !bs.Warned && bs.NearLimit(at)
 	var warnedAt *time.Time
 	if warn {
 		warnedAt = &at
@@ -244,7 +173,7 @@ func (s *Store) spend(ctx context.Context, tx *txn, p *store.StepFinishParams, s
 		return nil
 	}
 	return tx.appendEvent(p.Lease.TaskID, store.EventTaskBudgetWarning, p.Actor,
-		map[string]any{"budget": bs.budget, "consumed": bs.consumed, "threshold": store.BudgetWarnAt}, at)
+		map[string]any{"budget": bs.Budget, "consumed": bs.Consumed, "threshold": store.BudgetWarnAt}, at)
 }
 
 // withAncestors returns the task's id followed by its ancestors' ids, the
@@ -268,15 +197,15 @@ func (s *Store) withAncestors(ctx context.Context, tx *txn, taskID string) ([]st
 // spendOnAncestors adds a step's usage to the consumed budget of the tasks
 // above it (ids, with their states read and locked) and releases its
 // reservation there.
-func (s *Store) spendOnAncestors(ctx context.Context, tx *txn, p *store.StepFinishParams, step *store.Step, ids []string, states []*budgetState) error {
+func (s *Store) spendOnAncestors(ctx context.Context, tx *txn, p *store.StepFinishParams, step *store.Step, ids []string, states []*store.BudgetState) error {
 	for i, id := range ids {
 		bs := states[i]
-		bs.addUsage(p, step)
-		consumed, err := json.Marshal(bs.consumed)
+		bs.AddUsage(p, step)
+		consumed, err := json.Marshal(bs.Consumed)
 		if err != nil {
 			return err
 		}
-		reserved, err := json.Marshal(bs.reserved)
+		reserved, err := json.Marshal(bs.Reserved)
 		if err != nil {
 			return err
 		}
@@ -285,4 +214,10 @@ func (s *Store) spendOnAncestors(ctx context.Context, tx *txn, p *store.StepFini
 		}
 	}
 	return nil
+}
+
+// boundBudget is a child's budget limited to what remains of its parent's
+// (see store.BudgetState.Bound).
+func boundBudget(child *store.Budget, parent *store.BudgetState) *store.Budget {
+	return parent.Bound(child)
 }

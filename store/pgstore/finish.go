@@ -182,7 +182,7 @@ func (s *Store) finishOne(ctx context.Context, tx *txn, ends *leaseEnds, p *stor
 
 	to, taskErr, result := p.Status, p.Error, p.Result
 	if ls.cancelRequested && to != store.StatusCompleted {
-		to, taskErr, result = store.StatusCancelled, cancelError(ls.cancelReason), nil
+		to, taskErr, result = store.StatusCancelled, store.CancelError(ls.cancelReason), nil
 	}
 	if to == store.StatusWaitingSubtasks {
 		// The task is locked, and a child that ends locks its parent
@@ -421,7 +421,7 @@ func (s *Store) cancelOne(ctx context.Context, tx *txn, id, reason, actor string
 	if err := store.CheckTransition(id, ls.status, store.StatusCancelled); err != nil {
 		return err
 	}
-	taskErr := cancelError(reason)
+	taskErr := store.CancelError(reason)
 	_, err = tx.Exec(ctx, `UPDATE tasks SET status = 'cancelled', error_code = $1, error_message = $2,
 		cancel_requested_at = $3, cancel_reason = $4, finished_at = $3, updated_at = $3 WHERE id = $5`,
 		taskErr.Code, taskErr.Message, at, reason, id)

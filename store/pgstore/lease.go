@@ -266,7 +266,7 @@ func (s *Store) TaskRecover(ctx context.Context, p *store.TaskRecoverParams) ([]
 			switch {
 			case e.cancelled:
 				to, eventType = store.StatusCancelled, store.EventTaskCancelled
-				taskErr = cancelError(e.reason)
+				taskErr = store.CancelError(e.reason)
 			case e.attempt >= e.maxAttempts:
 				to, eventType = store.StatusFailed, store.EventTaskFailed
 				taskErr = &store.TaskError{Code: "lease_expired", Message: "the worker's lease expired on the last attempt"}
@@ -323,11 +323,4 @@ func (s *Store) LeaseOwnerList(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("list lease owners: %w", err)
 	}
 	return owners, nil
-}
-
-func cancelError(reason string) *store.TaskError {
-	if reason == "" {
-		reason = "cancelled"
-	}
-	return &store.TaskError{Code: "cancelled", Message: reason}
 }

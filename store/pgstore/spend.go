@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,10 +21,8 @@ import (
 
 // guard is the spend guard row, read inside a transaction.
 type guard struct {
-	limits   store.SpendLimits
+	*store.SpendGuardRow
 	declared string
-	state    store.SpendGuardState
-	loc      *time.Location
 }
 
 const (
@@ -43,68 +39,31 @@ func lockGuard(ctx context.Context, tx *txn) (*guard, error) {
 
 func readGuard(ctx context.Context, q querier, query string) (*guard, error) {
 	var (
-		limits, state string
-		declared      *string
+		rawLimits, rawState string
+		declared            *string
+		limits              store.SpendLimits
+		state               store.SpendGuardState
 	)
-	if err := q.QueryRow(ctx, query).Scan(&limits, &declared, &state); err != nil {
+	if err := q.QueryRow(ctx, query).Scan(&rawLimits, &declared, &rawState); err != nil {
 		return nil, fmt.Errorf("read spend guard: %w", err)
 	}
-	g := &guard{declared: deref(declared)}
-	if err := json.Unmarshal([]byte(limits), &g.limits); err != nil {
+	if err := json.Unmarshal([]byte(rawLimits), &limits); err != nil {
 		return nil, fmt.Errorf("spend guard limits: %w", err)
 	}
-	if err := json.Unmarshal([]byte(state), &g.state); err != nil {
+	if err := json.Unmarshal([]byte(rawState), &state); err != nil {
 		return nil, fmt.Errorf("spend guard state: %w", err)
 	}
-	loc, err := location(&g.limits)
-	if err != nil {
-		// A zone this machine does not know (another daemon's tzdata):
-		// count in UTC rather than stop all work.
-		loc = time.UTC
-	}
-	g.loc = loc
-	return g, nil
-}
-
-// zones caches loaded time zones: a claim reads the guard, and loading a
-// zone reads the zone database.
-var zones sync.Map // name → *time.Location
-
-func location(l *store.SpendLimits) (*time.Location, error) {
-	if loc, ok := zones.Load(l.Timezone); ok {
-		return loc.(*time.Location), nil
-	}
-	loc, err := l.Location()
-	if err != nil {
-		return nil, err
-	}
-	zones.Store(l.Timezone, loc)
-	return loc, nil
+	return &guard{SpendGuardRow: store.NewSpendGuardRow(limits, state), declared: deref(declared)}, nil
 }
 
 // saveState writes the guard's state; the guard must be locked.
 func (g *guard) saveState(ctx context.Context, tx *txn, at time.Time) error {
-	b, err := json.Marshal(g.state)
+	b, err := json.Marshal(g.State)
 	if err != nil {
 		return err
 	}
 	_, err = tx.Exec(ctx, `UPDATE spend_guard SET state = $1, updated_at = $2 WHERE id = 1`, string(b), at)
 	return err
-}
-
-// periods are the day and month at holds in the guard's zone.
-func (g *guard) periods(at time.Time) (day, month store.SpendPeriod) {
-	return store.SpendPeriods(at, g.loc)
-}
-
-// limited reports whether the guard has any limit to keep.
-func (g *guard) limited() bool { return g.limits.DailyUSD > 0 || g.limits.MonthlyUSD > 0 }
-
-// bucketOf is the spend bucket t falls in: its start.
-func bucketOf(t time.Time) time.Time {
-	m := t.UnixMicro()
-	w := store.SpendBucket.Microseconds()
-	return time.UnixMicro(m - ((m%w)+w)%w).UTC()
 }
 
 // spent sums the buckets of the day and of the month.
@@ -113,7 +72,7 @@ func spent(ctx context.Context, q querier, day, month store.SpendPeriod) (d, m f
 		coalesce(sum(cost_usd) FILTER (WHERE bucket >= $1 AND bucket < $2), 0),
 		coalesce(sum(cost_usd), 0)
 		FROM spend WHERE bucket >= $3 AND bucket < $4`,
-		bucketOf(day.Start), day.End.UTC(), bucketOf(month.Start), month.End.UTC()).Scan(&d, &m)
+		store.SpendBucketStart(day.Start), day.End.UTC(), store.SpendBucketStart(month.Start), month.End.UTC()).Scan(&d, &m)
 	if err != nil {
 		return 0, 0, fmt.Errorf("sum spend: %w", err)
 	}
@@ -131,7 +90,7 @@ func reservedUSD(ctx context.Context, q querier) (float64, error) {
 }
 
 func (g *guard) snapshot(ctx context.Context, q querier, at time.Time) (*store.SpendGuard, error) {
-	day, month := g.periods(at)
+	day, month := g.Periods(at)
 	d, m, err := spent(ctx, q, day, month)
 	if err != nil {
 		return nil, err
@@ -140,9 +99,7 @@ func (g *guard) snapshot(ctx context.Context, q querier, at time.Time) (*store.S
 	if err != nil {
 		return nil, err
 	}
-	sg := &store.SpendGuard{Limits: g.limits, State: g.state, Day: day, Month: month, SpentDay: d, SpentMonth: m, ReservedUSD: r}
-	sg.Paused, sg.PausedUntil = g.state.Paused(&g.limits, day, month)
-	return sg, nil
+	return g.Snapshot(day, month, d, m, r), nil
 }
 
 // SpendGuardGet implements store.Store. It reads in one snapshot, so a
@@ -188,7 +145,7 @@ func (s *Store) SpendGuardSet(ctx context.Context, p *store.SpendGuardSetParams)
 			sg, err = g.snapshot(ctx, tx, at)
 			return err
 		}
-		old, err := json.Marshal(g.limits)
+		old, err := json.Marshal(g.Limits)
 		if err != nil {
 			return err
 		}
@@ -202,12 +159,12 @@ func (s *Store) SpendGuardSet(ctx context.Context, p *store.SpendGuardSetParams)
 		}
 		if changed = string(old) != string(b); changed {
 			if err := tx.appendEvent("", store.EventBudgetUpdated, p.Actor,
-				map[string]any{"from": g.limits, "to": p.Limits}, at); err != nil {
+				map[string]any{"from": g.Limits, "to": p.Limits}, at); err != nil {
 				return err
 			}
 		}
-		g.limits = p.Limits
-		if g.loc, err = location(&p.Limits); err != nil {
+		g.Limits = p.Limits
+		if g.Loc, err = store.SpendLocation(&p.Limits); err != nil {
 			return err
 		}
 		sg, err = g.snapshot(ctx, tx, at)
@@ -228,19 +185,11 @@ func (s *Store) SpendGuardResume(ctx context.Context, p *store.SpendGuardResumeP
 		if err != nil {
 			return err
 		}
-		day, month := g.periods(at)
-		if paused, _ := g.state.Paused(&g.limits, day, month); !paused {
-			return store.ErrSpendNotPaused
+		lifted, err := g.Resume(at)
+		if err != nil {
+			return err
 		}
-		var lifted []string
-		if g.state.ReachedDay == day.Key && g.state.ResumedDay != day.Key {
-			g.state.ResumedDay = day.Key
-			lifted = append(lifted, store.PeriodDay)
-		}
-		if g.state.ReachedMonth == month.Key && g.state.ResumedMonth != month.Key {
-			g.state.ResumedMonth = month.Key
-			lifted = append(lifted, store.PeriodMonth)
-		}
+		day, month := g.Periods(at)
 		if err := g.saveState(ctx, tx, at); err != nil {
 			return err
 		}
@@ -270,7 +219,7 @@ func (s *Store) reserveSpend(ctx context.Context, tx *txn, taskID string, cost f
 	if err := tx.QueryRow(ctx, `SELECT priority FROM tasks WHERE id = $1`, taskID).Scan(&priority); err != nil {
 		return nil, err
 	}
-	if g.limited() && g.limits.Holds(priority) {
+	if g.Limited() && g.Limits.Holds(priority) {
 		if refused, err = s.checkSpend(ctx, tx, g, cost, at); err != nil || refused != nil {
 			return refused, err
 		}
@@ -280,9 +229,10 @@ func (s *Store) reserveSpend(ctx context.Context, tx *txn, taskID string, cost f
 }
 
 // checkSpend refuses cost when the guard is paused, or when it does not fit
-// the remainder of a period whose limit is not resumed. The guard is locked.
+// the remainder of a period whose limit is not resumed (see
+// store.SpendGuardRow.Refusal). The guard is locked.
 func (s *Store) checkSpend(ctx context.Context, tx *txn, g *guard, cost float64, at time.Time) (*store.SpendLimitError, error) {
-	day, month := g.periods(at)
+	day, month := g.Periods(at)
 	d, m, err := spent(ctx, tx, day, month)
 	if err != nil {
 		return nil, err
@@ -291,27 +241,17 @@ func (s *Store) checkSpend(ctx context.Context, tx *txn, g *guard, cost float64,
 	if err != nil {
 		return nil, err
 	}
-	// The month first: when both refuse, its pause is the longer one.
-	for _, c := range slices.Backward(g.periodLimits(day, month, d, m)) {
-		if c.limit <= 0 || *c.resumed == c.period.Key {
-			continue
-		}
-		if *c.reached != c.period.Key && c.spent+r+cost <= c.limit+1e-12 {
-			continue
-		}
-		if *c.reached != c.period.Key {
-			*c.reached = c.period.Key
-			if err := s.alertSpend(tx, g, c, []float64{1}, at); err != nil {
-				return nil, err
-			}
-			if err := g.saveState(ctx, tx, at); err != nil {
-				return nil, err
-			}
-		}
-		_, until := g.state.Paused(&g.limits, day, month)
-		return &store.SpendLimitError{Period: c.period.Name, LimitUSD: c.limit, SpentUSD: c.spent, ReservedUSD: r, RequestUSD: cost, Until: until}, nil
+	refused, alert := g.Refusal(at, d, m, r, cost)
+	if alert == nil {
+		return refused, nil
 	}
-	return nil, nil
+	if err := s.alertSpend(tx, []*store.BudgetAlertData{alert}, at); err != nil {
+		return nil, err
+	}
+	if err := g.saveState(ctx, tx, at); err != nil {
+		return nil, err
+	}
+	return refused, nil
 }
 
 // recordSpend adds a finished step's cost to its bucket, releases what the
@@ -335,103 +275,49 @@ func (s *Store) recordSpend(ctx context.Context, tx *txn, taskID string, cost, r
 		return nil
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO spend (bucket, cost_usd) VALUES ($1, $2)
-		ON CONFLICT (bucket) DO UPDATE SET cost_usd = spend.cost_usd + excluded.cost_usd`, bucketOf(at), cost); err != nil {
+		ON CONFLICT (bucket) DO UPDATE SET cost_usd = spend.cost_usd + excluded.cost_usd`, store.SpendBucketStart(at), cost); err != nil {
 		return fmt.Errorf("record spend: %w", err)
 	}
-	if !g.limited() {
+	if !g.Limited() {
 		return nil
 	}
-	day, month := g.periods(at)
+	day, month := g.Periods(at)
 	d, m, err := spent(ctx, tx, day, month)
 	if err != nil {
 		return err
 	}
-	dirty := false
-	for _, c := range g.periodLimits(day, month, d, m) {
-		alerted := 0.0
-		if *c.alerted == c.period.Key {
-			alerted = *c.level
-		}
-		crossed := store.Crossed(g.limits.AlertThresholds, alerted, c.spent, c.limit)
-		if len(crossed) == 0 {
-			continue
-		}
-		if crossed[len(crossed)-1] >= 1 {
-			*c.reached = c.period.Key
-		}
-		dirty = true
-		if err := s.alertSpend(tx, g, c, crossed, at); err != nil {
-			return err
-		}
-	}
-	if !dirty {
+	alerts := g.Spent(at, d, m)
+	if len(alerts) == 0 {
 		return nil
+	}
+	if err := s.alertSpend(tx, alerts, at); err != nil {
+		return err
 	}
 	return g.saveState(ctx, tx, at)
 }
 
-// alertSpend journals one budget.alert per threshold, each with its
-// notification in the owner's inbox, and marks the highest as alerted in
-// the guard's state (saved by the caller).
-func (s *Store) alertSpend(tx *txn, g *guard, c periodLimit, thresholds []float64, at time.Time) error {
-	day, month := g.periods(at)
-	paused, until := g.state.Paused(&g.limits, day, month)
-	for _, t := range thresholds {
-		data := &store.BudgetAlertData{
-			Period: c.period.Name, Key: c.period.Key, Threshold: t, SpentUSD: c.spent, LimitUSD: c.limit,
-			OnLimit: g.limits.OnLimit, Paused: paused && t >= 1, PausedUntil: until,
-		}
-		if !data.Paused {
-			data.PausedUntil = time.Time{}
-		}
+// alertSpend journals each budget.alert with its notification in the
+// owner's inbox.
+func (s *Store) alertSpend(tx *txn, alerts []*store.BudgetAlertData, at time.Time) error {
+	for _, data := range alerts {
 		if err := tx.appendAlert(store.EventBudgetAlert, data, data.Text(), at); err != nil {
 			return err
 		}
 	}
-	if level := thresholds[len(thresholds)-1]; *c.alerted != c.period.Key || *c.level < level {
-		*c.alerted, *c.level = c.period.Key, level
-	}
 	return nil
 }
 
-// periodLimit is one period's limit and spend, with the guard's state of
-// that period, to read and to change.
-type periodLimit struct {
-	period  store.SpendPeriod
-	limit   float64
-	spent   float64
-	reached *string
-	resumed *string
-	alerted *string  // the period whose alerts level counts
-	level   *float64 // the highest threshold alerted
-}
-
-// periodLimits are the day's and the month's, in that order.
-func (g *guard) periodLimits(day, month store.SpendPeriod, spentDay, spentMonth float64) []periodLimit {
-	st := &g.state
-	return []periodLimit{
-		{day, g.limits.DailyUSD, spentDay, &st.ReachedDay, &st.ResumedDay, &st.AlertedDay, &st.AlertedDayLevel},
-		{month, g.limits.MonthlyUSD, spentMonth, &st.ReachedMonth, &st.ResumedMonth, &st.AlertedMonth, &st.AlertedMonthLevel},
-	}
-}
-
 // claimFloor is the lowest priority a claim at at may take, given the
-// guard: minPriority when open, CriticalPriority when only critical tasks
-// run; ok is false when nothing may be claimed. It reads the guard without
-// locking it, so claims do not queue on one row.
+// guard (see store.SpendGuardRow.ClaimFloor); ok is false when nothing may
+// be claimed. It reads the guard without locking it, so claims do not
+// queue on one row.
 func claimFloor(ctx context.Context, tx *txn, at time.Time) (floor int64, ok bool, err error) {
 	g, err := loadGuard(ctx, tx)
 	if err != nil {
 		return 0, false, err
 	}
-	day, month := g.periods(at)
-	if paused, _ := g.state.Paused(&g.limits, day, month); !paused {
-		return minPriority, true, nil
-	}
-	if g.limits.OnLimit == store.OnLimitPauseNonCritical {
-		return store.CriticalPriority, true, nil
-	}
-	return 0, false, nil
+	floor, ok = g.ClaimFloor(at, minPriority)
+	return floor, ok, nil
 }
 
 // minPriority is the lowest priority the priority column (integer) holds,

@@ -343,44 +343,6 @@ func (s *Store) TaskCountByStatus(ctx context.Context) (map[store.Status]int, er
 	return counts, nil
 }
 
-// boundBudget is a child's budget limited to what remains of its parent's,
-// or nil when the parent has no budget.
-func boundBudget(child *store.Budget, parent *budgetState) *store.Budget {
-	pb := parent.budget
-	if pb == nil {
-		return nil
-	}
-	out := store.Budget{}
-	if child != nil {
-		out = *child
-	}
-	limit := func(own, left int64) int64 {
-		if left < 0 {
-			left = 0
-		}
-		if own == 0 || own > left {
-			return max(left, 1) // 0 would mean no limit
-		}
-		return own
-	}
-	if pb.MaxTokens > 0 {
-		out.MaxTokens = limit(out.MaxTokens, pb.MaxTokens-parent.consumed.Tokens-parent.reserved.Tokens)
-	}
-	if pb.MaxToolCalls > 0 {
-		out.MaxToolCalls = int(limit(int64(out.MaxToolCalls), int64(pb.MaxToolCalls-parent.consumed.ToolCalls-parent.reserved.ToolCalls)))
-	}
-	if pb.MaxCostUSD > 0 {
-		left := max(pb.MaxCostUSD-parent.consumed.CostUSD-parent.reserved.CostUSD, 1e-9)
-		if out.MaxCostUSD == 0 || out.MaxCostUSD > left {
-			out.MaxCostUSD = left
-		}
-	}
-	if pb.MaxWallClock > 0 && (out.MaxWallClock == 0 || out.MaxWallClock > pb.MaxWallClock) {
-		out.MaxWallClock = pb.MaxWallClock
-	}
-	return &out
-}
-
 // leaseState is what a worker write must check before it changes a task.
 type leaseState struct {
 	status          store.Status

@@ -10,16 +10,7 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-// budgetState is a task's budget bookkeeping, read inside a transaction.
-type budgetState struct {
-	budget    *store.Budget
-	consumed  store.Consumed
-	reserved  store.Amount
-	startedAt time.Time
-	warned    bool
-}
-
-func (s *Store) budgetState(ctx context.Context, tx *sql.Tx, taskID string) (*budgetState, error) {
+func (s *Store) budgetState(ctx context.Context, tx *sql.Tx, taskID string) (*store.BudgetState, error) {
 	var (
 		budget, consumed, reserved sql.NullString
 		started, warned            sql.NullInt64
@@ -29,11 +20,11 @@ func (s *Store) budgetState(ctx context.Context, tx *sql.Tx, taskID string) (*bu
 	if err != nil {
 		return nil, err
 	}
-	bs := &budgetState{startedAt: nullMicros(started), warned: warned.Valid}
+	bs := &store.BudgetState{StartedAt: nullMicros(started), Warned: warned.Valid}
 	for _, f := range []struct {
 		raw sql.NullString
 		dst any
-	}{{consumed, &bs.consumed}, {reserved, &bs.reserved}} {
+	}{{consumed, &bs.Consumed}, {reserved, &bs.Reserved}} {
 		if f.raw.Valid {
 			if err := json.Unmarshal([]byte(f.raw.String), f.dst); err != nil {
 				return nil, fmt.Errorf("task %s budget bookkeeping: %w", taskID, err)
@@ -41,53 +32,12 @@ func (s *Store) budgetState(ctx context.Context, tx *sql.Tx, taskID string) (*bu
 		}
 	}
 	if budget.Valid {
-		bs.budget = new(store.Budget)
-		if err := json.Unmarshal([]byte(budget.String), bs.budget); err != nil {
+		bs.Budget = new(store.Budget)
+		if err := json.Unmarshal([]byte(budget.String), bs.Budget); err != nil {
 			return nil, fmt.Errorf("task %s budget: %w", taskID, err)
 		}
 	}
 	return bs, nil
-}
-
-// wallClockMS is how long the task has run by at.
-func (bs *budgetState) wallClockMS(at time.Time) int64 {
-	if bs.startedAt.IsZero() {
-		return 0
-	}
-	return at.Sub(bs.startedAt).Milliseconds()
-}
-
-// exceeded names the first limit that consumed + reserved + extra crosses
-// (reaching a limit exactly is allowed), or "".
-func (bs *budgetState) exceeded(extra store.Amount, at time.Time) string {
-	b := bs.budget
-	if b == nil {
-		return ""
-	}
-	switch {
-	case b.MaxTokens > 0 && bs.consumed.Tokens+bs.reserved.Tokens+extra.Tokens > b.MaxTokens:
-		return "max_tokens"
-	case b.MaxCostUSD > 0 && bs.consumed.CostUSD+bs.reserved.CostUSD+extra.CostUSD > b.MaxCostUSD+1e-12:
-		return "max_cost_usd"
-	case b.MaxToolCalls > 0 && bs.consumed.ToolCalls+bs.reserved.ToolCalls+extra.ToolCalls > b.MaxToolCalls:
-		return "max_tool_calls"
-	case b.MaxWallClock > 0 && bs.wallClockMS(at) >= time.Duration(b.MaxWallClock).Milliseconds():
-		return "max_wall_clock"
-	}
-	return ""
-}
-
-// nearLimit reports whether consumption has reached BudgetWarnAt of a limit.
-func (bs *budgetState) nearLimit(at time.Time) bool {
-	b := bs.budget
-	if b == nil {
-		return false
-	}
-	over := func(used, limit float64) bool { return limit > 0 && used >= store.BudgetWarnAt*limit }
-	return over(float64(bs.consumed.Tokens), float64(b.MaxTokens)) ||
-		over(bs.consumed.CostUSD, b.MaxCostUSD) ||
-		over(float64(bs.consumed.ToolCalls), float64(b.MaxToolCalls)) ||
-		over(float64(bs.wallClockMS(at)), float64(time.Duration(b.MaxWallClock).Milliseconds()))
 }
 
 // TaskBudgetReserve implements store.Store.
@@ -108,21 +58,15 @@ func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserv
 		if err != nil {
 			return err
 		}
-		states := make([]*budgetState, len(chain))
+		states := make([]*store.BudgetState, len(chain))
 		for i, id := range chain {
 			if states[i], err = s.budgetState(ctx, tx, id); err != nil {
 				return err
 			}
-			bs := states[i]
-			if limit := bs.exceeded(p.Amount, at); limit != "" {
-				consumed := bs.consumed
-				consumed.WallClockMS = bs.wallClockMS(at)
-				refused = &store.BudgetExceededError{
-					TaskID: id, Limit: limit, Budget: *bs.budget,
-					Consumed: consumed, Reserved: bs.reserved, Request: p.Amount,
-				}
+			if refused = states[i].Refusal(id, p.Amount, at); refused != nil {
 				return s.appendEvent(ctx, tx, p.Lease.TaskID, store.EventTaskBudgetExceeded, p.Actor, map[string]any{
-					"limit": limit, "task_id": id, "budget": bs.budget, "consumed": consumed, "reserved": bs.reserved, "request": p.Amount,
+					"limit": refused.Limit, "task_id": id, "budget": states[i].Budget,
+					"consumed": refused.Consumed, "reserved": refused.Reserved, "request": p.Amount,
 				}, at)
 			}
 		}
@@ -134,10 +78,8 @@ func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserv
 		}
 		for i, id := range chain {
 			bs := states[i]
-			bs.reserved.Tokens += p.Amount.Tokens
-			bs.reserved.CostUSD += p.Amount.CostUSD
-			bs.reserved.ToolCalls += p.Amount.ToolCalls
-			b, err := json.Marshal(bs.reserved)
+			bs.Reserve(p.Amount)
+			b, err := json.Marshal(bs.Reserved)
 			if err != nil {
 				return err
 			}
@@ -159,19 +101,6 @@ func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserv
 	return nil
 }
 
-// addUsage adds a finished step's usage to the consumed amount (a tool
-// call that ran counts one) and releases its reservation.
-func (bs *budgetState) addUsage(p *store.StepFinishParams, step *store.Step) {
-	bs.consumed.Tokens += p.TokensIn + p.TokensOut
-	bs.consumed.CostUSD += p.CostUSD
-	if step.Type == store.StepToolCall && p.Status != store.StepDenied {
-		bs.consumed.ToolCalls++
-	}
-	bs.reserved.Tokens = max(0, bs.reserved.Tokens-p.Release.Tokens)
-	bs.reserved.CostUSD = max(0, bs.reserved.CostUSD-p.Release.CostUSD)
-	bs.reserved.ToolCalls = max(0, bs.reserved.ToolCalls-p.Release.ToolCalls)
-}
-
 // spend adds a finished step's usage to the task's consumed amount,
 // releases its reservation, and warns once when a limit is near.
 func (s *Store) spend(ctx context.Context, tx *sql.Tx, p *store.StepFinishParams, step *store.Step, at time.Time) error {
@@ -182,17 +111,17 @@ func (s *Store) spend(ctx context.Context, tx *sql.Tx, p *store.StepFinishParams
 	if err := s.recordSpend(ctx, tx, p.Lease.TaskID, p.CostUSD, p.Release.CostUSD, at); err != nil {
 		return err
 	}
-	bs.addUsage(p, step)
-	bs.consumed.WallClockMS = bs.wallClockMS(at)
-	consumed, err := json.Marshal(bs.consumed)
+	bs.AddUsage(p, step)
+	bs.Consumed.WallClockMS = bs.WallClockMS(at)
+	consumed, err := json.Marshal(bs.Consumed)
 	if err != nil {
 		return err
 	}
-	reserved, err := json.Marshal(bs.reserved)
+	reserved, err := json.Marshal(bs.Reserved)
 	if err != nil {
 		return err
 	}
-	warn := !bs.warned && bs.nearLimit(at)
+	warn := !bs.Warned && bs.NearLimit(at)
 	var warnedAt sql.NullInt64
 	if warn {
 		warnedAt = toNullMicros(at)
@@ -210,7 +139,7 @@ func (s *Store) spend(ctx context.Context, tx *sql.Tx, p *store.StepFinishParams
 		return nil
 	}
 	return s.appendEvent(ctx, tx, p.Lease.TaskID, store.EventTaskBudgetWarning, p.Actor,
-		map[string]any{"budget": bs.budget, "consumed": bs.consumed, "threshold": store.BudgetWarnAt}, at)
+		map[string]any{"budget": bs.Budget, "consumed": bs.Consumed, "threshold": store.BudgetWarnAt}, at)
 }
 
 // withAncestors returns the task's id followed by its ancestors' ids, the
@@ -248,12 +177,12 @@ func (s *Store) spendOnAncestors(ctx context.Context, tx *sql.Tx, p *store.StepF
 		if err != nil {
 			return err
 		}
-		bs.addUsage(p, step)
-		consumed, err := json.Marshal(bs.consumed)
+		bs.AddUsage(p, step)
+		consumed, err := json.Marshal(bs.Consumed)
 		if err != nil {
 			return err
 		}
-		reserved, err := json.Marshal(bs.reserved)
+		reserved, err := json.Marshal(bs.Reserved)
 		if err != nil {
 			return err
 		}
@@ -262,4 +191,10 @@ func (s *Store) spendOnAncestors(ctx context.Context, tx *sql.Tx, p *store.StepF
 		}
 	}
 	return nil
+}
+
+// boundBudget is a child's budget limited to what remains of its parent's
+// (see store.BudgetState.Bound).
+func boundBudget(child *store.Budget, parent *store.BudgetState) *store.Budget {
+	return parent.Bound(child)
 }

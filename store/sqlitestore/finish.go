@@ -88,7 +88,7 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 
 	to, taskErr, result := p.Status, p.Error, p.Result
 	if ls.cancelRequested && to != store.StatusCompleted {
-		to, taskErr, result = store.StatusCancelled, cancelError(ls.cancelReason), nil
+		to, taskErr, result = store.StatusCancelled, store.CancelError(ls.cancelReason), nil
 	}
 	if to == store.StatusWaitingSubtasks {
 		open, err := s.openChildren(ctx, tx, p.Lease.TaskID)
@@ -326,7 +326,7 @@ func (s *Store) cancelOne(ctx context.Context, tx *sql.Tx, id, reason, actor str
 	if err := store.CheckTransition(id, ls.status, store.StatusCancelled); err != nil {
 		return err
 	}
-	taskErr := cancelError(reason)
+	taskErr := store.CancelError(reason)
 	_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'cancelled', error_code = ?1, error_message = ?2,
 		cancel_requested_at = ?3, cancel_reason = ?4, finished_at = ?3, updated_at = ?3 WHERE id = ?5`,
 		taskErr.Code, taskErr.Message, micros(at), reason, id)

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/errandhq/errand/store"
@@ -14,53 +12,31 @@ import (
 
 // guard is the spend guard row, read inside a transaction.
 type guard struct {
-	limits   store.SpendLimits
+	*store.SpendGuardRow
 	declared string
-	state    store.SpendGuardState
-	loc      *time.Location
 }
 
 func loadGuard(ctx context.Context, q querier) (*guard, error) {
-	var limits, state string
-	var declared sql.NullString
-	if err := q.QueryRowContext(ctx, `SELECT limits, declared, state FROM spend_guard WHERE id = 1`).Scan(&limits, &declared, &state); err != nil {
+	var (
+		rawLimits, rawState string
+		declared            sql.NullString
+		limits              store.SpendLimits
+		state               store.SpendGuardState
+	)
+	if err := q.QueryRowContext(ctx, `SELECT limits, declared, state FROM spend_guard WHERE id = 1`).Scan(&rawLimits, &declared, &rawState); err != nil {
 		return nil, fmt.Errorf("read spend guard: %w", err)
 	}
-	g := &guard{declared: declared.String}
-	if err := json.Unmarshal([]byte(limits), &g.limits); err != nil {
+	if err := json.Unmarshal([]byte(rawLimits), &limits); err != nil {
 		return nil, fmt.Errorf("spend guard limits: %w", err)
 	}
-	if err := json.Unmarshal([]byte(state), &g.state); err != nil {
+	if err := json.Unmarshal([]byte(rawState), &state); err != nil {
 		return nil, fmt.Errorf("spend guard state: %w", err)
 	}
-	loc, err := location(&g.limits)
-	if err != nil {
-		// A zone this machine does not know (another daemon's tzdata):
-		// count in UTC rather than stop all work.
-		loc = time.UTC
-	}
-	g.loc = loc
-	return g, nil
-}
-
-// zones caches loaded time zones: a claim reads the guard, and loading a
-// zone reads the zone database.
-var zones sync.Map // name → *time.Location
-
-func location(l *store.SpendLimits) (*time.Location, error) {
-	if loc, ok := zones.Load(l.Timezone); ok {
-		return loc.(*time.Location), nil
-	}
-	loc, err := l.Location()
-	if err != nil {
-		return nil, err
-	}
-	zones.Store(l.Timezone, loc)
-	return loc, nil
+	return &guard{SpendGuardRow: store.NewSpendGuardRow(limits, state), declared: declared.String}, nil
 }
 
 func (g *guard) saveState(ctx context.Context, tx *sql.Tx, at time.Time) error {
-	b, err := json.Marshal(g.state)
+	b, err := json.Marshal(g.State)
 	if err != nil {
 		return err
 	}
@@ -68,20 +44,8 @@ func (g *guard) saveState(ctx context.Context, tx *sql.Tx, at time.Time) error {
 	return err
 }
 
-// periods are the day and month at holds in the guard's zone.
-func (g *guard) periods(at time.Time) (day, month store.SpendPeriod) {
-	return store.SpendPeriods(at, g.loc)
-}
-
-// limited reports whether the guard has any limit to keep.
-func (g *guard) limited() bool { return g.limits.DailyUSD > 0 || g.limits.MonthlyUSD > 0 }
-
-// bucketOf is the spend bucket t falls in.
-func bucketOf(t time.Time) int64 {
-	m := micros(t)
-	w := store.SpendBucket.Microseconds()
-	return m - ((m%w)+w)%w
-}
+// bucketOf is the spend bucket t falls in, as stored.
+func bucketOf(t time.Time) int64 { return micros(store.SpendBucketStart(t)) }
 
 // spent sums the buckets of the day and of the month.
 func spent(ctx context.Context, q querier, day, month store.SpendPeriod) (d, m float64, err error) {
@@ -116,7 +80,7 @@ func (s *Store) snapshot(ctx context.Context, q querier, at time.Time) (*store.S
 }
 
 func (g *guard) snapshot(ctx context.Context, q querier, at time.Time) (*store.SpendGuard, error) {
-	day, month := g.periods(at)
+	day, month := g.Periods(at)
 	d, m, err := spent(ctx, q, day, month)
 	if err != nil {
 		return nil, err
@@ -125,9 +89,7 @@ func (g *guard) snapshot(ctx context.Context, q querier, at time.Time) (*store.S
 	if err != nil {
 		return nil, err
 	}
-	sg := &store.SpendGuard{Limits: g.limits, State: g.state, Day: day, Month: month, SpentDay: d, SpentMonth: m, ReservedUSD: r}
-	sg.Paused, sg.PausedUntil = g.state.Paused(&g.limits, day, month)
-	return sg, nil
+	return g.Snapshot(day, month, d, m, r), nil
 }
 
 // SpendGuardGet implements store.Store.
@@ -164,7 +126,7 @@ func (s *Store) SpendGuardSet(ctx context.Context, p *store.SpendGuardSetParams)
 			sg, err = g.snapshot(ctx, tx, at)
 			return err
 		}
-		old, err := json.Marshal(g.limits)
+		old, err := json.Marshal(g.Limits)
 		if err != nil {
 			return err
 		}
@@ -178,12 +140,12 @@ func (s *Store) SpendGuardSet(ctx context.Context, p *store.SpendGuardSetParams)
 		}
 		if changed = string(old) != string(b); changed {
 			if err := s.appendEvent(ctx, tx, "", store.EventBudgetUpdated, p.Actor,
-				map[string]any{"from": g.limits, "to": p.Limits}, at); err != nil {
+				map[string]any{"from": g.Limits, "to": p.Limits}, at); err != nil {
 				return err
 			}
 		}
-		g.limits = p.Limits
-		if g.loc, err = location(&p.Limits); err != nil {
+		g.Limits = p.Limits
+		if g.Loc, err = store.SpendLocation(&p.Limits); err != nil {
 			return err
 		}
 		sg, err = g.snapshot(ctx, tx, at)
@@ -204,19 +166,11 @@ func (s *Store) SpendGuardResume(ctx context.Context, p *store.SpendGuardResumeP
 		if err != nil {
 			return err
 		}
-		day, month := g.periods(at)
-		if paused, _ := g.state.Paused(&g.limits, day, month); !paused {
-			return store.ErrSpendNotPaused
+		lifted, err := g.Resume(at)
+		if err != nil {
+			return err
 		}
-		var lifted []string
-		if g.state.ReachedDay == day.Key && g.state.ResumedDay != day.Key {
-			g.state.ResumedDay = day.Key
-			lifted = append(lifted, store.PeriodDay)
-		}
-		if g.state.ReachedMonth == month.Key && g.state.ResumedMonth != month.Key {
-			g.state.ResumedMonth = month.Key
-			lifted = append(lifted, store.PeriodMonth)
-		}
+		day, month := g.Periods(at)
 		if err := g.saveState(ctx, tx, at); err != nil {
 			return err
 		}
@@ -246,7 +200,7 @@ func (s *Store) reserveSpend(ctx context.Context, tx *sql.Tx, taskID string, cos
 	if err := tx.QueryRowContext(ctx, `SELECT priority FROM tasks WHERE id = ?`, taskID).Scan(&priority); err != nil {
 		return nil, err
 	}
-	if g.limited() && g.limits.Holds(priority) {
+	if g.Limited() && g.Limits.Holds(priority) {
 		if refused, err = s.checkSpend(ctx, tx, g, cost, at); err != nil || refused != nil {
 			return refused, err
 		}
@@ -256,9 +210,10 @@ func (s *Store) reserveSpend(ctx context.Context, tx *sql.Tx, taskID string, cos
 }
 
 // checkSpend refuses cost when the guard is paused, or when it does not fit
-// the remainder of a period whose limit is not resumed.
+// the remainder of a period whose limit is not resumed (see
+// store.SpendGuardRow.Refusal).
 func (s *Store) checkSpend(ctx context.Context, tx *sql.Tx, g *guard, cost float64, at time.Time) (*store.SpendLimitError, error) {
-	day, month := g.periods(at)
+	day, month := g.Periods(at)
 	d, m, err := spent(ctx, tx, day, month)
 	if err != nil {
 		return nil, err
@@ -267,27 +222,17 @@ func (s *Store) checkSpend(ctx context.Context, tx *sql.Tx, g *guard, cost float
 	if err != nil {
 		return nil, err
 	}
-	// The month first: when both refuse, its pause is the longer one.
-	for _, c := range slices.Backward(g.periodLimits(day, month, d, m)) {
-		if c.limit <= 0 || *c.resumed == c.period.Key {
-			continue
-		}
-		if *c.reached != c.period.Key && c.spent+r+cost <= c.limit+1e-12 {
-			continue
-		}
-		if *c.reached != c.period.Key {
-			*c.reached = c.period.Key
-			if err := s.alertSpend(ctx, tx, g, c, []float64{1}, at); err != nil {
-				return nil, err
-			}
-			if err := g.saveState(ctx, tx, at); err != nil {
-				return nil, err
-			}
-		}
-		_, until := g.state.Paused(&g.limits, day, month)
-		return &store.SpendLimitError{Period: c.period.Name, LimitUSD: c.limit, SpentUSD: c.spent, ReservedUSD: r, RequestUSD: cost, Until: until}, nil
+	refused, alert := g.Refusal(at, d, m, r, cost)
+	if alert == nil {
+		return refused, nil
 	}
-	return nil, nil
+	if err := s.alertSpend(ctx, tx, []*store.BudgetAlertData{alert}, at); err != nil {
+		return nil, err
+	}
+	if err := g.saveState(ctx, tx, at); err != nil {
+		return nil, err
+	}
+	return refused, nil
 }
 
 // recordSpend adds a finished step's cost to its bucket, releases what the
@@ -307,52 +252,28 @@ func (s *Store) recordSpend(ctx context.Context, tx *sql.Tx, taskID string, cost
 		return fmt.Errorf("record spend: %w", err)
 	}
 	g, err := loadGuard(ctx, tx)
-	if err != nil || !g.limited() {
+	if err != nil || !g.Limited() {
 		return err
 	}
-	day, month := g.periods(at)
+	day, month := g.Periods(at)
 	d, m, err := spent(ctx, tx, day, month)
 	if err != nil {
 		return err
 	}
-	dirty := false
-	for _, c := range g.periodLimits(day, month, d, m) {
-		alerted := 0.0
-		if *c.alerted == c.period.Key {
-			alerted = *c.level
-		}
-		crossed := store.Crossed(g.limits.AlertThresholds, alerted, c.spent, c.limit)
-		if len(crossed) == 0 {
-			continue
-		}
-		if crossed[len(crossed)-1] >= 1 {
-			*c.reached = c.period.Key
-		}
-		dirty = true
-		if err := s.alertSpend(ctx, tx, g, c, crossed, at); err != nil {
-			return err
-		}
-	}
-	if !dirty {
+	alerts := g.Spent(at, d, m)
+	if len(alerts) == 0 {
 		return nil
+	}
+	if err := s.alertSpend(ctx, tx, alerts, at); err != nil {
+		return err
 	}
 	return g.saveState(ctx, tx, at)
 }
 
-// alertSpend journals one budget.alert per threshold, each with its inbox
-// notification (no task, no session: the owner's inbox), and marks the
-// highest as alerted in the guard's state (saved by the caller).
-func (s *Store) alertSpend(ctx context.Context, tx *sql.Tx, g *guard, c periodLimit, thresholds []float64, at time.Time) error {
-	day, month := g.periods(at)
-	paused, until := g.state.Paused(&g.limits, day, month)
-	for _, t := range thresholds {
-		data := &store.BudgetAlertData{
-			Period: c.period.Name, Key: c.period.Key, Threshold: t, SpentUSD: c.spent, LimitUSD: c.limit,
-			OnLimit: g.limits.OnLimit, Paused: paused && t >= 1, PausedUntil: until,
-		}
-		if !data.Paused {
-			data.PausedUntil = time.Time{}
-		}
+// alertSpend journals each budget.alert with its inbox notification (no
+// task, no session: the owner's inbox).
+func (s *Store) alertSpend(ctx context.Context, tx *sql.Tx, alerts []*store.BudgetAlertData, at time.Time) error {
+	for _, data := range alerts {
 		id, err := s.appendEventID(ctx, tx, "", store.EventBudgetAlert, store.ActorSystem, data, at)
 		if err != nil {
 			return err
@@ -362,49 +283,19 @@ func (s *Store) alertSpend(ctx context.Context, tx *sql.Tx, g *guard, c periodLi
 			return fmt.Errorf("notify budget.alert: %w", err)
 		}
 	}
-	if level := thresholds[len(thresholds)-1]; *c.alerted != c.period.Key || *c.level < level {
-		*c.alerted, *c.level = c.period.Key, level
-	}
 	return nil
 }
 
-// periodLimit is one period's limit and spend, with the guard's state of
-// that period, to read and to change.
-type periodLimit struct {
-	period  store.SpendPeriod
-	limit   float64
-	spent   float64
-	reached *string
-	resumed *string
-	alerted *string  // the period whose alerts level counts
-	level   *float64 // the highest threshold alerted
-}
-
-// periodLimits are the day's and the month's, in that order.
-func (g *guard) periodLimits(day, month store.SpendPeriod, spentDay, spentMonth float64) []periodLimit {
-	st := &g.state
-	return []periodLimit{
-		{day, g.limits.DailyUSD, spentDay, &st.ReachedDay, &st.ResumedDay, &st.AlertedDay, &st.AlertedDayLevel},
-		{month, g.limits.MonthlyUSD, spentMonth, &st.ReachedMonth, &st.ResumedMonth, &st.AlertedMonth, &st.AlertedMonthLevel},
-	}
-}
-
 // claimFloor is the lowest priority a claim at at may take, given the
-// guard: math.MinInt64 when open, CriticalPriority when only critical
-// tasks run; ok is false when nothing may be claimed.
+// guard (see store.SpendGuardRow.ClaimFloor); ok is false when nothing may
+// be claimed.
 func claimFloor(ctx context.Context, tx *sql.Tx, at time.Time) (floor int64, ok bool, err error) {
 	g, err := loadGuard(ctx, tx)
 	if err != nil {
 		return 0, false, err
 	}
-	day, month := g.periods(at)
-	if paused, _ := g.state.Paused(&g.limits, day, month); !paused {
-		return minPriority, true, nil
-	}
-	if g.limits.OnLimit == store.OnLimitPauseNonCritical {
-		return store.CriticalPriority, true, nil
-	}
-	return 0, false, nil
+	floor, ok = g.ClaimFloor(at, minPriority)
+	return floor, ok, nil
 }
 
 const minPriority = -1 << 62
