@@ -35,7 +35,7 @@ type Comparison struct {
 // same machine state.
 func sideBySide(ctx context.Context, riverURL, errandURL string, jobs, workers, samples int, tuned bool, rounds int) (*Comparison, error) {
 	c := &Comparison{
-		ErrandWithGuards:   "errand's full path: journal events for submit, start and finish, inbox notifications, fencing tokens, budgets and spend guard",
+		ErrandWithGuards:   "errand's full path: task.started and task.completed journal events and an inbox notification per task, fencing tokens, budgets and the spend guard; tasks submitted one per transaction before the clock starts",
 		RiverMeasuresNoted: "River's fetch, run and completion path, jobs inserted by COPY before the clock starts",
 	}
 	for i := range rounds {
