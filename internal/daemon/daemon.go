@@ -21,6 +21,7 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/config"
+	"github.com/errandhq/errand/internal/dashboard"
 	"github.com/errandhq/errand/internal/heartbeat"
 	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/internal/metrics"
@@ -217,8 +218,13 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 	if d.engine, err = errand.NewEngine(d.client, &errand.EngineConfig{Workers: cfg.Workers, ShutdownGrace: shutdownGrace}); err != nil {
 		return nil, err
 	}
+	board, err := dashboard.New(dashboard.Config{Client: d.client, Token: token, Logger: log})
+	if err != nil {
+		return nil, err
+	}
 	d.api = server.New(server.Config{
 		Client:           d.client,
+		Dashboard:        board,
 		Token:            token,
 		Metrics:          d.metrics.Handler(),
 		MetricsNeedToken: cfg.Auth.ProtectMetrics,

@@ -50,6 +50,9 @@ type Config struct {
 	// Health, when set, is asked by /healthz whether the store can take a
 	// write (at most once a HealthCacheTTL); an error is a 503.
 	Health func(ctx context.Context) error
+	// Dashboard, when set, serves every path outside /api, /healthz and
+	// /metrics (the web dashboard at /).
+	Dashboard http.Handler
 	// OnStream is told when an SSE or WebSocket client connects (true) and
 	// leaves (false).
 	OnStream func(open bool)
@@ -159,6 +162,9 @@ func (s *Server) routes() {
 	api("/api/", s.unknownRoute)
 
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	if s.cfg.Dashboard != nil {
+		s.mux.Handle("/", s.cfg.Dashboard)
+	}
 	if s.cfg.Metrics != nil {
 		if s.cfg.MetricsNeedToken {
 			s.mux.Handle("GET /metrics", s.authed(s.cfg.Metrics.ServeHTTP))

@@ -1,0 +1,343 @@
+package dashboard
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/clock"
+)
+
+const testToken = "test-token-0123456789"
+
+type harness struct {
+	client *errand.Client
+	clock  *clock.Fake
+	srv    *httptest.Server
+}
+
+func setup(t *testing.T) *harness {
+	t.Helper()
+	client, err := errand.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "errand.db"), &errand.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	clk := clock.NewFake(time.Now())
+	d, err := New(Config{Client: client, Token: testToken, Clock: clk})
+	require.NoError(t, err)
+	srv := httptest.NewServer(d)
+	t.Cleanup(srv.Close)
+	return &harness{client: client, clock: clk, srv: srv}
+}
+
+// browser is an HTTP client that keeps cookies and does not follow
+// redirects, so each answer can be looked at.
+func (h *harness) browser(t *testing.T) *http.Client {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func (h *harness) login(t *testing.T, b *http.Client) {
+	t.Helper()
+	resp, err := b.PostForm(h.srv.URL+"/login", url.Values{"token": {testToken}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+}
+
+func get(t *testing.T, b *http.Client, u string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, u, nil)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := b.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(body)
+}
+
+func post(t *testing.T, b *http.Client, u string, form url.Values, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, u, strings.NewReader(form.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := b.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(body)
+}
+
+// csrfOf finds the page's CSRF token in a form field.
+func csrfOf(t *testing.T, page string) string {
+	t.Helper()
+	const marker = `name="csrf" value="`
+	i := strings.Index(page, marker)
+	require.NotEqual(t, -1, i, "the page has a CSRF field")
+	rest := page[i+len(marker):]
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+func TestPagesNeedALogin(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	for _, path := range []string{"/", "/tasks/tsk_x", "/tasks/rows", "/live", "/nowhere"} {
+		resp, _ := get(t, b, h.srv.URL+path)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, path)
+		require.Equal(t, "/login", resp.Header.Get("Location"), path)
+	}
+	resp, _ := get(t, b, h.srv.URL+"/tasks/rows", "HX-Request", "true")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Equal(t, "/login", resp.Header.Get("HX-Redirect"))
+	resp, body := get(t, b, h.srv.URL+"/login")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `name="token"`)
+}
+
+func TestLoginWithTheTokenSetsAStrictHttpOnlyCookie(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+
+	resp, body := post(t, b, h.srv.URL+"/login", url.Values{"token": {"wrong"}})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Empty(t, resp.Cookies())
+	require.Contains(t, body, "not the API token")
+
+	resp, _ = post(t, b, h.srv.URL+"/login", url.Values{"token": {testToken}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	cookies := resp.Cookies()
+	require.Len(t, cookies, 1)
+	require.Equal(t, sessionCookie, cookies[0].Name)
+	require.True(t, cookies[0].HttpOnly)
+	require.Equal(t, http.SameSiteStrictMode, cookies[0].SameSite)
+	require.NotContains(t, cookies[0].Value, testToken)
+
+	resp, body = get(t, b, h.srv.URL+"/")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "<h1>Tasks</h1>")
+
+	// Logging out ends the session.
+	resp, _ = post(t, b, h.srv.URL+"/logout", url.Values{"csrf": {csrfOf(t, body)}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, _ = get(t, b, h.srv.URL+"/")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+}
+
+func TestCrossSiteLoginIsRefused(t *testing.T) {
+	h := setup(t)
+	resp, _ := post(t, h.browser(t), h.srv.URL+"/login", url.Values{"token": {testToken}}, "Sec-Fetch-Site", "cross-site")
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Empty(t, resp.Cookies())
+}
+
+func TestForgedExpiredOrOtherTokensSessionsAreRefused(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	u, _ := url.Parse(h.srv.URL)
+	good := b.Jar.Cookies(u)[0].Value
+
+	forge := func(value string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, h.srv.URL+"/", nil)
+		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: value})
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, forge(good))
+	payload, sig, _ := strings.Cut(good, ".")
+	require.Equal(t, http.StatusSeeOther, forge(payload+"."+sig[:len(sig)-2]+"AA"), "a bad signature")
+	require.Equal(t, http.StatusSeeOther, forge("garbage"))
+	other := newSessions("another-token", time.Hour, h.clock.Now)
+	_, otherValue := other.issue()
+	require.Equal(t, http.StatusSeeOther, forge(otherValue), "signed with another token")
+
+	h.clock.Advance(DefaultSessionTTL + time.Second)
+	require.Equal(t, http.StatusSeeOther, forge(good), "expired")
+}
+
+func TestStateChangesNeedTheSessionsCSRFToken(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	task, err := h.client.Submit(t.Context(), &errand.SubmitParams{Goal: "keep going"})
+	require.NoError(t, err)
+	_, page := get(t, b, h.srv.URL+"/tasks/"+task.ID)
+	token := csrfOf(t, page)
+	cancelURL := h.srv.URL + "/tasks/" + task.ID + "/cancel"
+
+	for name, try := range map[string]func() *http.Response{
+		"no token":    func() *http.Response { r, _ := post(t, b, cancelURL, url.Values{}); return r },
+		"wrong token": func() *http.Response { r, _ := post(t, b, cancelURL, url.Values{"csrf": {token + "x"}}); return r },
+		"cross-site": func() *http.Response {
+			r, _ := post(t, b, cancelURL, url.Values{"csrf": {token}}, "Sec-Fetch-Site", "cross-site")
+			return r
+		},
+		"another session's token": func() *http.Response {
+			other := h.browser(t)
+			h.login(t, other)
+			_, otherPage := get(t, other, h.srv.URL+"/")
+			r, _ := post(t, b, cancelURL, url.Values{"csrf": {csrfOf(t, otherPage)}})
+			return r
+		},
+	} {
+		require.Equal(t, http.StatusForbidden, try().StatusCode, name)
+		got, err := h.client.Get(t.Context(), task.ID)
+		require.NoError(t, err)
+		require.Equal(t, errand.StatusPending, got.Status, "%s: nothing changed", name)
+	}
+
+	resp, _ := post(t, b, cancelURL, url.Values{"csrf": {token}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	got, err := h.client.Get(t.Context(), task.ID)
+	require.NoError(t, err)
+	require.Equal(t, errand.StatusCancelled, got.Status)
+
+	// htmx sends the token as a header.
+	again, err := h.client.Submit(t.Context(), &errand.SubmitParams{Goal: "pause me"})
+	require.NoError(t, err)
+	resp, _ = post(t, b, h.srv.URL+"/tasks/"+again.ID+"/pause", url.Values{}, "X-CSRF-Token", token)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	got, err = h.client.Get(t.Context(), again.ID)
+	require.NoError(t, err)
+	require.Equal(t, errand.StatusPaused, got.Status)
+}
+
+// Nothing from a task is rendered as HTML.
+func TestTaskTextIsShownAsText(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	const evil = `<script>alert("x")</script><img src=x onerror=alert(1)>`
+	task, err := h.client.Submit(t.Context(), &errand.SubmitParams{Goal: evil, Title: evil, Input: json.RawMessage(`{"q":"` + strings.ReplaceAll(evil, `"`, `\"`) + `"}`)})
+	require.NoError(t, err)
+
+	for _, path := range []string{"/", "/tasks/rows", "/tasks/" + task.ID, "/tasks/" + task.ID + "/live"} {
+		resp, body := get(t, b, h.srv.URL+path)
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		require.NotContains(t, body, "<script>alert", path)
+		require.NotContains(t, body, "<img src=x", path)
+	}
+	_, body := get(t, b, h.srv.URL+"/tasks/"+task.ID)
+	require.Contains(t, body, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;")
+}
+
+func TestEveryPageSendsTheSecurityHeaders(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	for _, path := range []string{"/", "/login", "/nowhere", "/static/app.css"} {
+		resp, _ := get(t, b, h.srv.URL+path)
+		csp := resp.Header.Get("Content-Security-Policy")
+		require.Contains(t, csp, "script-src 'self'", path)
+		require.NotContains(t, csp, "unsafe-inline", path)
+		require.NotContains(t, csp, "unsafe-eval", path)
+		require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), path)
+		require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), path)
+	}
+	resp, body := get(t, b, h.srv.URL+"/nowhere")
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Contains(t, body, "No such page")
+}
+
+func TestFiltersAreChecked(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	for _, q := range []string{"status=sleeping", "agent=%FF", "cursor=%FE"} {
+		resp, _ := get(t, b, h.srv.URL+"/?"+q)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, q)
+	}
+	_, err := h.client.Submit(t.Context(), &errand.SubmitParams{Goal: "listed", SessionID: "s1"})
+	require.NoError(t, err)
+	_, body := get(t, b, h.srv.URL+"/?status=pending&session=s1")
+	require.Contains(t, body, "listed")
+	_, body = get(t, b, h.srv.URL+"/?session=s2")
+	require.Contains(t, body, "No tasks match these filters")
+}
+
+// The vendored client libraries are exactly the pinned releases.
+func TestVendoredFilesMatchTheirChecksums(t *testing.T) {
+	raw, err := staticFS.ReadFile("static/vendor/vendor.json")
+	require.NoError(t, err)
+	var manifest struct {
+		Files map[string]struct{ SHA256 string } `json:"files"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &manifest))
+	entries, err := staticFS.ReadDir("static/vendor")
+	require.NoError(t, err)
+	require.Len(t, entries, len(manifest.Files)+1, "every vendored file is listed")
+	for name, f := range manifest.Files {
+		b, err := staticFS.ReadFile("static/vendor/" + name)
+		require.NoError(t, err, name)
+		sum := sha256.Sum256(b)
+		require.Equal(t, f.SHA256, hex.EncodeToString(sum[:]), name)
+	}
+}
+
+// The live stream of a task says "changed" when the task changes, once
+// the throttle has passed.
+func TestLiveStreamSaysChanged(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	mine, err := h.client.Submit(t.Context(), &errand.SubmitParams{Goal: "watched"})
+	require.NoError(t, err)
+
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, h.srv.URL+"/live?task="+mine.ID, nil)
+	require.NoError(t, err)
+	resp, err := b.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		buf := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				lines <- string(buf[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	require.Contains(t, <-lines, ": live")
+	require.NoError(t, h.clock.WaitForTimers(t.Context(), 1)) // the keep-alive
+
+	_, err = h.client.Pause(t.Context(), mine.ID, false)
+	require.NoError(t, err)
+	_, err = h.client.Resume(t.Context(), mine.ID, false)
+	require.NoError(t, err)
+	require.NoError(t, h.clock.WaitForTimers(t.Context(), 2)) // the throttle started
+	h.clock.Advance(liveThrottle)
+	select {
+	case got := <-lines:
+		require.Equal(t, "event: changed\ndata: \n\n", got)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change announced")
+	}
+}

@@ -1,0 +1,340 @@
+package dashboard
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/store"
+)
+
+// pageTemplates maps each page or fragment to the file that defines it;
+// every page file is parsed with the layout.
+var pageTemplates = map[string]string{
+	"login": "login.html",
+	"error": "error.html",
+	"tasks": "tasks.html", "rows": "tasks.html",
+	"task": "task.html", "task-live": "task.html",
+}
+
+func (d *Dashboard) parseTemplates() error {
+	funcs := template.FuncMap{
+		"percent":  percent,
+		"age":      age,
+		"cost":     func(v float64) string { return fmt.Sprintf("$%.4f", v) },
+		"taskCost": taskCost,
+		"pretty":   pretty,
+		"statuses": func() []store.Status { return store.AllStatuses },
+		"ended":    func(s store.Status) bool { return s.Terminal() },
+		"title":    taskTitle,
+	}
+	d.pages = map[string]*template.Template{}
+	for name, file := range pageTemplates {
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+file)
+		if err != nil {
+			return fmt.Errorf("dashboard templates: %w", err)
+		}
+		d.pages[name] = t
+	}
+	return nil
+}
+
+// tasksData is the task list page: the filters, one page of tasks and the
+// cursor of the next.
+type tasksData struct {
+	Status, Agent, Session string
+	Tasks                  []*errand.Task
+	Next                   string
+	Query                  string // the filters as a query string, for the live refresh
+}
+
+// pageSize is how many tasks a list page shows.
+const pageSize = 50
+
+func (d *Dashboard) listTasks(r *http.Request) (*tasksData, error) {
+	q := r.URL.Query()
+	data := &tasksData{Status: q.Get("status"), Agent: q.Get("agent"), Session: q.Get("session")}
+	for _, s := range []string{data.Status, data.Agent, data.Session, q.Get("cursor")} {
+		if !utf8.ValidString(s) || len(s) > 200 {
+			return nil, errors.New("a filter is not valid text")
+		}
+	}
+	p := &errand.ListParams{Agent: data.Agent, SessionID: data.Session, Cursor: q.Get("cursor"), Limit: pageSize}
+	if data.Status != "" {
+		st := store.Status(data.Status)
+		if !st.Valid() {
+			return nil, fmt.Errorf("there is no status %q", data.Status)
+		}
+		p.Statuses = []store.Status{st}
+	}
+	res, err := d.client.List(r.Context(), p)
+	if err != nil {
+		return nil, err
+	}
+	data.Tasks, data.Next = res.Tasks, res.NextCursor
+	filters := q
+	filters.Del("cursor")
+	data.Query = filters.Encode()
+	return data, nil
+}
+
+func (d *Dashboard) tasksPage(w http.ResponseWriter, r *http.Request, v *view) {
+	data, err := d.listTasks(r)
+	if err != nil {
+		d.fail(w, r, v, http.StatusBadRequest, err.Error())
+		return
+	}
+	v.Title, v.Data = "Tasks", data
+	d.render(w, r, http.StatusOK, "tasks", v)
+}
+
+// taskRows is the list's rows alone, for the live refresh.
+func (d *Dashboard) taskRows(w http.ResponseWriter, r *http.Request, v *view) {
+	data, err := d.listTasks(r)
+	if err != nil {
+		d.fail(w, r, v, http.StatusBadRequest, err.Error())
+		return
+	}
+	v.Data, v.Fragment = data, true
+	d.render(w, r, http.StatusOK, "rows", v)
+}
+
+// taskData is the task page.
+type taskData struct {
+	Task     *errand.Task
+	Steps    []*errand.Step
+	Events   []*errand.Event
+	Inputs   []*errand.InputRequest
+	Children []*errand.Task
+}
+
+func (d *Dashboard) loadTask(r *http.Request) (*taskData, int, error) {
+	id := r.PathValue("id")
+	t, err := d.client.Get(r.Context(), id)
+	if errors.Is(err, errand.ErrNotFound) {
+		return nil, http.StatusNotFound, fmt.Errorf("There is no task %s.", id)
+	}
+	if err != nil {
+		return nil, http.StatusInternalServerError, err
+	}
+	return &taskData{Task: t}, http.StatusOK, nil
+}
+
+func (d *Dashboard) taskPage(w http.ResponseWriter, r *http.Request, v *view) {
+	data, status, err := d.loadTask(r)
+	if err != nil {
+		d.fail(w, r, v, status, err.Error())
+		return
+	}
+	ctx, id := r.Context(), data.Task.ID
+	if data.Steps, err = d.client.Steps(ctx, id); err == nil {
+		if data.Events, err = d.client.History(ctx, id); err == nil {
+			if data.Inputs, err = d.client.Inputs(ctx, "pending", id); err == nil {
+				var children *errand.ListResult
+				if children, err = d.client.List(ctx, &errand.ListParams{ParentID: id, Limit: 200}); err == nil {
+					data.Children = children.Tasks
+				}
+			}
+		}
+	}
+	if err != nil {
+		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
+		return
+	}
+	v.Title, v.Data = taskTitle(data.Task), data
+	d.render(w, r, http.StatusOK, "task", v)
+}
+
+// taskLive is the part of the task page that moves: status, progress,
+// consumption, result or error, the open question and the buttons.
+func (d *Dashboard) taskLive(w http.ResponseWriter, r *http.Request, v *view) {
+	data, status, err := d.loadTask(r)
+	if err == nil {
+		data.Inputs, err = d.client.Inputs(r.Context(), "pending", data.Task.ID)
+		status = http.StatusInternalServerError
+	}
+	if err != nil {
+		d.fail(w, r, v, status, err.Error())
+		return
+	}
+	v.Data, v.Fragment = data, true
+	d.render(w, r, http.StatusOK, "task-live", v)
+}
+
+// act runs one of the task page's buttons and shows the task again.
+func (d *Dashboard) act(w http.ResponseWriter, r *http.Request, v *view) {
+	ctx, id := r.Context(), r.PathValue("id")
+	var err error
+	switch r.PathValue("action") {
+	case "cancel":
+		_, err = d.client.Cancel(ctx, id, "cancelled from the dashboard")
+	case "pause":
+		_, err = d.client.Pause(ctx, id, true)
+	case "resume":
+		_, err = d.client.Resume(ctx, id, true)
+	case "retry":
+		_, err = d.client.Retry(ctx, id)
+	case "answer":
+		answer := r.PostFormValue("answer")
+		if strings.TrimSpace(answer) == "" || !utf8.ValidString(answer) {
+			d.fail(w, r, v, http.StatusBadRequest, "The answer is empty or not valid text.")
+			return
+		}
+		_, err = d.client.Answer(ctx, id, answer)
+	default:
+		d.fail(w, r, v, http.StatusNotFound, "No such action.")
+		return
+	}
+	if err != nil {
+		d.fail(w, r, v, actionStatus(err), err.Error())
+		return
+	}
+	http.Redirect(w, r, "/tasks/"+id, http.StatusSeeOther)
+}
+
+// actionStatus is the HTTP status of an action's error.
+func actionStatus(err error) int {
+	var te *errand.TransitionError
+	switch {
+	case errors.Is(err, errand.ErrNotFound):
+		return http.StatusNotFound
+	case errors.As(err, &te):
+		return http.StatusConflict
+	}
+	return http.StatusBadRequest
+}
+
+// liveThrottle bounds how often a page is told to refresh: a busy task
+// writes many events a second, and one refresh shows them all.
+const liveThrottle = 250 * time.Millisecond
+
+// live is a Server-Sent Events stream that says "changed" when an event
+// of the task (?task=) or of any task is written, at most every
+// liveThrottle; the page then fetches what it shows.
+func (d *Dashboard) live(w http.ResponseWriter, r *http.Request, _ *view) {
+	ctx := r.Context()
+	taskID := r.URL.Query().Get("task")
+	if !utf8.ValidString(taskID) || len(taskID) > 200 {
+		http.Error(w, "bad task id", http.StatusBadRequest)
+		return
+	}
+	after, err := d.client.LastEventID(ctx)
+	if err == nil {
+		var sub *errand.Subscription
+		if sub, err = d.client.Subscribe(ctx, errand.EventFilter{TaskID: taskID}, after); err == nil {
+			defer sub.Close()
+			d.stream(w, r, sub)
+			return
+		}
+	}
+	http.Error(w, err.Error(), http.StatusInternalServerError)
+}
+
+func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request, sub *errand.Subscription) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	send := func(s string) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := fmt.Fprint(w, s); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send(": live\n\n") {
+		return
+	}
+	keepAlive := d.cfg.Clock.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
+	var throttle <-chan time.Time
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case _, ok := <-sub.Events():
+			if !ok {
+				return
+			}
+			if throttle == nil {
+				throttle = d.cfg.Clock.NewTimer(liveThrottle).C()
+			}
+		case <-throttle:
+			throttle = nil
+			if !send("event: changed\ndata: \n\n") {
+				return
+			}
+		case <-keepAlive.C():
+			if !send(": keep-alive\n\n") {
+				return
+			}
+		}
+	}
+}
+
+func percent(t *errand.Task) int {
+	if t.Status == store.StatusCompleted {
+		return 100
+	}
+	if t.Progress == nil {
+		return 0
+	}
+	return min(max(t.Progress.Percentage, 0), 100)
+}
+
+// age is how long ago t was, in one unit.
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := max(now.Sub(t), 0)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(math.Floor(d.Hours()/24)))
+}
+
+func taskCost(t *errand.Task) float64 {
+	if t.Consumed == nil {
+		return 0
+	}
+	return t.Consumed.CostUSD
+}
+
+func taskTitle(t *errand.Task) string {
+	s := cmp.Or(t.Title, t.Goal)
+	if r := []rune(s); len(r) > 80 {
+		return string(r[:79]) + "…"
+	}
+	return s
+}
+
+// pretty indents a JSON document for reading; anything else is shown as
+// it is. The template escapes either.
+func pretty(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return string(raw)
+	}
+	return string(b)
+}
