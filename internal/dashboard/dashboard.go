@@ -23,15 +23,18 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"embed"
 	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/clock"
 )
 
@@ -55,8 +58,12 @@ type Config struct {
 	// Token is the API token; it logs in. Empty refuses every login.
 	Token      string
 	SessionTTL time.Duration
-	Clock      clock.Clock
-	Logger     *slog.Logger
+	// Status, when set, tells the health page how the daemon is; Workers
+	// is how many it runs.
+	Status  func(ctx context.Context) (*api.Status, error)
+	Workers int
+	Clock   clock.Clock
+	Logger  *slog.Logger
 }
 
 // Dashboard serves the pages. Create one with New.
@@ -106,6 +113,10 @@ func (d *Dashboard) routes() {
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.StripPrefix("/static/", http.FileServerFS(static))
 	d.mux.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !fs.ValidPath(strings.TrimPrefix(r.URL.Path, "/static/")) {
+			http.NotFound(w, r) // the file server calls a name it cannot open a server error
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		files.ServeHTTP(w, r)
 	}))
@@ -119,6 +130,8 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("GET /tasks/{id}/live", d.page(d.taskLive))
 	d.mux.Handle("POST /tasks/{id}/{action}", d.change(d.act))
 	d.mux.Handle("GET /live", d.page(d.live))
+	d.mux.Handle("GET /queue", d.page(d.queuePage))
+	d.mux.Handle("GET /health", d.page(d.healthPage))
 	d.mux.Handle("/", d.page(func(w http.ResponseWriter, r *http.Request, v *view) {
 		d.fail(w, r, v, http.StatusNotFound, "No such page.")
 	}))

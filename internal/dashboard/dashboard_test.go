@@ -1,9 +1,11 @@
 package dashboard
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -340,4 +342,76 @@ func TestLiveStreamSaysChanged(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no change announced")
 	}
+}
+
+// waitEvent waits until task writes an event of type typ.
+func waitEvent(t *testing.T, c *errand.Client, taskID, typ string) {
+	t.Helper()
+	sub, err := c.Subscribe(t.Context(), errand.EventFilter{TaskID: taskID, Types: []string{typ}}, 0)
+	require.NoError(t, err)
+	defer sub.Close()
+	select {
+	case <-sub.Events():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("task %s wrote no %s", taskID, typ)
+	}
+}
+
+// A question waits in the people's queue, is answered from it, and the
+// task goes on with the answer; a failed task shows on the health page
+// under its error code and runs again when retried.
+func TestQueueAnswerAndHealthRetry(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	agent := errand.AgentFunc(func(ctx context.Context, run *errand.TaskRun) (errand.Result, error) {
+		switch run.Task().Goal {
+		case "ask":
+			answers, err := run.Answers(ctx)
+			if err != nil {
+				return errand.Result{}, err
+			}
+			if len(answers) == 0 {
+				return errand.Result{}, errand.AskUser("<b>which</b> one?")
+			}
+			return errand.Result{Output: answers[0].Answer}, nil
+		default:
+			return errand.Result{}, errand.NonRetryable("boom", errors.New("<i>broke</i>"))
+		}
+	})
+	require.NoError(t, h.client.RegisterAgent("default", agent))
+	engine, err := errand.NewEngine(h.client, &errand.EngineConfig{Workers: 2})
+	require.NoError(t, err)
+	require.NoError(t, engine.Start(t.Context()))
+	t.Cleanup(func() { _ = engine.Stop(context.Background()) })
+
+	asking, err := h.client.Submit(t.Context(), &errand.SubmitParams{Goal: "ask"})
+	require.NoError(t, err)
+	failing, err := h.client.Submit(t.Context(), &errand.SubmitParams{Goal: "fail"})
+	require.NoError(t, err)
+	waitEvent(t, h.client, asking.ID, "task.input_required")
+	waitEvent(t, h.client, failing.ID, "task.failed")
+
+	resp, page := get(t, b, h.srv.URL+"/queue")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, "&lt;b&gt;which&lt;/b&gt; one?")
+	require.Contains(t, page, `action="/tasks/`+asking.ID+`/answer"`)
+	resp, _ = post(t, b, h.srv.URL+"/tasks/"+asking.ID+"/answer", url.Values{"csrf": {csrfOf(t, page)}, "answer": {"the blue one"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	waitEvent(t, h.client, asking.ID, "task.completed")
+	got, err := h.client.Get(t.Context(), asking.ID)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"output": "the blue one", "warning": null}`, string(got.Result))
+
+	resp, page = get(t, b, h.srv.URL+"/health")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, "<code>boom</code>")
+	resp, _ = post(t, b, h.srv.URL+"/tasks/"+failing.ID+"/retry", url.Values{"csrf": {csrfOf(t, page)}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	waitEvent(t, h.client, failing.ID, "task.retried")
+
+	// Retrying a task that did not fail is refused, and says why.
+	resp, page = post(t, b, h.srv.URL+"/tasks/"+asking.ID+"/retry", url.Values{"csrf": {csrfOf(t, page)}})
+	require.Equal(t, http.StatusConflict, resp.StatusCode)
+	require.Contains(t, page, "completed")
 }

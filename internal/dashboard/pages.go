@@ -8,11 +8,13 @@ import (
 	"html/template"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/store"
 )
 
@@ -23,6 +25,8 @@ var pageTemplates = map[string]string{
 	"error": "error.html",
 	"tasks": "tasks.html", "rows": "tasks.html",
 	"task": "task.html", "task-live": "task.html",
+	"queue":  "queue.html",
+	"health": "health.html",
 }
 
 func (d *Dashboard) parseTemplates() error {
@@ -337,4 +341,101 @@ func pretty(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return string(b)
+}
+
+// queueData is the people's queue: questions tasks wait on, and the
+// inbox.
+type queueData struct {
+	Inputs []*errand.InputRequest
+	Inbox  []*errand.Notification
+}
+
+func (d *Dashboard) queuePage(w http.ResponseWriter, r *http.Request, v *view) {
+	inputs, err := d.client.PendingInputs(r.Context())
+	if err != nil {
+		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
+		return
+	}
+	inbox, err := d.client.Inbox(r.Context(), &errand.InboxParams{Limit: 100})
+	if err != nil {
+		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
+		return
+	}
+	// Newest first, as people read an inbox.
+	slices.Reverse(inbox)
+	v.Title, v.Data = "Questions & inbox", &queueData{Inputs: inputs, Inbox: inbox}
+	d.render(w, r, http.StatusOK, "queue", v)
+}
+
+// healthData is the health page.
+type healthData struct {
+	Status          *api.Status
+	Workers         int
+	Running, Queued int
+	Counts          []statusCount
+	Failures        []failureGroup
+	FailuresLooked  int
+}
+
+type statusCount struct {
+	Status store.Status
+	N      int
+}
+
+type failureGroup struct {
+	Code   string
+	N      int
+	Latest *errand.Task
+}
+
+// failuresLooked is how many of the latest failed tasks the health page
+// groups by error code.
+const failuresLooked = 200
+
+func (d *Dashboard) healthPage(w http.ResponseWriter, r *http.Request, v *view) {
+	ctx := r.Context()
+	data := &healthData{Workers: d.cfg.Workers}
+	if d.cfg.Status != nil {
+		st, err := d.cfg.Status(ctx)
+		if err != nil {
+			d.fail(w, r, v, http.StatusInternalServerError, err.Error())
+			return
+		}
+		data.Status = st
+	}
+	counts, err := d.client.CountByStatus(ctx)
+	if err != nil {
+		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
+		return
+	}
+	for _, st := range store.AllStatuses {
+		data.Counts = append(data.Counts, statusCount{Status: st, N: counts[st]})
+	}
+	data.Running = counts[store.StatusRunning]
+	data.Queued = counts[store.StatusPending] + counts[store.StatusRetryScheduled]
+	failed, err := d.client.List(ctx, &errand.ListParams{Statuses: []store.Status{store.StatusFailed}, Limit: failuresLooked})
+	if err != nil {
+		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
+		return
+	}
+	data.FailuresLooked = len(failed.Tasks)
+	byCode := map[string]*failureGroup{}
+	for _, t := range failed.Tasks { // newest first
+		code := "unknown"
+		if t.Error != nil && t.Error.Code != "" {
+			code = t.Error.Code
+		}
+		g := byCode[code]
+		if g == nil {
+			g = &failureGroup{Code: code, Latest: t}
+			byCode[code] = g
+		}
+		g.N++
+	}
+	for _, g := range byCode {
+		data.Failures = append(data.Failures, *g)
+	}
+	slices.SortFunc(data.Failures, func(a, b failureGroup) int { return cmp.Or(b.N-a.N, strings.Compare(a.Code, b.Code)) })
+	v.Title, v.Data = "Health", data
+	d.render(w, r, http.StatusOK, "health", v)
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"io"
 	"strings"
 	"time"
 )
@@ -20,12 +21,14 @@ type sessions struct {
 	key []byte
 	ttl time.Duration
 	now func() time.Time
+	// random gives the nonces: crypto/rand, or a fixed source in tests.
+	random io.Reader
 }
 
 func newSessions(token string, ttl time.Duration, now func() time.Time) *sessions {
 	mac := hmac.New(sha256.New, []byte(token))
 	mac.Write([]byte("errand dashboard session v1"))
-	return &sessions{key: mac.Sum(nil), ttl: ttl, now: now}
+	return &sessions{key: mac.Sum(nil), ttl: ttl, now: now, random: rand.Reader}
 }
 
 // session is a checked session cookie.
@@ -38,7 +41,7 @@ type session struct {
 // random nonce, then their HMAC.
 func (s *sessions) issue() (session, string) {
 	sess := session{nonce: make([]byte, 16), expires: s.now().Add(s.ttl).Truncate(time.Second)}
-	_, _ = rand.Read(sess.nonce) // never fails (crypto/rand)
+	_, _ = io.ReadFull(s.random, sess.nonce) // crypto/rand never fails
 	payload := binary.BigEndian.AppendUint64(nil, uint64(sess.expires.Unix()))
 	payload = append(payload, sess.nonce...)
 	enc := base64.RawURLEncoding

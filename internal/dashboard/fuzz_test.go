@@ -1,0 +1,88 @@
+package dashboard
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// A session cookie is accepted only as issued: nothing else a client can
+// send passes, and nothing makes the check panic.
+func FuzzSessionCookie(f *testing.F) {
+	at := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	s := newSessions(testToken, time.Hour, func() time.Time { return at })
+	s.random = zeros{} // the same cookie in every fuzz worker
+	_, good := s.issue()
+	f.Add(good)
+	f.Add("")
+	f.Add(".")
+	f.Add(good + "x")
+	f.Add(strings.Replace(good, ".", "..", 1))
+	f.Fuzz(func(t *testing.T, value string) {
+		sess, ok := s.check(value)
+		if ok != (value == good) {
+			t.Fatalf("check(%q) = %v", value, ok)
+		}
+		if ok && s.csrf(sess) == "" {
+			t.Fatal("an accepted session has no CSRF token")
+		}
+	})
+}
+
+// No path, query or form a logged-in browser sends makes a page fail with
+// a server error or panic.
+func FuzzPages(f *testing.F) {
+	client, err := errand.Open(f.Context(), "sqlite://"+filepath.Join(f.TempDir(), "errand.db"), &errand.Config{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = client.Close() })
+	task, err := client.Submit(f.Context(), &errand.SubmitParams{Goal: "fuzzed"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	d, err := New(Config{Client: client, Token: testToken})
+	if err != nil {
+		f.Fatal(err)
+	}
+	sess, cookie := d.sessions.issue()
+	csrf := d.sessions.csrf(sess)
+	for _, seed := range []string{"/", "/?status=running&agent=a&session=s", "/?cursor=zz", "/tasks/" + task.ID, "/tasks/rows?status=%ff",
+		"/tasks/" + task.ID + "/live", "/queue", "/health", "/tasks/nope", "/static/app.css", "/../etc/passwd"} {
+		f.Add("GET", seed, "")
+	}
+	f.Add("POST", "/tasks/"+task.ID+"/answer", "answer=%00%ff")
+	f.Add("POST", "/tasks/"+task.ID+"/pause", "")
+	f.Add("POST", "/tasks/"+task.ID+"/frobnicate", "")
+	f.Fuzz(func(t *testing.T, method, target, form string) {
+		if method != "GET" && method != "POST" {
+			return
+		}
+		u, err := url.ParseRequestURI(target)
+		if err != nil || !strings.HasPrefix(u.Path, "/") || u.Path == "/live" || strings.HasSuffix(u.Path, "/live") && strings.Count(u.Path, "/") == 1 {
+			return // the event stream does not end by itself
+		}
+		req, err := http.NewRequestWithContext(t.Context(), method, "http://errand.test"+u.RequestURI(), strings.NewReader(form))
+		if err != nil {
+			return // not a request a browser could send
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-CSRF-Token", csrf)
+		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: cookie})
+		rec := httptest.NewRecorder()
+		d.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("%s %s (%q): %d %s", method, target, form, rec.Code, rec.Body.String())
+		}
+	})
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
