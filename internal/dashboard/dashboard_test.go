@@ -415,3 +415,27 @@ func TestQueueAnswerAndHealthRetry(t *testing.T) {
 	require.Equal(t, http.StatusConflict, resp.StatusCode)
 	require.Contains(t, page, "completed")
 }
+
+func TestMoneyPageShowsSpendAgainstTheLimits(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	_, err := h.client.SetSpendLimits(t.Context(), errand.SpendLimits{DailyUSD: 2, MonthlyUSD: 20, OnLimit: "pause-all", Timezone: "UTC"})
+	require.NoError(t, err)
+	resp, page := get(t, b, h.srv.URL+"/money")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, "$0.0000 of $2.0000")
+	require.Contains(t, page, "$0.0000 of $20.0000")
+	require.Contains(t, page, "<svg")
+}
+
+func TestSpendBarWidths(t *testing.T) {
+	for _, c := range []struct {
+		spent, limit float64
+		width        int
+	}{
+		{0, 0, 0}, {1, 0, 400}, {0, 5, 0}, {2.5, 5, 200}, {5, 5, 400}, {9, 5, 400},
+	} {
+		require.Equal(t, c.width, barOf("x", c.spent, c.limit).Width, "%v of %v", c.spent, c.limit)
+	}
+}

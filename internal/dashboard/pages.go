@@ -26,6 +26,7 @@ var pageTemplates = map[string]string{
 	"tasks": "tasks.html", "rows": "tasks.html",
 	"task": "task.html", "task-live": "task.html",
 	"queue":  "queue.html",
+	"money":  "money.html",
 	"health": "health.html",
 }
 
@@ -39,6 +40,8 @@ func (d *Dashboard) parseTemplates() error {
 		"statuses": func() []store.Status { return store.AllStatuses },
 		"ended":    func(s store.Status) bool { return s.Terminal() },
 		"title":    taskTitle,
+		"add":      func(a, b int) int { return a + b },
+		"mul":      func(a, b int) int { return a * b },
 	}
 	d.pages = map[string]*template.Template{}
 	for name, file := range pageTemplates {
@@ -438,4 +441,94 @@ func (d *Dashboard) healthPage(w http.ResponseWriter, r *http.Request, v *view) 
 	slices.SortFunc(data.Failures, func(a, b failureGroup) int { return cmp.Or(b.N-a.N, strings.Compare(a.Code, b.Code)) })
 	v.Title, v.Data = "Health", data
 	d.render(w, r, http.StatusOK, "health", v)
+}
+
+// moneyData is the money page.
+type moneyData struct {
+	Guard     *errand.SpendGuard
+	Bars      []spendBar
+	Running   []*errand.Task
+	TopTasks  []*errand.Task
+	TopAgents []agentSpend
+	Looked    int
+}
+
+// spendBar is one bar of the chart: spent against a limit, Width of 400.
+type spendBar struct {
+	Label        string
+	Spent, Limit float64
+	Width        int
+}
+
+type agentSpend struct {
+	Agent string
+	Tasks int
+	Spent float64
+}
+
+// moneyLooked is how many of the latest tasks the most expensive lists
+// are drawn from.
+const moneyLooked = 1000
+
+func barOf(label string, spent, limit float64) spendBar {
+	b := spendBar{Label: label, Spent: spent, Limit: limit}
+	switch {
+	case limit > 0:
+		b.Width = int(math.Round(min(spent/limit, 1) * 400))
+	case spent > 0:
+		b.Width = 400
+	}
+	return b
+}
+
+func (d *Dashboard) moneyPage(w http.ResponseWriter, r *http.Request, v *view) {
+	ctx := r.Context()
+	guard, err := d.client.SpendGuard(ctx)
+	if err != nil {
+		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
+		return
+	}
+	data := &moneyData{Guard: guard, Bars: []spendBar{
+		barOf("Today", guard.SpentDay, guard.Limits.DailyUSD),
+		barOf("This month", guard.SpentMonth, guard.Limits.MonthlyUSD),
+	}}
+	running, err := d.client.List(ctx, &errand.ListParams{Statuses: []store.Status{store.StatusRunning}, Limit: 200})
+	if err != nil {
+		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
+		return
+	}
+	data.Running = running.Tasks
+	slices.SortStableFunc(data.Running, func(a, b *errand.Task) int { return cmp.Compare(taskCost(b), taskCost(a)) })
+
+	latest, err := d.client.List(ctx, &errand.ListParams{Limit: moneyLooked})
+	if err != nil {
+		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
+		return
+	}
+	data.Looked = len(latest.Tasks)
+	agents := map[string]*agentSpend{}
+	for _, t := range latest.Tasks {
+		c := taskCost(t)
+		if c <= 0 {
+			continue
+		}
+		data.TopTasks = append(data.TopTasks, t)
+		a := agents[t.Agent]
+		if a == nil {
+			a = &agentSpend{Agent: t.Agent}
+			agents[t.Agent] = a
+		}
+		a.Tasks++
+		a.Spent += c
+	}
+	slices.SortStableFunc(data.TopTasks, func(a, b *errand.Task) int { return cmp.Compare(taskCost(b), taskCost(a)) })
+	data.TopTasks = data.TopTasks[:min(len(data.TopTasks), 10)]
+	for _, a := range agents {
+		data.TopAgents = append(data.TopAgents, *a)
+	}
+	slices.SortFunc(data.TopAgents, func(a, b agentSpend) int {
+		return cmp.Or(cmp.Compare(b.Spent, a.Spent), strings.Compare(a.Agent, b.Agent))
+	})
+	v.Title, v.Data = "Money", data
+	d.render(w, r, http.StatusOK, "money", v)
 }
