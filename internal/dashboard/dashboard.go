@@ -133,6 +133,8 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("GET /queue", d.page(d.queuePage))
 	d.mux.Handle("GET /health", d.page(d.healthPage))
 	d.mux.Handle("GET /money", d.page(d.moneyPage))
+	d.mux.Handle("GET /schedules", d.page(d.schedulesPage))
+	d.mux.Handle("POST /schedules/{id}/{action}", d.change(d.scheduleAct))
 	d.mux.Handle("/", d.page(func(w http.ResponseWriter, r *http.Request, v *view) {
 		d.fail(w, r, v, http.StatusNotFound, "No such page.")
 	}))

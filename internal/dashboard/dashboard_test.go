@@ -439,3 +439,43 @@ func TestSpendBarWidths(t *testing.T) {
 		require.Equal(t, c.width, barOf("x", c.spent, c.limit).Width, "%v of %v", c.spent, c.limit)
 	}
 }
+
+func TestSchedulesCanBeDisabledEnabledAndRunNow(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	sch, err := h.client.CreateSchedule(t.Context(), &errand.ScheduleParams{
+		Name: "nightly-tidy", Kind: "cron", Spec: "0 3 * * *", Task: json.RawMessage(`{"goal":"tidy up"}`)})
+	require.NoError(t, err)
+
+	resp, page := get(t, b, h.srv.URL+"/schedules")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, "nightly-tidy")
+	require.Contains(t, page, "0 3 * * *")
+	token := csrfOf(t, page)
+
+	resp, _ = post(t, b, h.srv.URL+"/schedules/"+sch.ID+"/disable", url.Values{"csrf": {token}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	got, err := h.client.Schedule(t.Context(), sch.ID)
+	require.NoError(t, err)
+	require.False(t, got.Enabled)
+	resp, _ = post(t, b, h.srv.URL+"/schedules/"+sch.ID+"/enable", url.Values{"csrf": {token}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	got, err = h.client.Schedule(t.Context(), sch.ID)
+	require.NoError(t, err)
+	require.True(t, got.Enabled)
+
+	resp, _ = post(t, b, h.srv.URL+"/schedules/"+sch.ID+"/run", url.Values{"csrf": {token}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	taskID := strings.TrimPrefix(resp.Header.Get("Location"), "/tasks/")
+	task, err := h.client.Get(t.Context(), taskID)
+	require.NoError(t, err)
+	require.Equal(t, "tidy up", task.Goal)
+
+	resp, _ = post(t, b, h.srv.URL+"/schedules/sch_nope/run", url.Values{"csrf": {token}})
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	resp, _ = post(t, b, h.srv.URL+"/schedules/"+sch.ID+"/explode", url.Values{"csrf": {token}})
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	resp, _ = post(t, b, h.srv.URL+"/schedules/"+sch.ID+"/disable", url.Values{})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no CSRF token")
+}

@@ -54,7 +54,7 @@ func FuzzPages(f *testing.F) {
 	sess, cookie := d.sessions.issue()
 	csrf := d.sessions.csrf(sess)
 	for _, seed := range []string{"/", "/?status=running&agent=a&session=s", "/?cursor=zz", "/tasks/" + task.ID, "/tasks/rows?status=%ff",
-		"/tasks/" + task.ID + "/live", "/queue", "/health", "/money", "/tasks/nope", "/static/app.css", "/../etc/passwd"} {
+		"/tasks/" + task.ID + "/live", "/queue", "/health", "/money", "/schedules", "/tasks/nope", "/static/app.css", "/../etc/passwd"} {
 		f.Add("GET", seed, "")
 	}
 	f.Add("POST", "/tasks/"+task.ID+"/answer", "answer=%00%ff")

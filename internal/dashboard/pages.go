@@ -25,9 +25,10 @@ var pageTemplates = map[string]string{
 	"error": "error.html",
 	"tasks": "tasks.html", "rows": "tasks.html",
 	"task": "task.html", "task-live": "task.html",
-	"queue":  "queue.html",
-	"money":  "money.html",
-	"health": "health.html",
+	"queue":     "queue.html",
+	"money":     "money.html",
+	"schedules": "schedules.html",
+	"health":    "health.html",
 }
 
 func (d *Dashboard) parseTemplates() error {
@@ -531,4 +532,37 @@ func (d *Dashboard) moneyPage(w http.ResponseWriter, r *http.Request, v *view) {
 	})
 	v.Title, v.Data = "Money", data
 	d.render(w, r, http.StatusOK, "money", v)
+}
+
+func (d *Dashboard) schedulesPage(w http.ResponseWriter, r *http.Request, v *view) {
+	schedules, err := d.client.Schedules(r.Context())
+	if err != nil {
+		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
+		return
+	}
+	v.Title, v.Data = "Schedules", schedules
+	d.render(w, r, http.StatusOK, "schedules", v)
+}
+
+// scheduleAct enables, disables or runs a schedule now.
+func (d *Dashboard) scheduleAct(w http.ResponseWriter, r *http.Request, v *view) {
+	ctx, id := r.Context(), r.PathValue("id")
+	switch action := r.PathValue("action"); action {
+	case "enable", "disable":
+		enabled := action == "enable"
+		if _, err := d.client.UpdateSchedule(ctx, id, &errand.SchedulePatch{Enabled: &enabled}); err != nil {
+			d.fail(w, r, v, actionStatus(err), err.Error())
+			return
+		}
+		http.Redirect(w, r, "/schedules", http.StatusSeeOther)
+	case "run":
+		task, err := d.client.RunSchedule(ctx, id)
+		if err != nil {
+			d.fail(w, r, v, actionStatus(err), err.Error())
+			return
+		}
+		http.Redirect(w, r, "/tasks/"+task.ID, http.StatusSeeOther)
+	default:
+		d.fail(w, r, v, http.StatusNotFound, "No such action.")
+	}
 }
