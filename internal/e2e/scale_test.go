@@ -125,11 +125,22 @@ agents:
 		require.Equal(t, "task.completed", how, "task %s", id)
 	}
 	require.NotEmpty(t, orphans, "the victim was running tasks when it died")
+	// A task the victim was running as far as the stream had read at the
+	// kill either ran again elsewhere, within the lease TTL and a second,
+	// or had its finish committed by the victim just before it died (the
+	// stream had not reached that event yet): it then ended with no
+	// claim after the kill, which every task ending (checked above)
+	// rules out for a lost lease.
+	resumed := 0
 	for id := range orphans {
 		at := resumedAt[id]
-		require.False(t, at.IsZero(), "task %s, running on the killed daemon, never ran again", id)
+		if at.IsZero() {
+			continue
+		}
+		resumed++
 		require.LessOrEqual(t, at.Sub(killedAt), leaseTTL+time.Second, "task %s ran again %s after the kill", id, at.Sub(killedAt))
 	}
+	require.Positive(t, resumed, "no task of the victim's ran again (of %d it was running)", len(orphans))
 
 	data, err := os.ReadFile(stepLog)
 	require.NoError(t, err)
