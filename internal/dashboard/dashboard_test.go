@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -334,7 +335,9 @@ func TestLiveStreamSaysChanged(t *testing.T) {
 	require.NoError(t, err)
 	_, err = h.client.Resume(t.Context(), mine.ID, false)
 	require.NoError(t, err)
-	require.NoError(t, h.clock.WaitForTimers(t.Context(), 2)) // the throttle started
+	waitCtx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, h.clock.WaitForTimers(waitCtx, 2)) // the throttle started
 	h.clock.Advance(liveThrottle)
 	select {
 	case got := <-lines:
@@ -478,4 +481,40 @@ func TestSchedulesCanBeDisabledEnabledAndRunNow(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 	resp, _ = post(t, b, h.srv.URL+"/schedules/"+sch.ID+"/disable", url.Values{})
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no CSRF token")
+}
+
+// What was written between a page's read and its stream's connection is
+// announced too: the page says how far it read.
+func TestLiveStreamAnnouncesWhatCameBeforeItConnected(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	task, err := h.client.Submit(t.Context(), &errand.SubmitParams{Goal: "watched"})
+	require.NoError(t, err)
+	_, page := get(t, b, h.srv.URL+"/tasks/"+task.ID)
+	read, err := h.client.LastEventID(t.Context())
+	require.NoError(t, err)
+	require.Contains(t, page, fmt.Sprintf("/live?task=%s&amp;after=%d", task.ID, read))
+	_, err = h.client.Pause(t.Context(), task.ID, false) // after the read, before the stream
+	require.NoError(t, err)
+
+	resp, _ := get(t, b, h.srv.URL+"/live?task="+task.ID+"&after=-1")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, fmt.Sprintf("%s/live?task=%s&after=%d", h.srv.URL, task.ID, read), nil)
+	require.NoError(t, err)
+	resp, err = b.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	waitCtx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, h.clock.WaitForTimers(waitCtx, 2), "the pause written before the stream connected started no throttle") // and the keep-alive
+	h.clock.Advance(liveThrottle)
+	buf := make([]byte, 256)
+	var got string
+	for !strings.Contains(got, "event: changed") {
+		n, err := resp.Body.Read(buf)
+		require.NoError(t, err)
+		got += string(buf[:n])
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -62,6 +63,9 @@ type tasksData struct {
 	Tasks                  []*errand.Task
 	Next                   string
 	Query                  string // the filters as a query string, for the live refresh
+	// After is the journal's last event id when the page was read: the
+	// live refresh announces anything written after it.
+	After int64
 }
 
 // pageSize is how many tasks a list page shows.
@@ -75,6 +79,11 @@ func (d *Dashboard) listTasks(r *http.Request) (*tasksData, error) {
 			return nil, errors.New("a filter is not valid text")
 		}
 	}
+	after, err := d.client.LastEventID(r.Context()) // before the read: later writes get higher ids
+	if err != nil {
+		return nil, err
+	}
+	data.After = after
 	p := &errand.ListParams{Agent: data.Agent, SessionID: data.Session, Cursor: q.Get("cursor"), Limit: pageSize}
 	if data.Status != "" {
 		st := store.Status(data.Status)
@@ -117,6 +126,7 @@ func (d *Dashboard) taskRows(w http.ResponseWriter, r *http.Request, v *view) {
 
 // taskData is the task page.
 type taskData struct {
+	After    int64 // see tasksData.After
 	Task     *errand.Task
 	Steps    []*errand.Step
 	Events   []*errand.Event
@@ -126,6 +136,10 @@ type taskData struct {
 
 func (d *Dashboard) loadTask(r *http.Request) (*taskData, int, error) {
 	id := r.PathValue("id")
+	after, err := d.client.LastEventID(r.Context()) // before the read: later writes get higher ids
+	if err != nil {
+		return nil, http.StatusInternalServerError, err
+	}
 	t, err := d.client.Get(r.Context(), id)
 	if errors.Is(err, errand.ErrNotFound) {
 		return nil, http.StatusNotFound, fmt.Errorf("There is no task %s.", id)
@@ -133,7 +147,7 @@ func (d *Dashboard) loadTask(r *http.Request) (*taskData, int, error) {
 	if err != nil {
 		return nil, http.StatusInternalServerError, err
 	}
-	return &taskData{Task: t}, http.StatusOK, nil
+	return &taskData{After: after, Task: t}, http.StatusOK, nil
 }
 
 func (d *Dashboard) taskPage(w http.ResponseWriter, r *http.Request, v *view) {
@@ -234,7 +248,19 @@ func (d *Dashboard) live(w http.ResponseWriter, r *http.Request, _ *view) {
 		http.Error(w, "bad task id", http.StatusBadRequest)
 		return
 	}
-	after, err := d.client.LastEventID(ctx)
+	// The page says how far into the journal it was read, so nothing
+	// written between its render and this connection goes unannounced.
+	var after int64
+	var err error
+	if a := r.URL.Query().Get("after"); a != "" {
+		after, err = strconv.ParseInt(a, 10, 64)
+		if err != nil || after < 0 {
+			http.Error(w, "bad after: want a journal event id", http.StatusBadRequest)
+			return
+		}
+	} else {
+		after, err = d.client.LastEventID(ctx)
+	}
 	if err == nil {
 		var sub *errand.Subscription
 		if sub, err = d.client.Subscribe(ctx, errand.EventFilter{TaskID: taskID}, after); err == nil {

@@ -1,0 +1,147 @@
+package dashboard
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/store"
+)
+
+// Sizes of the benchmark's store: the dashboard must stay fast with this
+// much history.
+const (
+	benchTasks        = 100_000
+	benchStepsPerTask = 10
+)
+
+// benchStore opens a SQLite store holding benchTasks tasks and
+// benchTasks×benchStepsPerTask steps, made once (by import) and kept in
+// the temporary directory for the next run.
+func benchStore(b *testing.B) (*errand.Client, string) {
+	b.Helper()
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("errand-dashboard-bench-v2-%d-%d.db", benchTasks, benchStepsPerTask))
+	if _, err := os.Stat(path); err != nil {
+		tmp := path + ".building"
+		_ = os.Remove(tmp)
+		client, err := errand.Open(context.Background(), "sqlite://"+tmp, &errand.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, w := io.Pipe()
+		go func() { w.CloseWithError(writeBenchExport(w)) }()
+		if _, err := client.Import(context.Background(), r); err != nil {
+			b.Fatal(err)
+		}
+		if err := client.Close(); err != nil {
+			b.Fatal(err)
+		}
+		for _, suffix := range []string{"-wal", "-shm"} {
+			_ = os.Remove(tmp + suffix)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			b.Fatal(err)
+		}
+	}
+	client, err := errand.Open(context.Background(), "sqlite://"+path, &errand.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = client.Close() })
+	return client, benchTaskID(benchTasks / 2)
+}
+
+// benchTaskID is the id of the benchmark's task i (digits are base32
+// digits too).
+func benchTaskID(i int) string { return fmt.Sprintf("tsk_%026d", i) }
+
+// writeBenchExport writes the benchmark's tasks and steps as an export.
+func writeBenchExport(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	enc := json.NewEncoder(bw)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	statuses := []store.Status{store.StatusCompleted, store.StatusCompleted, store.StatusCompleted, store.StatusFailed,
+		store.StatusCancelled, store.StatusPending, store.StatusRunning, store.StatusInputRequired}
+	for i := range benchTasks {
+		at := start.Add(time.Duration(i) * time.Minute)
+		id := benchTaskID(i)
+		st := statuses[i%len(statuses)]
+		task := &store.Task{
+			ID: id, RunID: fmt.Sprintf("run_%026d", i), Agent: []string{"default", "research", "writer"}[i%3],
+			SessionID: fmt.Sprintf("s%d", i%50), Title: fmt.Sprintf("Task %d", i), Goal: fmt.Sprintf("Look into thing %d and report", i),
+			Input: json.RawMessage(`{}`), Metadata: json.RawMessage(`{}`), Tags: []string{}, DependsOn: []string{},
+			Priority: 5, Status: st, Attempt: 1, MaxAttempts: 3, RunAt: at, CreatedAt: at, UpdatedAt: at.Add(time.Minute),
+			Progress: &store.Progress{CurrentStep: 5, TotalSteps: 10, Percentage: 50, Label: "halfway"},
+			Consumed: &store.Consumed{Tokens: 12_000, CostUSD: 0.012 * float64(i%17), ToolCalls: 4},
+		}
+		switch {
+		case st.Terminal():
+			task.StartedAt, task.FinishedAt = at, at.Add(time.Minute)
+		case st == store.StatusRunning:
+			task.StartedAt, task.LeaseOwner, task.LeaseExpiresAt, task.LeaseToken = at, "bench:1:x", at.Add(time.Hour), 1
+		}
+		if st == store.StatusFailed {
+			task.Error = &store.TaskError{Code: []string{"upstream_down", "timeout", "bad_result"}[i%3], Message: "it broke"}
+		}
+		if err := enc.Encode(map[string]any{"kind": "task", "data": &store.TaskRecord{Task: task}}); err != nil {
+			return err
+		}
+		for n := range benchStepsPerTask {
+			step := &store.Step{
+				TaskID: id, StepNo: n + 1, Type: "llm_call", Status: "completed", IdempotencyKey: fmt.Sprintf("%s:%d:0", id, n+1),
+				Input: json.RawMessage(`{"prompt":"step"}`), Output: json.RawMessage(`{"text":"done"}`),
+				TokensIn: 1000, TokensOut: 200, CostUSD: 0.0012, DurationMS: 900, CreatedAt: at, UpdatedAt: at,
+			}
+			if err := enc.Encode(map[string]any{"kind": "step", "data": step}); err != nil {
+				return err
+			}
+		}
+	}
+	return bw.Flush()
+}
+
+// BenchmarkPages renders each page with 100,000 tasks and 1,000,000 steps
+// in the store. The target is under 200 ms a page (server time).
+//
+//	go test -run '^$' -bench Pages -benchtime 20x ./internal/dashboard/
+func BenchmarkPages(b *testing.B) {
+	client, taskID := benchStore(b)
+	d, err := New(Config{Client: client, Token: testToken})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, cookie := d.sessions.issue()
+	for _, page := range []struct{ name, path string }{
+		{"tasks", "/"},
+		{"tasks_failed", "/?status=failed"},
+		{"tasks_agent_session", "/?agent=writer&session=s7"},
+		{"tasks_deep_page", "/?cursor=" + benchTaskID(500)},
+		{"task", "/tasks/" + taskID},
+		{"task_live", "/tasks/" + taskID + "/live"},
+		{"queue", "/queue"},
+		{"money", "/money"},
+		{"schedules", "/schedules"},
+		{"health", "/health"},
+	} {
+		b.Run(page.name, func(b *testing.B) {
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodGet, page.path, nil)
+				req.AddCookie(&http.Cookie{Name: sessionCookie, Value: cookie})
+				rec := httptest.NewRecorder()
+				d.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					b.Fatalf("%s: %d %s", page.path, rec.Code, rec.Body.String())
+				}
+			}
+		})
+	}
+}
