@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -120,11 +121,20 @@ func BenchmarkPages(b *testing.B) {
 		b.Fatal(err)
 	}
 	_, cookie := d.sessions.issue()
+	// A cursor half-way down the list.
+	var deep string
+	for range benchTasks / 2 / 1000 {
+		page, err := client.List(context.Background(), &errand.ListParams{Cursor: deep, Limit: 1000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		deep = page.NextCursor
+	}
 	for _, page := range []struct{ name, path string }{
 		{"tasks", "/"},
 		{"tasks_failed", "/?status=failed"},
 		{"tasks_agent_session", "/?agent=writer&session=s7"},
-		{"tasks_deep_page", "/?cursor=" + benchTaskID(500)},
+		{"tasks_50000_deep", "/?cursor=" + url.QueryEscape(deep)},
 		{"task", "/tasks/" + taskID},
 		{"task_live", "/tasks/" + taskID + "/live"},
 		{"queue", "/queue"},
