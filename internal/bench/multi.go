@@ -59,37 +59,21 @@ func runProcesses(ctx context.Context, opts Options, dsn string, report *Report)
 		defer w.stop()
 		ws[i] = w
 	}
-	for range ws {
-		if _, err := awaitLine(ctx, msgs, lineReady); err != nil {
+	tl := &tally{msgs: msgs, finished: make([]int64, len(ws))}
+	for tl.ready < len(ws) {
+		if err := tl.next(ctx); err != nil {
 			return err
 		}
 	}
 
 	// Drain: from "go" until the workers' finishes add up to the backlog.
-	finished := make([]int64, len(ws))
-	total := func() (n int64) {
-		for _, f := range finished {
-			n += f
-		}
-		return n
-	}
-	waitFinished := func(n int64) error {
-		for total() < n {
-			m, err := awaitLine(ctx, msgs, lineFinished)
-			if err != nil {
-				return err
-			}
-			finished[m.worker] = m.value
-		}
-		return nil
-	}
 	begin = time.Now()
 	for _, w := range ws {
 		if err := w.send("go"); err != nil {
 			return err
 		}
 	}
-	if err := waitFinished(int64(opts.Tasks)); err != nil {
+	if err := tl.awaitFinished(ctx, int64(opts.Tasks)); err != nil {
 		return err
 	}
 	report.E2EPerS = math.Round(float64(opts.Tasks) / time.Since(begin).Seconds())
@@ -102,12 +86,14 @@ func runProcesses(ctx context.Context, opts Options, dsn string, report *Report)
 		if _, err := client.Submit(ctx, &errand.SubmitParams{Goal: pingGoal}); err != nil {
 			return fmt.Errorf("bench submit: %w", err)
 		}
-		m, err := awaitLine(ctx, msgs, lineStarted)
-		if err != nil {
-			return err
+		for len(tl.started) == 0 {
+			if err := tl.next(ctx); err != nil {
+				return err
+			}
 		}
-		latencies = append(latencies, time.Unix(0, m.value).Sub(sent))
-		if err := waitFinished(int64(opts.Tasks + i + 1)); err != nil {
+		latencies = append(latencies, time.Unix(0, tl.started[0]).Sub(sent))
+		tl.started = tl.started[1:]
+		if err := tl.awaitFinished(ctx, int64(opts.Tasks+i+1)); err != nil {
 			return err
 		}
 	}
@@ -130,23 +116,51 @@ type workerLine struct {
 	err    error // the worker's output ended
 }
 
-// awaitLine returns the next line of kind; lines of other kinds are
-// dropped (finished counts come again).
-func awaitLine(ctx context.Context, msgs <-chan workerLine, kind string) (workerLine, error) {
+// tally is what the workers have said so far. Every line counts
+// whatever the parent waits for: a worker's lines may come in any order
+// (a finish count can overtake the start it follows), and a count
+// dropped would never come again.
+type tally struct {
+	msgs     <-chan workerLine
+	ready    int
+	finished []int64 // each worker's latest count
+	started  []int64 // start times not yet taken, unix ns
+}
+
+// next reads one line and records it.
+func (tl *tally) next(ctx context.Context) error {
+	select {
+	case m := <-tl.msgs:
+		if m.err != nil {
+			return m.err
+		}
+		switch m.kind {
+		case lineReady:
+			tl.ready++
+		case lineFinished:
+			tl.finished[m.worker] = max(tl.finished[m.worker], m.value)
+		case lineStarted:
+			tl.started = append(tl.started, m.value)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// awaitFinished reads lines until the workers have finished n tasks in
+// all.
+func (tl *tally) awaitFinished(ctx context.Context, n int64) error {
 	for {
-		select {
-		case m := <-msgs:
-			if m.err != nil {
-				return m, m.err
-			}
-			if m.kind == kind {
-				return m, nil
-			}
-			if m.kind == lineStarted && kind == lineFinished {
-				continue
-			}
-		case <-ctx.Done():
-			return workerLine{}, ctx.Err()
+		var total int64
+		for _, f := range tl.finished {
+			total += f
+		}
+		if total >= n {
+			return nil
+		}
+		if err := tl.next(ctx); err != nil {
+			return err
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -44,7 +45,9 @@ func workerMain(args []string) int {
 func TestProcessesShareTheQueue(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	t.Setenv(workerEnv, "1")
-	report, err := Run(t.Context(), Options{
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	report, err := Run(ctx, Options{
 		Store: dsn, Processes: 2, Workers: 3, Tasks: 300, LatencySamples: 10,
 		Command: []string{os.Args[0]},
 	})
