@@ -172,65 +172,28 @@ func (s *Store) finishOne(ctx context.Context, tx *txn, ends *leaseEnds, p *stor
 	if ls == nil {
 		return store.ErrNotFound
 	}
-	// Token 0 was never a lease: only a claim hands one out.
-	if ls.token != p.Lease.Token || p.Lease.Token == 0 {
-		return store.ErrLeaseLost
-	}
-	if ls.status != store.StatusRunning {
-		return nil // this lease already finished the task: a retried write
-	}
-
-	to, taskErr, result := p.Status, p.Error, p.Result
-	if ls.cancelRequested && to != store.StatusCompleted {
-		to, taskErr, result = store.StatusCancelled, store.CancelError(ls.cancelReason), nil
-	}
-	if to == store.StatusWaitingSubtasks {
-		// The task is locked, and a child that ends locks its parent
-		// before it looks at it: a child ending now either counts here
-		// as ended or finds the task waiting.
-		open, err := s.openChildren(ctx, tx, p.Lease.TaskID)
-		if err != nil {
-			return err
-		}
-		if open == 0 {
-			to = store.StatusPending // nothing to wait for: straight back to the queue
-		}
-	}
-	// A pause takes the place of any outcome but an end: resume restores
-	// the status the task would have had.
-	effective := to
-	if ls.pauseRequested && !to.Terminal() {
-		to = store.StatusPaused
-	}
-	if err := store.CheckTransition(p.Lease.TaskID, store.StatusRunning, to); err != nil {
+	// The task is locked, and a child that ends locks its parent before it
+	// looks at it: a child ending now either counts as ended or finds the
+	// task waiting.
+	plan, err := store.PlanFinish(p, store.FinishLease{Status: ls.status, Token: ls.token,
+		CancelRequested: ls.cancelRequested, CancelReason: ls.cancelReason, PauseRequested: ls.pauseRequested},
+		at, func() (int, error) { return s.openChildren(ctx, tx, p.Lease.TaskID) })
+	if err != nil || plan.Done {
 		return err
 	}
-
+	to, effective, taskErr, result, released := plan.To, plan.Effective, plan.Error, plan.Result, plan.Released
 	var (
 		errCode, errMessage *string
-		runAt, finished     *time.Time
-		released            int
+		finished            *time.Time
 	)
 	if taskErr != nil {
 		errCode, errMessage = nullString(taskErr.Code), nullString(taskErr.Message)
 	}
-	switch {
-	case effective.Terminal():
+	runAt := toNull(plan.RunAt)
+	if plan.Finished {
 		finished = toNull(at)
-	case effective == store.StatusRetryScheduled:
-		runAt = toNull(p.RunAt)
-		if runAt == nil {
-			runAt = toNull(at)
-		}
-	case effective == store.StatusPending:
-		runAt, released = toNull(at), 1
-	case effective == store.StatusWaitingSubtasks, effective == store.StatusInputRequired:
-		released = 1 // waiting is not a failed attempt
 	}
 	if effective == store.StatusInputRequired {
-		if p.Ask == nil || p.Ask.ID == "" || p.Ask.Question == "" {
-			return errors.New("input_required needs a question with an id")
-		}
 		_, err := tx.Exec(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, created_at, expires_at, default_answer)
 			VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7)`, p.Ask.ID, p.Lease.TaskID, p.Ask.Question, nullJSON(p.Ask.Context), at,
 			toNull(p.Ask.ExpiresAt), p.Ask.DefaultAnswer)

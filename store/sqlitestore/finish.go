@@ -78,62 +78,25 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 	if err != nil {
 		return err
 	}
-	// Token 0 was never a lease: only a claim hands one out.
-	if ls.token != p.Lease.Token || p.Lease.Token == 0 {
-		return store.ErrLeaseLost
-	}
-	if ls.status != store.StatusRunning {
-		return nil // this lease already finished the task: a retried write
-	}
-
-	to, taskErr, result := p.Status, p.Error, p.Result
-	if ls.cancelRequested && to != store.StatusCompleted {
-		to, taskErr, result = store.StatusCancelled, store.CancelError(ls.cancelReason), nil
-	}
-	if to == store.StatusWaitingSubtasks {
-		open, err := s.openChildren(ctx, tx, p.Lease.TaskID)
-		if err != nil {
-			return err
-		}
-		if open == 0 {
-			to = store.StatusPending // nothing to wait for: straight back to the queue
-		}
-	}
-	// A pause takes the place of any outcome but an end: resume restores
-	// the status the task would have had.
-	effective := to
-	if ls.pauseRequested && !to.Terminal() {
-		to = store.StatusPaused
-	}
-	if err := store.CheckTransition(p.Lease.TaskID, store.StatusRunning, to); err != nil {
+	plan, err := store.PlanFinish(p, store.FinishLease{Status: ls.status, Token: ls.token,
+		CancelRequested: ls.cancelRequested, CancelReason: ls.cancelReason, PauseRequested: ls.pauseRequested},
+		at, func() (int, error) { return s.openChildren(ctx, tx, p.Lease.TaskID) })
+	if err != nil || plan.Done {
 		return err
 	}
-
+	to, effective, taskErr, result, released := plan.To, plan.Effective, plan.Error, plan.Result, plan.Released
 	var (
 		errCode, errMessage sql.NullString
-		runAt, finished     sql.NullInt64
-		released            int
+		finished            sql.NullInt64
 	)
 	if taskErr != nil {
 		errCode, errMessage = nullString(taskErr.Code), nullString(taskErr.Message)
 	}
-	switch {
-	case effective.Terminal():
+	runAt := toNullMicros(plan.RunAt)
+	if plan.Finished {
 		finished = toNullMicros(at)
-	case effective == store.StatusRetryScheduled:
-		runAt = toNullMicros(p.RunAt)
-		if !runAt.Valid {
-			runAt = toNullMicros(at)
-		}
-	case effective == store.StatusPending:
-		runAt, released = toNullMicros(at), 1
-	case effective == store.StatusWaitingSubtasks, effective == store.StatusInputRequired:
-		released = 1 // waiting is not a failed attempt
 	}
 	if effective == store.StatusInputRequired {
-		if p.Ask == nil || p.Ask.ID == "" || p.Ask.Question == "" {
-			return errors.New("input_required needs a question with an id")
-		}
 		var def sql.NullString
 		if p.Ask.DefaultAnswer != nil {
 			def = sql.NullString{String: *p.Ask.DefaultAnswer, Valid: true}
