@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -399,9 +400,21 @@ type TaskListParams struct {
 	ParentID  string
 	RunID     string
 	Tag       string
-	Cursor    string // list tasks with id < Cursor
-	Limit     int    // ≥ 1
+	// Text lists tasks whose title or goal contains it (ignoring the case
+	// of ASCII letters at least), or whose id it is. It is matched
+	// literally: % and _ are not wildcards.
+	Text   string
+	Cursor string // list tasks with id < Cursor
+	Limit  int    // ≥ 1
 }
+
+// LikePattern is a LIKE pattern (escape character \) matching any text
+// that contains s.
+func LikePattern(s string) string {
+	return "%" + likeEscaper.Replace(s) + "%"
+}
+
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // TaskLeaseManyParams asks for up to Limit tasks.
 type TaskLeaseManyParams struct {

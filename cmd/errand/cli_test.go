@@ -165,9 +165,12 @@ func TestTasksTable(t *testing.T) {
 	require.NoError(t, r.err)
 	r = cli(t, testEnv(nil), f.args("tasks", "--status", "failed,cancelled")...)
 	require.NoError(t, r.err)
+	r = cli(t, testEnv(nil), f.args("tasks", "--search", "REST api")...)
+	require.NoError(t, r.err)
 	reqs = f.requests("/api/tasks")
 	require.Equal(t, "limit=5", reqs[1].Query)
 	require.Equal(t, "limit=50&status=failed%2Ccancelled", reqs[2].Query)
+	require.Equal(t, "limit=50&q=REST+api", reqs[3].Query, "a search looks at finished tasks too")
 
 	r = cli(t, testEnv(nil), f.args("tasks", "--status", "done")...)
 	require.Error(t, r.err)

@@ -26,12 +26,14 @@ func (a *app) newTasksCmd() *cobra.Command {
 		statuses []string
 		all      bool
 		limit    int
+		search   string
 	)
 	cmd := &cobra.Command{
 		Use:   "tasks",
 		Short: "List tasks, or act on one (see the subcommands)",
 		Long: `tasks lists tasks, newest first: the unfinished ones, or with --all every
-task, or those in the --status given. PROGRESS is a bar for a task that
+task, or those in the --status given; --search keeps those whose title or
+goal holds the text. PROGRESS is a bar for a task that
 reports progress, "waiting" for one that waits (blocked, waiting_subtasks,
 input_required, paused), "-" otherwise.`,
 		Args: cobra.NoArgs,
@@ -44,8 +46,8 @@ input_required, paused), "-" otherwise.`,
 			if limit < 1 {
 				return fmt.Errorf("--limit %d: must be at least 1", limit)
 			}
-			p := &apiclient.ListTasksParams{Status: statuses, Limit: limit}
-			if len(statuses) == 0 && !all {
+			p := &apiclient.ListTasksParams{Status: statuses, Text: search, Limit: limit}
+			if len(statuses) == 0 && !all && search == "" {
 				for _, s := range store.AllStatuses {
 					if !s.Terminal() {
 						p.Status = append(p.Status, string(s))
@@ -65,7 +67,10 @@ input_required, paused), "-" otherwise.`,
 			}
 			if len(list.Tasks) == 0 {
 				msg := "no tasks"
-				if len(statuses) == 0 && !all {
+				switch {
+				case search != "":
+					msg = "no tasks hold that text"
+				case len(statuses) == 0 && !all:
 					msg = "no unfinished tasks (--all shows finished ones)"
 				}
 				_, err := fmt.Fprintln(a.stdout, msg)
@@ -83,6 +88,7 @@ input_required, paused), "-" otherwise.`,
 	f := cmd.Flags()
 	f.StringSliceVar(&statuses, "status", nil, "only tasks in this status (repeat, or separate with commas)")
 	f.BoolVar(&all, "all", false, "include finished tasks")
+	f.StringVar(&search, "search", "", "only tasks whose title or goal holds this text (finished ones too)")
 	f.IntVar(&limit, "limit", DefaultListLimit, "most tasks to show")
 	cmd.AddCommand(
 		a.newTasksShowCmd(),

@@ -88,6 +88,7 @@ type ListTasksParams struct {
 	Session string
 	Parent  string
 	Agent   string
+	Text    string // in the title or goal, or the id (q)
 	Limit   int
 	Cursor  string
 }
@@ -108,6 +109,7 @@ func (c *Client) ListTasks(ctx context.Context, p *ListTasksParams) (*api.TaskLi
 		setIf(q, "session", p.Session)
 		setIf(q, "parent", p.Parent)
 		setIf(q, "agent", p.Agent)
+		setIf(q, "q", p.Text)
 		setInt(q, "limit", p.Limit)
 		setIf(q, "cursor", p.Cursor)
 	}

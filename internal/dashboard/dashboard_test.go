@@ -268,7 +268,7 @@ func TestFiltersAreChecked(t *testing.T) {
 	h := setup(t)
 	b := h.browser(t)
 	h.login(t, b)
-	for _, q := range []string{"status=sleeping", "agent=%FF", "cursor=%FE"} {
+	for _, q := range []string{"status=sleeping", "agent=%FF", "cursor=%FE", "q=a%00b", "q=%FF"} {
 		resp, _ := get(t, b, h.srv.URL+"/?"+q)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, q)
 	}
@@ -278,6 +278,16 @@ func TestFiltersAreChecked(t *testing.T) {
 	require.Contains(t, body, "listed")
 	_, body = get(t, b, h.srv.URL+"/?session=s2")
 	require.Contains(t, body, "No tasks match these filters")
+
+	_, err = h.client.Submit(t.Context(), &errand.SubmitParams{Goal: "Compare 100% of the vendors", Title: "Vendor review"})
+	require.NoError(t, err)
+	_, body = get(t, b, h.srv.URL+"/?q=VENDOR")
+	require.Contains(t, body, "Vendor review")
+	require.NotContains(t, body, "listed")
+	_, body = get(t, b, h.srv.URL+"/tasks/rows?q=100%25")
+	require.Contains(t, body, "Vendor review", "the live refresh keeps the text filter")
+	_, body = get(t, b, h.srv.URL+"/?q=%25%25")
+	require.Contains(t, body, "No tasks match these filters", "%% is text, not a wildcard")
 }
 
 // The vendored client libraries are exactly the pinned releases.

@@ -60,6 +60,7 @@ func (d *Dashboard) parseTemplates() error {
 // cursor of the next.
 type tasksData struct {
 	Status, Agent, Session string
+	Text                   string // in the title or goal, or the id
 	Tasks                  []*errand.Task
 	Next                   string
 	Query                  string // the filters as a query string, for the live refresh
@@ -73,8 +74,8 @@ const pageSize = 50
 
 func (d *Dashboard) listTasks(r *http.Request) (*tasksData, error) {
 	q := r.URL.Query()
-	data := &tasksData{Status: q.Get("status"), Agent: q.Get("agent"), Session: q.Get("session")}
-	for _, s := range []string{data.Status, data.Agent, data.Session, q.Get("cursor")} {
+	data := &tasksData{Status: q.Get("status"), Agent: q.Get("agent"), Session: q.Get("session"), Text: strings.TrimSpace(q.Get("q"))}
+	for _, s := range []string{data.Status, data.Agent, data.Session, data.Text, q.Get("cursor")} {
 		if !utf8.ValidString(s) || len(s) > 200 {
 			return nil, errors.New("a filter is not valid text")
 		}
@@ -84,7 +85,7 @@ func (d *Dashboard) listTasks(r *http.Request) (*tasksData, error) {
 		return nil, err
 	}
 	data.After = after
-	p := &errand.ListParams{Agent: data.Agent, SessionID: data.Session, Cursor: q.Get("cursor"), Limit: pageSize}
+	p := &errand.ListParams{Agent: data.Agent, SessionID: data.Session, Text: data.Text, Cursor: q.Get("cursor"), Limit: pageSize}
 	if data.Status != "" {
 		st := store.Status(data.Status)
 		if !st.Valid() {

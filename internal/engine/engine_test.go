@@ -453,7 +453,13 @@ func TestListPages(t *testing.T) {
 	slices.Reverse(ids)
 	require.Equal(t, ids, got, "newest first, each once")
 
-	for _, bad := range []*ListParams{{Limit: -1}, {Limit: MaxListLimit + 1}, {Cursor: "%%%"}, {Cursor: "dGFzaw"}, {Statuses: []store.Status{"done"}}} {
+	page, err := b.engine.List(ctx, &ListParams{Text: "OTHER"})
+	require.NoError(t, err)
+	require.Len(t, page.Tasks, 1, "text filters")
+	require.Equal(t, "other session", page.Tasks[0].Goal)
+
+	for _, bad := range []*ListParams{{Limit: -1}, {Limit: MaxListLimit + 1}, {Cursor: "%%%"}, {Cursor: "dGFzaw"}, {Statuses: []store.Status{"done"}},
+		{Text: "a\x00b"}, {Text: "\xff"}, {Agent: "a\x1bb"}, {Text: strings.Repeat("a", MaxListTextBytes+1)}} {
 		_, err := b.engine.List(ctx, bad)
 		require.ErrorIs(t, err, ErrInvalid, "%+v", bad)
 	}

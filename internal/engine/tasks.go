@@ -35,11 +35,17 @@ type ListParams struct {
 	ParentID  string
 	RunID     string
 	Tag       string
+	// Text lists tasks whose title or goal contains it, ignoring case, or
+	// whose id it is; at most MaxListTextBytes.
+	Text string
 	// Cursor is the NextCursor of the previous page.
 	Cursor string
 	// Limit defaults to 50, at most 1000.
 	Limit int
 }
+
+// MaxListTextBytes bounds each text filter of a list.
+const MaxListTextBytes = 1000
 
 // ListResult is one page of tasks, newest first.
 type ListResult struct {
@@ -65,6 +71,17 @@ func (e *Engine) List(ctx context.Context, p *ListParams) (*ListResult, error) {
 			return nil, invalid("status", "unknown status %q", s)
 		}
 	}
+	for _, f := range []struct{ name, value string }{
+		{"agent", p.Agent}, {"session_id", p.SessionID}, {"parent_id", p.ParentID},
+		{"run_id", p.RunID}, {"tag", p.Tag}, {"text", p.Text},
+	} {
+		if len(f.value) > MaxListTextBytes {
+			return nil, invalid(f.name, "is %d bytes; the limit is %d", len(f.value), MaxListTextBytes)
+		}
+		if err := checkText(f.name, f.value); err != nil {
+			return nil, err
+		}
+	}
 	var after string
 	if p.Cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(p.Cursor)
@@ -76,7 +93,7 @@ func (e *Engine) List(ctx context.Context, p *ListParams) (*ListResult, error) {
 	// One extra row tells whether another page exists.
 	tasks, err := e.store.TaskList(ctx, &store.TaskListParams{
 		Statuses: p.Statuses, Agent: p.Agent, SessionID: p.SessionID, ParentID: p.ParentID,
-		RunID: p.RunID, Tag: p.Tag, Cursor: after, Limit: limit + 1,
+		RunID: p.RunID, Tag: p.Tag, Text: p.Text, Cursor: after, Limit: limit + 1,
 	})
 	if err != nil {
 		return nil, err

@@ -173,6 +173,8 @@ func FuzzAPI(f *testing.F) {
 		seed{route: 1, query: "status=pending,running&limit=2&cursor=abc"},
 		seed{route: 1, query: "session=%ff"},
 		seed{route: 1, query: "cursor=%27%3B--"},
+		seed{route: 1, query: "q=%25_%5C&status=pending"},
+		seed{route: 1, query: "q=a%00b"},
 		seed{route: 16, query: "session=alice;x"},
 		seed{route: 16, query: "all=maybe"},
 		seed{route: 17, body: `{"ids":["ntf_1"]}`},

@@ -94,6 +94,7 @@ func TestQueryStringsThatDoNotParseAreRefused(t *testing.T) {
 		{"/api/inbox?session=alice;x", "session"},
 		{"/api/tasks?agent=%zz", "agent"},
 		{"/api/tasks?session=%ff%fe", "session"},
+		{"/api/tasks?q=%ff", "q"},
 		{"/api/inputs?status=pending;", "status"},
 		{"/api/tasks/ready?limit=5;6", "limit"},
 		{"/api/events?after=0;1", "after"},
@@ -106,6 +107,17 @@ func TestQueryStringsThatDoNotParseAreRefused(t *testing.T) {
 	res, body := f.do("GET", "/api/tasks?agent=nobody%3Bx", "")
 	require.Equal(t, http.StatusOK, res.StatusCode, string(body))
 	require.JSONEq(t, `{"tasks":[],"next_cursor":""}`, string(body))
+
+	// q finds text in titles and goals, literally.
+	res, body = f.do("GET", "/api/tasks?q=MIN", "")
+	require.Equal(t, http.StatusOK, res.StatusCode, string(body))
+	require.Contains(t, string(body), `"goal":"mine"`)
+	res, body = f.do("GET", "/api/tasks?q=m%25", "")
+	require.Equal(t, http.StatusOK, res.StatusCode, string(body))
+	require.JSONEq(t, `{"tasks":[],"next_cursor":""}`, string(body))
+	res, body = f.do("GET", "/api/tasks?q=a%00b", "")
+	e := requireError(t, res, body, http.StatusBadRequest, api.CodeInvalid)
+	require.Equal(t, "text", e.Field)
 }
 
 func TestListingTheInboxChangesNothingAndAckMarksRead(t *testing.T) {

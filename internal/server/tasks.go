@@ -69,6 +69,7 @@ func listParams(q listQuery) (*errand.ListParams, error) {
 		ParentID:  q.Parent,
 		Agent:     q.Agent,
 		Tag:       q.Tag,
+		Text:      q.Q,
 		Cursor:    q.Cursor,
 	}
 	for _, st := range q.Status {
@@ -96,6 +97,7 @@ func listParams(q listQuery) (*errand.ListParams, error) {
 type listQuery struct {
 	Status                             []string
 	Session, Parent, Agent, Tag, Limit string
+	Q                                  string // text in the title or goal
 	Cursor                             string
 }
 
@@ -111,7 +113,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p, err := listParams(listQuery{
 		Status: q["status"], Session: q.Get("session"), Parent: q.Get("parent"), Agent: q.Get("agent"),
-		Tag: q.Get("tag"), Limit: q.Get("limit"), Cursor: q.Get("cursor"),
+		Tag: q.Get("tag"), Q: q.Get("q"), Limit: q.Get("limit"), Cursor: q.Get("cursor"),
 	})
 	if err != nil {
 		s.fail(w, r, err)

@@ -225,6 +225,7 @@ type wsListParams struct {
 	Parent  string   `json:"parent,omitempty"`
 	Agent   string   `json:"agent,omitempty"`
 	Tag     string   `json:"tag,omitempty"`
+	Q       string   `json:"q,omitempty"`
 	Limit   int      `json:"limit,omitempty"`
 	Cursor  string   `json:"cursor,omitempty"`
 }
@@ -297,7 +298,7 @@ func (ws *wsSession) call(ctx context.Context, method string, raw json.RawMessag
 		if err := params(&p); err != nil {
 			return nil, err
 		}
-		q := listQuery{Status: p.Status, Session: p.Session, Parent: p.Parent, Agent: p.Agent, Tag: p.Tag, Cursor: p.Cursor}
+		q := listQuery{Status: p.Status, Session: p.Session, Parent: p.Parent, Agent: p.Agent, Tag: p.Tag, Q: p.Q, Cursor: p.Cursor}
 		if p.Limit != 0 {
 			q.Limit = strconv.Itoa(p.Limit)
 		}

@@ -306,6 +306,10 @@ func (s *Store) TaskList(ctx context.Context, p *store.TaskListParams) ([]*store
 			where = append(where, f.column+` = `+arg(f.value))
 		}
 	}
+	if p.Text != "" {
+		pattern := arg(store.LikePattern(p.Text))
+		where = append(where, `(tasks.title ILIKE `+pattern+` OR tasks.goal ILIKE `+pattern+` OR tasks.id = `+arg(p.Text)+`)`)
+	}
 	if p.Cursor != "" {
 		where = append(where, `tasks.id < `+arg(p.Cursor))
 	}

@@ -341,6 +341,11 @@ func (s *Store) TaskList(ctx context.Context, p *store.TaskListParams) ([]*store
 			args = append(args, f.value)
 		}
 	}
+	if p.Text != "" {
+		where = append(where, `(tasks.title LIKE ? ESCAPE '\' OR tasks.goal LIKE ? ESCAPE '\' OR tasks.id = ?)`)
+		pattern := store.LikePattern(p.Text)
+		args = append(args, pattern, pattern, p.Text)
+	}
 	if p.Cursor != "" {
 		where = append(where, `tasks.id < ?`)
 		args = append(args, p.Cursor)
@@ -363,7 +368,7 @@ func (s *Store) TaskList(ctx context.Context, p *store.TaskListParams) ([]*store
 	return tasks, nil
 }
 
-// qualify prefixes each column with the tasks table, for joins.
+// placeholders is n comma-separated ? parameters.
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }

@@ -121,6 +121,41 @@ func testList(t *testing.T, newDatabase NewDatabaseFunc) {
 		}
 	})
 
+	t.Run("Text", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+
+		report := b.insert(t, store.TaskInsertParams{Title: "Quarterly report", Goal: "Summarise the sales figures"})
+		invoice := b.insert(t, store.TaskInsertParams{Title: "Invoices", Goal: "Chase the unpaid INVOICE from March"})
+		percent := b.insert(t, store.TaskInsertParams{Title: "Growth", Goal: "Explain the 50% rise in under_score"})
+		plain := b.insert(t, store.TaskInsertParams{Title: "Other", Goal: "Nothing to see"})
+
+		for _, tc := range []struct {
+			name, text string
+			want       []*store.Task
+		}{
+			{"InTitle", "quarterly", []*store.Task{report}},
+			{"InGoal", "sales fig", []*store.Task{report}},
+			{"IgnoresCase", "invoice", []*store.Task{invoice}},
+			{"TitleOrGoal", "ar", []*store.Task{report, invoice}},
+			{"PercentIsLiteral", "50%", []*store.Task{percent}},
+			{"PercentMatchesNoMore", "%", []*store.Task{percent}},
+			{"UnderscoreIsLiteral", "r_s", []*store.Task{percent}},
+			{"BackslashIsLiteral", `\`, nil},
+			{"NoMatch", "zebra", nil},
+			{"ID", plain.ID, []*store.Task{plain}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				got, err := b.store.TaskList(b.ctx, &store.TaskListParams{Text: tc.text, Limit: 100})
+				require.NoError(t, err)
+				require.Equal(t, sortedDesc(tc.want...), taskIDs(got))
+			})
+		}
+		got, err := b.store.TaskList(b.ctx, &store.TaskListParams{Text: "e", Cursor: percent.ID, Limit: 1})
+		require.NoError(t, err)
+		require.Equal(t, []string{invoice.ID}, taskIDs(got), "text with a cursor and a limit")
+	})
+
 	t.Run("CountByStatus", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
