@@ -382,6 +382,16 @@ func (c *Client) Blocked(ctx context.Context, limit int) ([]*BlockedTask, error)
 	return c.engine.Blocked(ctx, limit)
 }
 
+// DependencyGraph is the dependency graph around one task.
+type DependencyGraph = engine.DependencyGraph
+
+// DependencyGraph reads the tasks connected to taskID by dependencies of
+// any kind, in either direction, and the edges between them: at most
+// limit tasks, nearest first. An unknown task is ErrNotFound.
+func (c *Client) DependencyGraph(ctx context.Context, taskID string, limit int) (*DependencyGraph, error) {
+	return c.engine.DependencyGraph(ctx, taskID, limit)
+}
+
 // History returns a task's events in order, each with its actor: the
 // task's audit trail.
 func (c *Client) History(ctx context.Context, taskID string) ([]*Event, error) {

@@ -30,6 +30,9 @@ type InboxParams struct {
 	AfterID int64
 	// Limit caps the list: 0 means DefaultInboxLimit; at most 1000.
 	Limit int
+	// Newest lists the newest Limit notifications rather than the oldest,
+	// still oldest first.
+	Newest bool
 }
 
 // Inbox returns notifications, oldest first. Reading changes nothing: a
@@ -46,7 +49,7 @@ func (c *Client) Inbox(ctx context.Context, p *InboxParams) ([]*Notification, er
 		limit = DefaultInboxLimit
 	}
 	return c.store.NotificationList(ctx, &store.NotificationListParams{
-		SessionID: p.SessionID, Unread: p.Unread, AfterID: p.AfterID, Limit: limit,
+		SessionID: p.SessionID, Unread: p.Unread, AfterID: p.AfterID, Limit: limit, Newest: p.Newest,
 	})
 }
 

@@ -31,6 +31,9 @@ type NotificationListParams struct {
 	AfterID   int64     // only ids above it, to page
 	Since     time.Time // only notifications created at or after it
 	Limit     int       // ≥ 1
+	// Newest takes the newest Limit notifications rather than the
+	// oldest; they are still returned oldest first.
+	Newest bool
 }
 
 // NotificationAckParams marks notifications read: the ones IDs names, or

@@ -195,6 +195,10 @@ type Store interface {
 	// depend on).
 	DependencyList(ctx context.Context, taskIDs []string) ([]*Dependency, error)
 
+	// DependentList returns the edges into the given tasks (what depends
+	// on them), by blocker then dependent.
+	DependentList(ctx context.Context, taskIDs []string) ([]*Dependency, error)
+
 	// StepListByTask returns a task's steps by step number, then call index.
 	StepListByTask(ctx context.Context, params *StepListParams) ([]*Step, error)
 

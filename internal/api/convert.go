@@ -31,7 +31,7 @@ func FromTask(t *store.Task) *Task {
 		Priority:    t.Priority,
 		Status:      t.Status,
 		Progress:    t.Progress,
-		Plan:        planOf(t.Checkpoint),
+		Plan:        PlanOf(t.Checkpoint),
 		Result:      nullIfEmpty(t.Result),
 		Error:       t.Error,
 		Attempt:     t.Attempt,
@@ -66,8 +66,8 @@ func FromTasks(ts []*store.Task) []*Task {
 	return out
 }
 
-// planOf reads the plan an agent keeps in its checkpoint (TaskState.plan).
-func planOf(checkpoint json.RawMessage) json.RawMessage {
+// PlanOf reads the plan an agent keeps in its checkpoint (TaskState.plan).
+func PlanOf(checkpoint json.RawMessage) json.RawMessage {
 	if len(checkpoint) == 0 {
 		return nil
 	}

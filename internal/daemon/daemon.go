@@ -218,7 +218,9 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 	if d.engine, err = errand.NewEngine(d.client, &errand.EngineConfig{Workers: cfg.Workers, ShutdownGrace: shutdownGrace}); err != nil {
 		return nil, err
 	}
-	board, err := dashboard.New(dashboard.Config{Client: d.client, Token: token, Status: d.status, Workers: cfg.Workers, Logger: log})
+	board, err := dashboard.New(dashboard.Config{
+		Client: d.client, Token: token, Status: d.status, Workers: cfg.Workers, Home: d.home, Logger: log,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,11 +27,11 @@ const (
 )
 
 // benchStore opens a SQLite store holding benchTasks tasks and
-// benchTasks×benchStepsPerTask steps, made once (by import) and kept in
-// the temporary directory for the next run.
-func benchStore(b *testing.B) (*errand.Client, string) {
+// benchTasks×benchStepsPerTask steps (see writeBenchExport), made once (by
+// import) and kept in the temporary directory for the next run.
+func benchStore(b *testing.B) *errand.Client {
 	b.Helper()
-	path := filepath.Join(os.TempDir(), fmt.Sprintf("errand-dashboard-bench-v2-%d-%d.db", benchTasks, benchStepsPerTask))
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("errand-dashboard-bench-v3-%d-%d.db", benchTasks, benchStepsPerTask))
 	if _, err := os.Stat(path); err != nil {
 		tmp := path + ".building"
 		_ = os.Remove(tmp)
@@ -58,20 +59,40 @@ func benchStore(b *testing.B) (*errand.Client, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = client.Close() })
-	return client, benchTaskID(benchTasks / 2)
+	return client
 }
 
 // benchTaskID is the id of the benchmark's task i (digits are base32
 // digits too).
 func benchTaskID(i int) string { return fmt.Sprintf("tsk_%026d", i) }
 
-// writeBenchExport writes the benchmark's tasks and steps as an export.
+// The benchmark store's shapes: a plain task, the root of a run of
+// benchTreeTasks tasks (ten children a parent) whose first
+// benchChainTasks tasks depend each on the one before, and a task in the
+// middle of that chain.
+const (
+	benchPlain      = benchTasks / 3
+	benchTreeRoot   = benchTasks / 2
+	benchTreeTasks  = 300
+	benchChainTasks = 150
+	benchChainTask  = benchTreeRoot + benchChainTasks/2
+)
+
+func benchInTree(i int) bool { return i > benchTreeRoot && i < benchTreeRoot+benchTreeTasks }
+
+// writeBenchExport writes the benchmark's store as an export: tasks in
+// every status, each with its steps, two events and (if it asked) an open
+// question; a notification for every ended task; one run drawn as a tree
+// and a chain of dependencies.
 func writeBenchExport(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	enc := json.NewEncoder(bw)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	statuses := []store.Status{store.StatusCompleted, store.StatusCompleted, store.StatusCompleted, store.StatusFailed,
 		store.StatusCancelled, store.StatusPending, store.StatusRunning, store.StatusInputRequired}
+	plan := json.RawMessage(`{"plan":[{"id":"a","title":"Gather sources","status":"completed"},` +
+		`{"id":"b","title":"Draft","status":"in_progress"},{"id":"c","title":"Review","status":"pending"}]}`)
+	write := func(kind string, data any) error { return enc.Encode(map[string]any{"kind": kind, "data": data}) }
 	for i := range benchTasks {
 		at := start.Add(time.Duration(i) * time.Minute)
 		id := benchTaskID(i)
@@ -83,6 +104,14 @@ func writeBenchExport(w io.Writer) error {
 			Priority: 5, Status: st, Attempt: 1, MaxAttempts: 3, RunAt: at, CreatedAt: at, UpdatedAt: at.Add(time.Minute),
 			Progress: &store.Progress{CurrentStep: 5, TotalSteps: 10, Percentage: 50, Label: "halfway"},
 			Consumed: &store.Consumed{Tokens: 12_000, CostUSD: 0.012 * float64(i%17), ToolCalls: 4},
+			Checkpoint: plan,
+		}
+		if benchInTree(i) {
+			task.RunID = fmt.Sprintf("run_%026d", benchTreeRoot)
+			task.ParentID = benchTaskID(benchTreeRoot + (i-benchTreeRoot-1)/10)
+			if i < benchTreeRoot+benchChainTasks {
+				task.DependsOn = []string{benchTaskID(i - 1)}
+			}
 		}
 		switch {
 		case st.Terminal():
@@ -93,8 +122,13 @@ func writeBenchExport(w io.Writer) error {
 		if st == store.StatusFailed {
 			task.Error = &store.TaskError{Code: []string{"upstream_down", "timeout", "bad_result"}[i%3], Message: "it broke"}
 		}
-		if err := enc.Encode(map[string]any{"kind": "task", "data": &store.TaskRecord{Task: task}}); err != nil {
+		if err := write("task", &store.TaskRecord{Task: task}); err != nil {
 			return err
+		}
+		for _, blocker := range task.DependsOn {
+			if err := write("dependency", &store.Dependency{TaskID: id, DependsOnID: blocker, Kind: store.DependencyBlocks}); err != nil {
+				return err
+			}
 		}
 		for n := range benchStepsPerTask {
 			step := &store.Step{
@@ -102,9 +136,41 @@ func writeBenchExport(w io.Writer) error {
 				Input: json.RawMessage(`{"prompt":"step"}`), Output: json.RawMessage(`{"text":"done"}`),
 				TokensIn: 1000, TokensOut: 200, CostUSD: 0.0012, DurationMS: 900, CreatedAt: at, UpdatedAt: at,
 			}
-			if err := enc.Encode(map[string]any{"kind": "step", "data": step}); err != nil {
+			if err := write("step", step); err != nil {
 				return err
 			}
+		}
+		if st == store.StatusInputRequired {
+			in := &store.InputRequest{ID: fmt.Sprintf("inp_%026d", i), TaskID: id, Question: fmt.Sprintf("Which source for thing %d?", i),
+				Status: store.InputPending, CreatedAt: at.Add(time.Minute)}
+			if err := write("input", &store.InputRecord{InputRequest: in}); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range benchTasks {
+		at := start.Add(time.Duration(i) * time.Minute)
+		st := statuses[i%len(statuses)]
+		created := &store.Event{ID: int64(2*i + 1), Type: store.EventTaskCreated, TaskID: benchTaskID(i), Actor: store.ActorUser,
+			Data: json.RawMessage(`{"to":"pending"}`), CreatedAt: at}
+		ended := &store.Event{ID: int64(2*i + 2), Type: "task." + string(st), TaskID: benchTaskID(i), Actor: "worker:bench",
+			Data: json.RawMessage(`{}`), CreatedAt: at.Add(time.Minute)}
+		if err := write("event", created); err != nil {
+			return err
+		}
+		if err := write("event", ended); err != nil {
+			return err
+		}
+	}
+	for i := range benchTasks {
+		st := statuses[i%len(statuses)]
+		if !st.Terminal() {
+			continue
+		}
+		n := &store.Notification{ID: int64(i + 1), SessionID: fmt.Sprintf("s%d", i%50), TaskID: benchTaskID(i), EventID: int64(2*i + 2),
+			EventType: "task." + string(st), Text: fmt.Sprintf("[Task %s] 'Task %d'", st, i), CreatedAt: start.Add(time.Duration(i+1) * time.Minute)}
+		if err := write("notification", n); err != nil {
+			return err
 		}
 	}
 	return bw.Flush()
@@ -115,7 +181,7 @@ func writeBenchExport(w io.Writer) error {
 //
 //	go test -run '^$' -bench Pages -benchtime 20x ./internal/dashboard/
 func BenchmarkPages(b *testing.B) {
-	client, taskID := benchStore(b)
+	client := benchStore(b)
 	d, err := New(Config{Client: client, Token: testToken})
 	if err != nil {
 		b.Fatal(err)
@@ -130,20 +196,24 @@ func BenchmarkPages(b *testing.B) {
 		}
 		deep = page.NextCursor
 	}
-	for _, page := range []struct{ name, path string }{
-		{"tasks", "/"},
-		{"tasks_failed", "/?status=failed"},
-		{"tasks_agent_session", "/?agent=writer&session=s7"},
-		{"tasks_50000_deep", "/?cursor=" + url.QueryEscape(deep)},
-		{"tasks_text", "/?q=thing+4"},
-		{"tasks_text_rare", "/?q=thing+99999+"},
-		{"tasks_text_none", "/?q=nowhere"},
-		{"task", "/tasks/" + taskID},
-		{"task_live", "/tasks/" + taskID + "/live"},
-		{"queue", "/queue"},
-		{"money", "/money"},
-		{"schedules", "/schedules"},
-		{"health", "/health"},
+	// Each page, and something it must show: the benchmark measures the
+	// page at its fullest.
+	for _, page := range []struct{ name, path, shows string }{
+		{"tasks", "/", "Older tasks"},
+		{"tasks_failed", "/?status=failed", `class="task status-failed"`},
+		{"tasks_agent_session", "/?agent=writer&session=s7", "Older tasks"},
+		{"tasks_50000_deep", "/?cursor=" + url.QueryEscape(deep), "Task 49999"},
+		{"tasks_text", "/?q=thing+4", "Task 49999"},
+		{"tasks_text_rare", "/?q=thing+99999+", "Task 99999"},
+		{"tasks_text_none", "/?q=nowhere", "No tasks match"},
+		{"task", "/tasks/" + benchTaskID(benchPlain), "Gather sources"},
+		{"task_tree_root", "/tasks/" + benchTaskID(benchTreeRoot), "Only part of it is drawn"},
+		{"task_in_chain", "/tasks/" + benchTaskID(benchChainTask), "<h2>Dependencies</h2>"},
+		{"task_live", "/tasks/" + benchTaskID(benchChainTask) + "/live", "progress"},
+		{"queue", "/queue", "tasks wait for an answer"},
+		{"money", "/money", "Most expensive"},
+		{"schedules", "/schedules", ""},
+		{"health", "/health", "upstream_down"},
 	} {
 		b.Run(page.name, func(b *testing.B) {
 			for b.Loop() {
@@ -151,8 +221,8 @@ func BenchmarkPages(b *testing.B) {
 				req.AddCookie(&http.Cookie{Name: sessionCookie, Value: cookie})
 				rec := httptest.NewRecorder()
 				d.ServeHTTP(rec, req)
-				if rec.Code != http.StatusOK {
-					b.Fatalf("%s: %d %s", page.path, rec.Code, rec.Body.String())
+				if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), page.shows) {
+					b.Fatalf("%s: %d, want it to show %q: %s", page.path, rec.Code, page.shows, rec.Body.String())
 				}
 			}
 		})

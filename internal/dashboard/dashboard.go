@@ -62,8 +62,11 @@ type Config struct {
 	// is how many it runs.
 	Status  func(ctx context.Context) (*api.Status, error)
 	Workers int
-	Clock   clock.Clock
-	Logger  *slog.Logger
+	// Home is the data directory; the task page shows a task's
+	// artifacts/<task>/output.md from it. Empty shows none.
+	Home   string
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 // Dashboard serves the pages. Create one with New.
@@ -128,6 +131,7 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("GET /tasks/rows", d.page(d.taskRows))
 	d.mux.Handle("GET /tasks/{id}", d.page(d.taskPage))
 	d.mux.Handle("GET /tasks/{id}/live", d.page(d.taskLive))
+	d.mux.Handle("GET /tasks/{id}/artifact", d.page(d.downloadArtifact))
 	d.mux.Handle("POST /tasks/{id}/{action}", d.change(d.act))
 	d.mux.Handle("GET /live", d.page(d.live))
 	d.mux.Handle("GET /queue", d.page(d.queuePage))

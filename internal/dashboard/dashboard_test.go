@@ -29,6 +29,7 @@ type harness struct {
 	client *errand.Client
 	clock  *clock.Fake
 	srv    *httptest.Server
+	home   string // the data directory, for artifacts
 }
 
 func setup(t *testing.T) *harness {
@@ -37,11 +38,12 @@ func setup(t *testing.T) *harness {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
 	clk := clock.NewFake(time.Now())
-	d, err := New(Config{Client: client, Token: testToken, Clock: clk})
+	home := t.TempDir()
+	d, err := New(Config{Client: client, Token: testToken, Clock: clk, Home: home})
 	require.NoError(t, err)
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
-	return &harness{client: client, clock: clk, srv: srv}
+	return &harness{client: client, clock: clk, srv: srv, home: home}
 }
 
 // browser is an HTTP client that keeps cookies and does not follow

@@ -47,14 +47,20 @@ func FuzzPages(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	d, err := New(Config{Client: client, Token: testToken})
+	// A child that depends on its parent: the task page draws a tree and
+	// a graph.
+	if _, err := client.Submit(f.Context(), &errand.SubmitParams{Goal: "child", ParentID: task.ID, DependsOn: []string{task.ID}}); err != nil {
+		f.Fatal(err)
+	}
+	d, err := New(Config{Client: client, Token: testToken, Home: f.TempDir()})
 	if err != nil {
 		f.Fatal(err)
 	}
 	sess, cookie := d.sessions.issue()
 	csrf := d.sessions.csrf(sess)
 	for _, seed := range []string{"/", "/?status=running&agent=a&session=s", "/?cursor=zz", "/tasks/" + task.ID, "/tasks/rows?status=%ff",
-		"/tasks/" + task.ID + "/live", "/queue", "/health", "/money", "/schedules", "/tasks/nope", "/static/app.css", "/../etc/passwd"} {
+		"/tasks/" + task.ID + "/live", "/queue", "/health", "/money", "/schedules", "/tasks/nope", "/static/app.css", "/../etc/passwd",
+		"/?q=%25_%5C", "/?q=%00", "/tasks/" + task.ID + "/artifact", "/tasks/..%2F..%2Fetc/artifact"} {
 		f.Add("GET", seed, "")
 	}
 	f.Add("POST", "/tasks/"+task.ID+"/answer", "answer=%00%ff")

@@ -44,6 +44,8 @@ func (d *Dashboard) parseTemplates() error {
 		"title":    taskTitle,
 		"add":      func(a, b int) int { return a + b },
 		"mul":      func(a, b int) int { return a * b },
+		"planMark": planMark,
+		"planWord": planWord,
 	}
 	d.pages = map[string]*template.Template{}
 	for name, file := range pageTemplates {
@@ -129,26 +131,89 @@ func (d *Dashboard) taskRows(w http.ResponseWriter, r *http.Request, v *view) {
 type taskData struct {
 	After    int64 // see tasksData.After
 	Task     *errand.Task
+	Plan     []planStep
+	Artifact *artifact
 	Steps    []*errand.Step
 	Events   []*errand.Event
 	Inputs   []*errand.InputRequest
-	Children []*errand.Task
+	// Tree is the task's run drawn as a tree, when the run has more than
+	// this task; Graph its dependencies, when it has any.
+	Tree, Graph *diagram
+	// DependsOn and NeededBy are the task's edges: what it depends on and
+	// what depends on it. BlockedBy is those of DependsOn it waits for.
+	DependsOn, NeededBy, BlockedBy []taskLink
 }
 
+// planStep is one step of the plan the agent declared (update_plan).
+type planStep struct {
+	ID, Title string
+	Status    string // pending, in_progress or completed
+}
+
+// taskLink is a task at the other end of a dependency.
+type taskLink struct {
+	Task *errand.Task
+	Kind string
+	// Waiting is set when the link holds the task back: it blocks and
+	// has not completed.
+	Waiting bool
+}
+
+// Bounds of what the task page reads for its drawings.
+const (
+	maxRunTasks   = 1000
+	maxGraphTasks = 100
+)
+
 func (d *Dashboard) loadTask(r *http.Request) (*taskData, int, error) {
-	id := r.PathValue("id")
-	after, err := d.client.LastEventID(r.Context()) // before the read: later writes get higher ids
+	ctx, id := r.Context(), r.PathValue("id")
+	after, err := d.client.LastEventID(ctx) // before the read: later writes get higher ids
 	if err != nil {
 		return nil, http.StatusInternalServerError, err
 	}
-	t, err := d.client.Get(r.Context(), id)
+	t, err := d.client.Get(ctx, id)
 	if errors.Is(err, errand.ErrNotFound) {
 		return nil, http.StatusNotFound, fmt.Errorf("There is no task %s.", id)
 	}
 	if err != nil {
 		return nil, http.StatusInternalServerError, err
 	}
-	return &taskData{After: after, Task: t}, http.StatusOK, nil
+	data := &taskData{After: after, Task: t, Plan: planOf(t), Artifact: d.artifactOf(t)}
+	if data.Inputs, err = d.client.Inputs(ctx, "pending", t.ID); err != nil {
+		return nil, http.StatusInternalServerError, err
+	}
+	return data, http.StatusOK, nil
+}
+
+// planMark and planWord show a plan step's status.
+func planMark(status string) string {
+	switch status {
+	case "completed":
+		return "✓"
+	case "in_progress":
+		return "▶"
+	}
+	return "○"
+}
+
+func planWord(status string) string {
+	switch status {
+	case "completed":
+		return "done"
+	case "in_progress":
+		return "current"
+	}
+	return "to do"
+}
+
+// planOf reads a task's plan; one that does not parse is not shown.
+func planOf(t *errand.Task) []planStep {
+	var plan []planStep
+	raw := api.PlanOf(t.Checkpoint)
+	if len(raw) == 0 || json.Unmarshal(raw, &plan) != nil {
+		return nil
+	}
+	return plan
 }
 
 func (d *Dashboard) taskPage(w http.ResponseWriter, r *http.Request, v *view) {
@@ -157,33 +222,64 @@ func (d *Dashboard) taskPage(w http.ResponseWriter, r *http.Request, v *view) {
 		d.fail(w, r, v, status, err.Error())
 		return
 	}
-	ctx, id := r.Context(), data.Task.ID
-	if data.Steps, err = d.client.Steps(ctx, id); err == nil {
-		if data.Events, err = d.client.History(ctx, id); err == nil {
-			if data.Inputs, err = d.client.Inputs(ctx, "pending", id); err == nil {
-				var children *errand.ListResult
-				if children, err = d.client.List(ctx, &errand.ListParams{ParentID: id, Limit: 200}); err == nil {
-					data.Children = children.Tasks
+	ctx, t := r.Context(), data.Task
+	for _, load := range []func() error{
+		func() (err error) { data.Steps, err = d.client.Steps(ctx, t.ID); return err },
+		func() (err error) { data.Events, err = d.client.History(ctx, t.ID); return err },
+		func() error {
+			run, err := d.client.List(ctx, &errand.ListParams{RunID: t.RunID, Limit: maxRunTasks})
+			if err == nil && len(run.Tasks) > 1 {
+				data.Tree = treeDiagram(run.Tasks, t.ID)
+				data.Tree.Partial = data.Tree.Partial || run.NextCursor != ""
+			}
+			return err
+		},
+		func() error {
+			g, err := d.client.DependencyGraph(ctx, t.ID, maxGraphTasks)
+			if err == nil && len(g.Edges) > 0 {
+				data.Graph = graphDiagram(g, t.ID)
+				data.DependsOn, data.NeededBy = linksOf(g, t.ID)
+				for _, l := range data.DependsOn {
+					if l.Waiting {
+						data.BlockedBy = append(data.BlockedBy, l)
+					}
 				}
 			}
+			return err
+		},
+	} {
+		if err := load(); err != nil {
+			d.fail(w, r, v, http.StatusInternalServerError, err.Error())
+			return
 		}
 	}
-	if err != nil {
-		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
-		return
-	}
-	v.Title, v.Data = taskTitle(data.Task), data
+	v.Title, v.Data = taskTitle(t), data
 	d.render(w, r, http.StatusOK, "task", v)
+}
+
+// linksOf is what taskID depends on and what depends on it, in g.
+func linksOf(g *errand.DependencyGraph, taskID string) (dependsOn, neededBy []taskLink) {
+	byID := make(map[string]*errand.Task, len(g.Tasks))
+	for _, t := range g.Tasks {
+		byID[t.ID] = t
+	}
+	for _, e := range g.Edges {
+		switch taskID {
+		case e.TaskID:
+			blocker := byID[e.DependsOnID]
+			dependsOn = append(dependsOn, taskLink{Task: blocker, Kind: e.Kind,
+				Waiting: e.Kind == store.DependencyBlocks && blocker.Status != errand.StatusCompleted})
+		case e.DependsOnID:
+			neededBy = append(neededBy, taskLink{Task: byID[e.TaskID], Kind: e.Kind})
+		}
+	}
+	return dependsOn, neededBy
 }
 
 // taskLive is the part of the task page that moves: status, progress,
 // consumption, result or error, the open question and the buttons.
 func (d *Dashboard) taskLive(w http.ResponseWriter, r *http.Request, v *view) {
 	data, status, err := d.loadTask(r)
-	if err == nil {
-		data.Inputs, err = d.client.Inputs(r.Context(), "pending", data.Task.ID)
-		status = http.StatusInternalServerError
-	}
 	if err != nil {
 		d.fail(w, r, v, status, err.Error())
 		return
@@ -377,24 +473,40 @@ func pretty(raw json.RawMessage) string {
 // queueData is the people's queue: questions tasks wait on, and the
 // inbox.
 type queueData struct {
-	Inputs []*errand.InputRequest
-	Inbox  []*errand.Notification
+	Inputs []*errand.InputRequest // the oldest pending questions
+	// Waiting is how many tasks wait for an answer, when more than
+	// Inputs shows.
+	Waiting int
+	Inbox   []*errand.Notification // the newest, newest first
 }
 
+// Bounds of the people's queue: questions longest waiting first, the
+// inbox newest first.
+const (
+	queueQuestions = 50
+	queueInbox     = 100
+)
+
 func (d *Dashboard) queuePage(w http.ResponseWriter, r *http.Request, v *view) {
-	inputs, err := d.client.PendingInputs(r.Context())
+	ctx := r.Context()
+	data := &queueData{}
+	inputs, err := d.client.PendingInputs(ctx)
+	if err == nil && len(inputs) > queueQuestions {
+		var counts map[errand.Status]int
+		counts, err = d.client.CountByStatus(ctx)
+		data.Waiting = max(counts[errand.StatusInputRequired], len(inputs))
+		inputs = inputs[:queueQuestions]
+	}
+	data.Inputs = inputs
+	if err == nil {
+		data.Inbox, err = d.client.Inbox(ctx, &errand.InboxParams{Limit: queueInbox, Newest: true})
+		slices.Reverse(data.Inbox)
+	}
 	if err != nil {
 		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
 		return
 	}
-	inbox, err := d.client.Inbox(r.Context(), &errand.InboxParams{Limit: 100})
-	if err != nil {
-		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
-		return
-	}
-	// Newest first, as people read an inbox.
-	slices.Reverse(inbox)
-	v.Title, v.Data = "Questions & inbox", &queueData{Inputs: inputs, Inbox: inbox}
+	v.Title, v.Data = "Questions & inbox", data
 	d.render(w, r, http.StatusOK, "queue", v)
 }
 

@@ -230,3 +230,53 @@ func TestInputTimeout(t *testing.T) {
 		waitForStatus(t, b.engine, task.ID, store.StatusCompleted)
 	}
 }
+
+func TestDependencyGraphWalksBothWays(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	// fetch ← parse ← report, and notes related to parse; other is apart.
+	fetch := submit(t, b.engine, &SubmitParams{Goal: "fetch"})
+	parse := submit(t, b.engine, &SubmitParams{Goal: "parse", DependsOn: []string{fetch.ID}})
+	report := submit(t, b.engine, &SubmitParams{Goal: "report", DependsOn: []string{parse.ID}})
+	notes := submit(t, b.engine, &SubmitParams{Goal: "notes"})
+	_, err := b.engine.AddDependency(ctx, notes.ID, parse.ID, store.DependencyRelated, "")
+	require.NoError(t, err)
+	submit(t, b.engine, &SubmitParams{Goal: "other"})
+
+	g, err := b.engine.DependencyGraph(ctx, report.ID, 10)
+	require.NoError(t, err)
+	require.False(t, g.Truncated)
+	require.Equal(t, []string{report.ID, parse.ID, fetch.ID, notes.ID}, taskIDs(g.Tasks), "the task, then nearest first")
+	require.ElementsMatch(t, []store.Dependency{
+		{TaskID: parse.ID, DependsOnID: fetch.ID, Kind: store.DependencyBlocks},
+		{TaskID: report.ID, DependsOnID: parse.ID, Kind: store.DependencyBlocks},
+		{TaskID: notes.ID, DependsOnID: parse.ID, Kind: store.DependencyRelated},
+	}, derefEdges(g.Edges))
+
+	g, err = b.engine.DependencyGraph(ctx, report.ID, 2)
+	require.NoError(t, err)
+	require.True(t, g.Truncated)
+	require.Equal(t, []string{report.ID, parse.ID}, taskIDs(g.Tasks))
+	require.Equal(t, []store.Dependency{{TaskID: report.ID, DependsOnID: parse.ID, Kind: store.DependencyBlocks}}, derefEdges(g.Edges),
+		"only edges between the tasks read")
+
+	_, err = b.engine.DependencyGraph(ctx, "tsk_nobody", 10)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func derefEdges(edges []*store.Dependency) []store.Dependency {
+	out := make([]store.Dependency, len(edges))
+	for i, e := range edges {
+		out[i] = *e
+	}
+	return out
+}
+
+func taskIDs(tasks []*store.Task) []string {
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	return ids
+}

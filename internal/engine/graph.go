@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/errandhq/errand/internal/id"
@@ -112,4 +114,70 @@ func (e *Engine) Blocked(ctx context.Context, limit int) ([]*BlockedTask, error)
 		}
 	}
 	return out, nil
+}
+
+// DependencyGraph is the dependency graph around one task.
+type DependencyGraph struct {
+	// Tasks are the tasks reachable from the task over edges in either
+	// direction, the task first, then nearest first.
+	Tasks []*store.Task
+	// Edges are the edges between them, by dependent then blocker.
+	Edges []*store.Dependency
+	// Truncated is set when more tasks are connected than were read.
+	Truncated bool
+}
+
+// DependencyGraph reads the dependency graph around taskID, at most limit
+// tasks (1 to MaxListLimit), nearest first.
+func (e *Engine) DependencyGraph(ctx context.Context, taskID string, limit int) (*DependencyGraph, error) {
+	limit = min(max(limit, 1), MaxListLimit)
+	root, err := e.store.TaskGetByID(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	g := &DependencyGraph{Tasks: []*store.Task{root}}
+	seen := map[string]bool{root.ID: true}
+	edges := map[store.Dependency]bool{}
+	for frontier := []string{root.ID}; len(frontier) > 0; {
+		out, err := e.store.DependencyList(ctx, frontier)
+		if err != nil {
+			return nil, err
+		}
+		in, err := e.store.DependentList(ctx, frontier)
+		if err != nil {
+			return nil, err
+		}
+		frontier = nil
+		for _, d := range append(out, in...) {
+			edges[*d] = true
+			for _, next := range []string{d.TaskID, d.DependsOnID} {
+				if seen[next] {
+					continue
+				}
+				if len(seen) == limit {
+					g.Truncated = true
+					continue
+				}
+				t, err := e.store.TaskGetByID(ctx, next)
+				if errors.Is(err, store.ErrNotFound) {
+					continue // purged since the edge was read
+				}
+				if err != nil {
+					return nil, err
+				}
+				seen[next] = true
+				g.Tasks = append(g.Tasks, t)
+				frontier = append(frontier, next)
+			}
+		}
+	}
+	for d := range edges {
+		if seen[d.TaskID] && seen[d.DependsOnID] {
+			g.Edges = append(g.Edges, &d)
+		}
+	}
+	slices.SortFunc(g.Edges, func(a, b *store.Dependency) int {
+		return cmp.Or(cmp.Compare(a.TaskID, b.TaskID), cmp.Compare(a.DependsOnID, b.DependsOnID))
+	})
+	return g, nil
 }

@@ -39,6 +39,7 @@ var Points = [...]string{
 	"InputExpire",
 	"TaskDependencyAdd",
 	"DependencyList",
+	"DependentList",
 	"InputList",
 	"StepStart",
 	"StepFinish",
@@ -316,6 +317,11 @@ func (s *Store) TaskDependencyAdd(ctx context.Context, params *store.TaskDepende
 // DependencyList calls the inner store's DependencyList under the faults at point "DependencyList".
 func (s *Store) DependencyList(ctx context.Context, taskIDs []string) ([]*store.Dependency, error) {
 	return call(ctx, s, "DependencyList", func() ([]*store.Dependency, error) { return s.inner.DependencyList(ctx, taskIDs) })
+}
+
+// DependentList calls the inner store's DependentList under the faults at point "DependentList".
+func (s *Store) DependentList(ctx context.Context, taskIDs []string) ([]*store.Dependency, error) {
+	return call(ctx, s, "DependentList", func() ([]*store.Dependency, error) { return s.inner.DependentList(ctx, taskIDs) })
 }
 
 // TaskPause calls the inner store's TaskPause under the faults at point "TaskPause".

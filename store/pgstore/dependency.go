@@ -306,11 +306,20 @@ func (s *Store) TaskDependencyAdd(ctx context.Context, p *store.TaskDependencyAd
 
 // DependencyList implements store.Store.
 func (s *Store) DependencyList(ctx context.Context, taskIDs []string) ([]*store.Dependency, error) {
+	return s.listEdges(ctx, `task_id = ANY($1) ORDER BY task_id, depends_on_id`, taskIDs)
+}
+
+// DependentList implements store.Store.
+func (s *Store) DependentList(ctx context.Context, taskIDs []string) ([]*store.Dependency, error) {
+	return s.listEdges(ctx, `depends_on_id = ANY($1) ORDER BY depends_on_id, task_id`, taskIDs)
+}
+
+// listEdges reads the dependency edges matching where, over taskIDs ($1).
+func (s *Store) listEdges(ctx context.Context, where string, taskIDs []string) ([]*store.Dependency, error) {
 	if len(taskIDs) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT task_id, depends_on_id, kind FROM task_dependencies
-		WHERE task_id = ANY($1) ORDER BY task_id, depends_on_id`, taskIDs)
+	rows, err := s.pool.Query(ctx, `SELECT task_id, depends_on_id, kind FROM task_dependencies WHERE `+where, taskIDs)
 	if err != nil {
 		return nil, fmt.Errorf("list dependencies: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,7 +55,11 @@ func (s *Store) NotificationList(ctx context.Context, p *store.NotificationListP
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	query += ` ORDER BY id LIMIT ` + arg(max(p.Limit, 1))
+	order := ` ORDER BY id`
+	if p.Newest {
+		order += ` DESC`
+	}
+	query += order + ` LIMIT ` + arg(max(p.Limit, 1))
 
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
@@ -63,6 +68,9 @@ func (s *Store) NotificationList(ctx context.Context, p *store.NotificationListP
 	out, err := collect(rows, scanNotification)
 	if err != nil {
 		return nil, fmt.Errorf("list notifications: %w", err)
+	}
+	if p.Newest {
+		slices.Reverse(out)
 	}
 	return out, nil
 }

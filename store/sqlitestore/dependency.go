@@ -239,3 +239,16 @@ func (s *Store) DependencyList(ctx context.Context, taskIDs []string) ([]*store.
 	}
 	return deps, nil
 }
+
+// DependentList implements store.Store.
+func (s *Store) DependentList(ctx context.Context, taskIDs []string) ([]*store.Dependency, error) {
+	if len(taskIDs) == 0 {
+		return nil, nil
+	}
+	deps, err := queryEdges(ctx, s.reader, `SELECT task_id, depends_on_id, kind FROM task_dependencies INDEXED BY task_dependencies_blocker
+		WHERE depends_on_id IN (SELECT value FROM json_each(?)) ORDER BY depends_on_id, task_id`, marshalList(taskIDs))
+	if err != nil {
+		return nil, fmt.Errorf("list dependents: %w", err)
+	}
+	return deps, nil
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,7 +50,11 @@ func (s *Store) NotificationList(ctx context.Context, p *store.NotificationListP
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	query += ` ORDER BY id LIMIT ?`
+	order := ` ORDER BY id`
+	if p.Newest {
+		order += ` DESC`
+	}
+	query += order + ` LIMIT ?`
 	args = append(args, max(p.Limit, 1))
 
 	rows, err := s.reader.QueryContext(ctx, query, args...)
@@ -59,6 +64,9 @@ func (s *Store) NotificationList(ctx context.Context, p *store.NotificationListP
 	out, err := collect(rows, scanNotification)
 	if err != nil {
 		return nil, fmt.Errorf("list notifications: %w", err)
+	}
+	if p.Newest {
+		slices.Reverse(out)
 	}
 	return out, nil
 }

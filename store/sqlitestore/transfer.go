@@ -124,8 +124,14 @@ func exportPage(ctx context.Context, tx *sql.Tx, p *store.BatchExportParams) (*s
 
 // listDependencies returns the edges from the tasks in the JSON list ids.
 func listDependencies(ctx context.Context, q querier, ids string) ([]*store.Dependency, error) {
-	rows, err := q.QueryContext(ctx, `SELECT task_id, depends_on_id, kind FROM task_dependencies
+	return queryEdges(ctx, q, `SELECT task_id, depends_on_id, kind FROM task_dependencies
 		WHERE task_id IN (SELECT value FROM json_each(?)) ORDER BY task_id, depends_on_id`, ids)
+}
+
+// queryEdges reads dependency edges (task_id, depends_on_id, kind) from
+// query.
+func queryEdges(ctx context.Context, q querier, query string, args ...any) ([]*store.Dependency, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -110,6 +110,19 @@ func testDependency(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.NoError(t, err)
 		require.Equal(t, []*store.Dependency{{TaskID: x.ID, DependsOnID: y.ID, Kind: store.DependencyBlocks}}, deps)
 
+		z := b.insert(t, store.TaskInsertParams{})
+		_, err = b.store.TaskDependencyAdd(b.ctx, &store.TaskDependencyAddParams{TaskID: z.ID, DependsOnID: y.ID, Kind: store.DependencyRelated})
+		require.NoError(t, err)
+		dependents, err := b.store.DependentList(b.ctx, []string{y.ID, z.ID})
+		require.NoError(t, err)
+		require.Equal(t, []*store.Dependency{
+			{TaskID: x.ID, DependsOnID: y.ID, Kind: store.DependencyBlocks},
+			{TaskID: z.ID, DependsOnID: y.ID, Kind: store.DependencyRelated},
+		}, dependents, "what depends on y, of any kind; nothing depends on z")
+		dependents, err = b.store.DependentList(b.ctx, nil)
+		require.NoError(t, err)
+		require.Empty(t, dependents)
+
 		b.claimAndFinish(t, y, store.StatusCompleted)
 		require.Equal(t, store.StatusPending, b.get(t, x.ID).Status)
 	})

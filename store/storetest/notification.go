@@ -157,6 +157,8 @@ func testNotification(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Equal(t, []*store.Notification{all[0], all[3]}, s1)
 		require.Empty(t, list(t, b, store.NotificationListParams{SessionID: "nobody"}))
 		require.Equal(t, all[1:3], list(t, b, store.NotificationListParams{AfterID: all[0].ID, Limit: 2}))
+		require.Equal(t, all[2:], list(t, b, store.NotificationListParams{Newest: true, Limit: 2}), "the newest two, oldest first")
+		require.Equal(t, []*store.Notification{all[0], all[3]}, list(t, b, store.NotificationListParams{SessionID: "s1", Newest: true, Limit: 5}))
 		require.Equal(t, all[2:], list(t, b, store.NotificationListParams{Since: base.Add(2 * time.Minute)}), "since is inclusive")
 		require.Equal(t, all[3:], list(t, b, store.NotificationListParams{Since: base.Add(2*time.Minute + time.Nanosecond)}))
 		require.Equal(t, tasks[0].ID, all[0].TaskID)

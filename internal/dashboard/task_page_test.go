@@ -1,0 +1,128 @@
+package dashboard
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand"
+)
+
+// The task page shows the agent's plan (done, current, to do), the run's
+// subtask tree and the dependency graph as SVG with blocked-by lists, and
+// the artifact; task text inside the drawings stays text.
+func TestTaskPageShowsPlanTreeGraphAndArtifact(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	planned := make(chan struct{})
+	agent := errand.AgentFunc(func(ctx context.Context, run *errand.TaskRun) (errand.Result, error) {
+		if run.Task().Goal == "research" {
+			plan := []map[string]string{
+				{"id": "a", "title": "Gather <sources>", "status": "completed"},
+				{"id": "b", "title": "Draft the summary", "status": "in_progress"},
+				{"id": "c", "title": "Review it", "status": "pending"},
+			}
+			if err := run.Checkpoint(ctx, map[string]any{"plan": plan}); err != nil {
+				return errand.Result{}, err
+			}
+			close(planned)
+		}
+		<-ctx.Done()
+		return errand.Result{}, ctx.Err()
+	})
+	require.NoError(t, h.client.RegisterAgent("default", agent))
+	engine, err := errand.NewEngine(h.client, &errand.EngineConfig{Workers: 4})
+	require.NoError(t, err)
+	require.NoError(t, engine.Start(t.Context()))
+	t.Cleanup(func() { _ = engine.Stop(context.Background()) })
+
+	submit := func(p *errand.SubmitParams) *errand.Task {
+		t.Helper()
+		task, err := h.client.Submit(t.Context(), p)
+		require.NoError(t, err)
+		return task
+	}
+	root := submit(&errand.SubmitParams{Goal: "research", Title: "Research the market"})
+	<-planned
+	child := submit(&errand.SubmitParams{Goal: "g", Title: "Child one", ParentID: root.ID})
+	grandchild := submit(&errand.SubmitParams{Goal: "g", Title: "<script>alert(1)</script>", ParentID: child.ID})
+	sibling := submit(&errand.SubmitParams{Goal: "g", Title: "Child two", ParentID: root.ID})
+
+	_, page := get(t, b, h.srv.URL+"/tasks/"+root.ID)
+	require.Contains(t, page, `<h3>Plan</h3>`)
+	require.Regexp(t, `class="plan-completed".*✓.*Gather &lt;sources&gt;.*done`, page)
+	require.Regexp(t, `class="plan-in_progress".*▶.*Draft the summary.*current`, page)
+	require.Regexp(t, `class="plan-pending".*○.*Review it.*to do`, page)
+	_, live := get(t, b, h.srv.URL+"/tasks/"+root.ID+"/live")
+	require.Contains(t, live, "Draft the summary", "the plan moves with the live part")
+
+	require.Contains(t, page, "<h2>Subtask tree</h2>")
+	for _, task := range []*errand.Task{child, grandchild, sibling} {
+		require.Contains(t, page, `<a href="/tasks/`+task.ID+`"><g class="node`, task.Title)
+	}
+	require.Regexp(t, `<a href="/tasks/`+root.ID+`"><g class="node status-running current"`, page)
+	require.Equal(t, 3, strings.Count(page, `<path class="edge" `), "one line to each subtask")
+	require.NotContains(t, page, "<script>alert", "a title in the tree is text")
+	require.Contains(t, page, "&lt;script&gt;alert(1)&lt;/script&gt;")
+	require.NotContains(t, page, "<h2>Dependencies</h2>", "no dependencies, no graph")
+
+	// fetch ← parse ← report, and notes related to parse.
+	fetch := submit(&errand.SubmitParams{Goal: "g", Title: "Fetch the data"})
+	parse := submit(&errand.SubmitParams{Goal: "g", Title: "Parse it", DependsOn: []string{fetch.ID}})
+	report := submit(&errand.SubmitParams{Goal: "g", Title: "Write the report", DependsOn: []string{parse.ID}})
+	notes := submit(&errand.SubmitParams{Goal: "g", Title: "<img src=x onerror=alert(1)>"})
+	_, err = h.client.AddDependency(t.Context(), notes.ID, parse.ID, "related")
+	require.NoError(t, err)
+
+	_, page = get(t, b, h.srv.URL+"/tasks/"+parse.ID)
+	require.Contains(t, page, "<h2>Dependencies</h2>")
+	require.Regexp(t, `<dt>Blocked by</dt><dd class="links"><span class="link waiting"><a href="/tasks/`+fetch.ID+`">`, page)
+	require.Regexp(t, `<dt>Needed by</dt><dd class="links">.*/tasks/`+report.ID+`.*/tasks/`+notes.ID+`.*related`, page)
+	require.Equal(t, 2, strings.Count(page, `<path class="edge blocks"`))
+	require.Equal(t, 1, strings.Count(page, `<path class="edge related"`))
+	require.NotContains(t, page, "<img src=x", "a title in the graph is text")
+	for _, task := range []*errand.Task{fetch, report, notes} {
+		require.Contains(t, page, `<a href="/tasks/`+task.ID+`"><g class="node`)
+	}
+	require.NotContains(t, page, "<h2>Subtask tree</h2>", "a run of one task has no tree")
+	_, page = get(t, b, h.srv.URL+"/tasks/"+report.ID)
+	require.Regexp(t, `<dt>Blocked by</dt><dd class="links"><span class="link waiting"><a href="/tasks/`+parse.ID, page)
+	require.Contains(t, page, `<a href="/tasks/`+fetch.ID+`"><g class="node`, "the graph reaches past the next task")
+	_, page = get(t, b, h.srv.URL+"/tasks/"+notes.ID)
+	require.Regexp(t, `<dt>Blocked by</dt><dd class="links">nothing</dd>`, page, "a related task blocks nothing")
+
+	// The artifact is shown as text and downloads whole.
+	dir := filepath.Join(h.home, "artifacts", fetch.ID)
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	body := "# Fetch the data\n\n<b>rows</b>: 12\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "output.md"), []byte(body), 0o600))
+	_, page = get(t, b, h.srv.URL+"/tasks/"+fetch.ID)
+	require.Contains(t, page, "<h3>Artifact</h3>")
+	require.Contains(t, page, "&lt;b&gt;rows&lt;/b&gt;: 12")
+	require.NotContains(t, page, "shown in part")
+	resp, got := get(t, b, h.srv.URL+"/tasks/"+fetch.ID+"/artifact")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, body, got)
+	require.Equal(t, `attachment; filename="`+fetch.ID+`.md"`, resp.Header.Get("Content-Disposition"))
+	require.Equal(t, "text/markdown; charset=utf-8", resp.Header.Get("Content-Type"))
+
+	big := strings.Repeat("line\n", maxArtifactShown/5+100)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "output.md"), []byte(big), 0o600))
+	_, page = get(t, b, h.srv.URL+"/tasks/"+fetch.ID)
+	require.Contains(t, page, "(shown in part)")
+	_, got = get(t, b, h.srv.URL+"/tasks/"+fetch.ID+"/artifact")
+	require.Equal(t, big, got, "the download is whole")
+
+	_, page = get(t, b, h.srv.URL+"/tasks/"+parse.ID)
+	require.NotContains(t, page, "<h3>Artifact</h3>")
+	for _, path := range []string{"/tasks/" + parse.ID + "/artifact", "/tasks/..%2F..%2Fetc/artifact", "/tasks/tsk_none/artifact"} {
+		resp, _ := get(t, b, h.srv.URL+path)
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+	}
+}
