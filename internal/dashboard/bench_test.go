@@ -102,8 +102,8 @@ func writeBenchExport(w io.Writer) error {
 			SessionID: fmt.Sprintf("s%d", i%50), Title: fmt.Sprintf("Task %d", i), Goal: fmt.Sprintf("Look into thing %d and report", i),
 			Input: json.RawMessage(`{}`), Metadata: json.RawMessage(`{}`), Tags: []string{}, DependsOn: []string{},
 			Priority: 5, Status: st, Attempt: 1, MaxAttempts: 3, RunAt: at, CreatedAt: at, UpdatedAt: at.Add(time.Minute),
-			Progress: &store.Progress{CurrentStep: 5, TotalSteps: 10, Percentage: 50, Label: "halfway"},
-			Consumed: &store.Consumed{Tokens: 12_000, CostUSD: 0.012 * float64(i%17), ToolCalls: 4},
+			Progress:   &store.Progress{CurrentStep: 5, TotalSteps: 10, Percentage: 50, Label: "halfway"},
+			Consumed:   &store.Consumed{Tokens: 12_000, CostUSD: 0.012 * float64(i%17), ToolCalls: 4},
 			Checkpoint: plan,
 		}
 		if benchInTree(i) {

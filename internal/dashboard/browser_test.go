@@ -69,7 +69,20 @@ func TestDashboardInChromium(t *testing.T) {
 				return errand.Result{}, errand.AskUser("Which restaurant, and for how many people?")
 			}
 			return errand.Result{Output: "booked: " + answers[0].Answer}, nil
-		case "Watch the build queue":
+		case "Plan the product launch":
+			plan := []map[string]string{
+				{"id": "research", "title": "Research the market", "status": "completed"},
+				{"id": "assets", "title": "Prepare the launch assets", "status": "in_progress"},
+				{"id": "announce", "title": "Announce it", "status": "pending"},
+			}
+			if err := run.Checkpoint(ctx, map[string]any{"plan": plan}); err != nil {
+				return errand.Result{}, err
+			}
+			<-ctx.Done()
+			return errand.Result{}, ctx.Err()
+		case "Chart last quarter's revenue":
+			return errand.Result{Output: "chart.png"}, nil
+		case "Watch the build queue", "Draft the announcement":
 			<-ctx.Done()
 			return errand.Result{}, ctx.Err()
 		default: // fails on its first attempt
@@ -80,24 +93,35 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	})
 	require.NoError(t, client.RegisterAgent("default", agent))
-	engine, err := errand.NewEngine(client, &errand.EngineConfig{Workers: 4})
+	engine, err := errand.NewEngine(client, &errand.EngineConfig{Workers: 8})
 	require.NoError(t, err)
 	require.NoError(t, engine.Start(t.Context()))
 	t.Cleanup(func() { _ = engine.Stop(context.Background()) })
-	d, err := New(Config{Client: client, Token: testToken, Workers: 4})
+	home := t.TempDir()
+	d, err := New(Config{Client: client, Token: testToken, Workers: 8, Home: home})
 	require.NoError(t, err)
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
 
-	submit := func(goal string) string {
-		task, err := client.Submit(t.Context(), &errand.SubmitParams{Goal: goal})
+	submitWith := func(p *errand.SubmitParams) string {
+		task, err := client.Submit(t.Context(), p)
 		require.NoError(t, err)
 		return task.ID
 	}
+	submit := func(goal string) string { return submitWith(&errand.SubmitParams{Goal: goal}) }
 	report, booking, watch, weather := submit("Write the quarterly report"), submit("Book a table for Friday"),
 		submit("Watch the build queue"), submit("Check the weather")
 	waitEvent(t, client, booking, "task.input_required")
 	waitEvent(t, client, weather, "task.failed")
+
+	// A run with a plan, subtasks and dependencies between them.
+	launch := submit("Plan the product launch")
+	chart := submitWith(&errand.SubmitParams{Goal: "Chart last quarter's revenue", ParentID: launch})
+	draft := submitWith(&errand.SubmitParams{Goal: "Draft the announcement", ParentID: launch, DependsOn: []string{chart}})
+	submitWith(&errand.SubmitParams{Goal: "Translate the announcement", ParentID: draft, DependsOn: []string{draft}})
+	submitWith(&errand.SubmitParams{Goal: "Proofread the announcement", ParentID: launch, DependsOn: []string{draft}})
+	waitEvent(t, client, chart, "task.completed")
+	waitEvent(t, client, draft, "task.started")
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 900))
@@ -177,6 +201,21 @@ func TestDashboardInChromium(t *testing.T) {
 	got, err := client.Get(t.Context(), booking)
 	require.NoError(t, err)
 	require.Contains(t, string(got.Result), "Luigi's, four people")
+	// What the daemon writes when a task completes.
+	require.NoError(t, os.MkdirAll(filepath.Join(home, "artifacts", booking), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, "artifacts", booking, "output.md"),
+		[]byte("# Book a table for Friday\n\nbooked: Luigi's, four people\n"), 0o600))
+
+	run("see a plan, a subtask tree and a dependency graph",
+		chromedp.Navigate(base+"/tasks/"+launch),
+		chromedp.WaitVisible(`.plan .plan-in_progress`),
+		chromedp.WaitVisible(`svg a[href="/tasks/`+draft+`"]`),
+		shot("task-tree"),
+		chromedp.Click(`svg a[href="/tasks/`+draft+`"]`, chromedp.NodeVisible),
+		chromedp.WaitVisible(`.links a[href="/tasks/`+chart+`"]`),
+		chromedp.WaitVisible(`path.edge.blocks`),
+		shot("task-graph"),
+	)
 
 	run("cancel a running task",
 		chromedp.Navigate(base+"/tasks/"+watch),
@@ -202,7 +241,7 @@ func TestDashboardInChromium(t *testing.T) {
 		chromedp.Navigate(base+"/health"), chromedp.WaitVisible(`table.counts`), shot("health"),
 		chromedp.EmulateViewport(390, 844),
 		chromedp.Navigate(base+"/"), chromedp.WaitVisible("tbody#rows"), shot("tasks-phone"),
-		chromedp.Navigate(base+"/tasks/"+booking), chromedp.WaitVisible("#status"), shot("task-phone"),
+		chromedp.Navigate(base+"/tasks/"+booking), chromedp.WaitVisible(".artifact pre"), shot("task-phone"),
 	)
 
 	mu.Lock()
@@ -210,5 +249,5 @@ func TestDashboardInChromium(t *testing.T) {
 	require.Empty(t, problems, "script errors in the pages:\n%s", strings.Join(problems, "\n"))
 	entries, err := os.ReadDir(shots)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(entries), 9)
+	require.GreaterOrEqual(t, len(entries), 12)
 }

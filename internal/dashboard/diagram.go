@@ -14,8 +14,8 @@ import (
 type diagram struct {
 	Width, Height       int
 	BoxWidth, BoxHeight int
-	Nodes         []diagramNode
-	Edges         []diagramEdge
+	Nodes               []diagramNode
+	Edges               []diagramEdge
 	// Partial is set when tasks were left out to keep the drawing
 	// readable.
 	Partial bool
