@@ -45,6 +45,7 @@ func (d *Dashboard) parseTemplates() error {
 		"add":      func(a, b int) int { return a + b },
 		"mul":      func(a, b int) int { return a * b },
 		"planMark": planMark,
+		"budget":   budgetText,
 		"planWord": planWord,
 	}
 	d.pages = map[string]*template.Template{}
@@ -454,7 +455,7 @@ func taskTitle(t *errand.Task) string {
 }
 
 // pretty indents a JSON document for reading; anything else is shown as
-// it is. The template escapes either.
+// it is, and null or {} as nothing. The template escapes either.
 func pretty(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""
@@ -463,11 +464,35 @@ func pretty(raw json.RawMessage) string {
 	if json.Unmarshal(raw, &v) != nil {
 		return string(raw)
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	if m, ok := v.(map[string]any); v == nil || ok && len(m) == 0 {
+		return "" // nothing worth a heading
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // the template escapes; \u003c would show as such
+	enc.SetIndent("", "  ")
+	if enc.Encode(v) != nil {
 		return string(raw)
 	}
-	return string(b)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// budgetText is a task's budget as a line: the limits it sets.
+func budgetText(b *store.Budget) string {
+	var parts []string
+	if b.MaxTokens > 0 {
+		parts = append(parts, fmt.Sprintf("%d tokens", b.MaxTokens))
+	}
+	if b.MaxCostUSD > 0 {
+		parts = append(parts, fmt.Sprintf("$%.4f", b.MaxCostUSD))
+	}
+	if b.MaxToolCalls > 0 {
+		parts = append(parts, fmt.Sprintf("%d tool calls", b.MaxToolCalls))
+	}
+	if b.MaxWallClock > 0 {
+		parts = append(parts, time.Duration(b.MaxWallClock).String()+" wall clock")
+	}
+	return strings.Join(parts, " · ")
 }
 
 // queueData is the people's queue: questions tasks wait on, and the

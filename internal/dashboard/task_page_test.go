@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/store"
 )
 
 // The task page shows the agent's plan (done, current, to do), the run's
@@ -125,4 +126,27 @@ func TestTaskPageShowsPlanTreeGraphAndArtifact(t *testing.T) {
 		resp, _ := get(t, b, h.srv.URL+path)
 		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
 	}
+}
+
+// Every field a task was submitted with is on its page.
+func TestTaskPageShowsEveryField(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	task, err := h.client.Submit(t.Context(), &errand.SubmitParams{
+		Goal: "Summarise the week", Title: "Weekly summary", SessionID: "alice", Tags: []string{"weekly"},
+		Metadata: []byte(`{"team":"<ops>"}`), Budget: &store.Budget{MaxTokens: 5000, MaxCostUSD: 0.25, MaxToolCalls: 7},
+		MaxSteps: 12, Tools: []string{"search"}, ToolsDeny: []string{"shell"}, SystemPrompt: "Be brief & <kind>.",
+		ResultRoute: "silent", IdempotencyKey: "week-48",
+	})
+	require.NoError(t, err)
+	_, page := get(t, b, h.srv.URL+"/tasks/"+task.ID)
+	for _, want := range []string{
+		"<dd>alice</dd>", `<span class="badge">weekly</span>`, "&#34;team&#34;: &#34;&lt;ops&gt;&#34;",
+		"5000 tokens · $0.2500 · 7 tool calls", "<dt>Max steps</dt><dd>12</dd>", "<code>search</code>", "<code>shell</code>",
+		"Be brief &amp; &lt;kind&gt;.", "<dt>Result route</dt><dd>silent</dd>", "<code>week-48</code>", "<dt>Run at</dt>", "<dt>Updated</dt>",
+	} {
+		require.Contains(t, page, want)
+	}
+	require.NotContains(t, page, "<h3>Input</h3>", "an empty input is not shown")
 }
