@@ -503,6 +503,8 @@ type queueData struct {
 	// Inputs shows.
 	Waiting int
 	Inbox   []*errand.Notification // the newest, newest first
+	// InboxCut is set when there are older notifications than Inbox shows.
+	InboxCut bool
 }
 
 // Bounds of the people's queue: questions longest waiting first, the
@@ -526,6 +528,7 @@ func (d *Dashboard) queuePage(w http.ResponseWriter, r *http.Request, v *view) {
 	if err == nil {
 		data.Inbox, err = d.client.Inbox(ctx, &errand.InboxParams{Limit: queueInbox, Newest: true})
 		slices.Reverse(data.Inbox)
+		data.InboxCut = len(data.Inbox) == queueInbox
 	}
 	if err != nil {
 		d.fail(w, r, v, http.StatusInternalServerError, err.Error())

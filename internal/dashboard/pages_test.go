@@ -2,11 +2,14 @@ package dashboard
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -149,4 +152,47 @@ func TestTaskPageShowsEveryField(t *testing.T) {
 		require.Contains(t, page, want)
 	}
 	require.NotContains(t, page, "<h3>Input</h3>", "an empty input is not shown")
+}
+
+// With more questions and notifications than fit, the queue shows the
+// questions that have waited longest and the newest notifications.
+func TestQueueShowsTheOldestQuestionsAndTheNewestNotifications(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	var export strings.Builder
+	enc := json.NewEncoder(&export)
+	start := time.Now().Add(-time.Hour)
+	const questions, notes = queueQuestions + 10, queueInbox + 20
+	for i := range questions {
+		at := start.Add(time.Duration(i) * time.Second)
+		id := fmt.Sprintf("tsk_%026d", i+1)
+		require.NoError(t, enc.Encode(map[string]any{"kind": "task", "data": &store.TaskRecord{Task: &store.Task{
+			ID: id, RunID: fmt.Sprintf("run_%026d", i+1), Agent: "default", Goal: "g", Status: store.StatusInputRequired,
+			Input: []byte(`{}`), Metadata: []byte(`{}`), Tags: []string{}, DependsOn: []string{}, Attempt: 1, MaxAttempts: 3,
+			RunAt: at, CreatedAt: at, UpdatedAt: at,
+		}}}))
+		require.NoError(t, enc.Encode(map[string]any{"kind": "input", "data": &store.InputRecord{InputRequest: &store.InputRequest{
+			ID: fmt.Sprintf("inp_%026d", i+1), TaskID: id, Question: fmt.Sprintf("question number %03d", i), Status: store.InputPending, CreatedAt: at,
+		}}}))
+	}
+	for i := range notes {
+		require.NoError(t, enc.Encode(map[string]any{"kind": "notification", "data": &store.Notification{
+			ID: int64(i + 1), TaskID: fmt.Sprintf("tsk_%026d", 1), EventID: int64(i + 1), EventType: "task.completed",
+			Text: fmt.Sprintf("note number %03d", i), CreatedAt: start.Add(time.Duration(i) * time.Second),
+		}}))
+	}
+	_, err := h.client.Import(t.Context(), strings.NewReader(export.String()))
+	require.NoError(t, err)
+
+	_, page := get(t, b, h.srv.URL+"/queue")
+	require.Equal(t, queueQuestions, strings.Count(page, `<form class="question"`))
+	require.Contains(t, page, fmt.Sprintf("%d tasks wait for an answer; the %d that have waited longest are shown.", questions, queueQuestions))
+	require.Contains(t, page, "question number 000")
+	require.NotContains(t, page, fmt.Sprintf("question number %03d", questions-1))
+	require.Contains(t, page, "The newest 100, newest first.")
+	newest, oldestShown := strings.Index(page, fmt.Sprintf("note number %03d", notes-1)), strings.Index(page, fmt.Sprintf("note number %03d", notes-queueInbox))
+	require.Positive(t, newest)
+	require.Greater(t, oldestShown, newest, "newest first")
+	require.NotContains(t, page, fmt.Sprintf("note number %03d", notes-queueInbox-1))
 }
