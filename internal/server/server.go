@@ -53,6 +53,13 @@ type Config struct {
 	// Dashboard, when set, serves every path outside /api, /healthz and
 	// /metrics (the web dashboard at /).
 	Dashboard http.Handler
+	// MCP, when set, serves the Model Context Protocol (Streamable HTTP)
+	// at /mcp, behind the token.
+	MCP http.Handler
+	// A2A, when set, serves the A2A protocol at /a2a and below, behind
+	// the token; A2ACards serves its agent cards under /.well-known/,
+	// open, as clients read them before they authenticate.
+	A2A, A2ACards http.Handler
 	// OnStream is told when an SSE or WebSocket client connects (true) and
 	// leaves (false).
 	OnStream func(open bool)
@@ -162,6 +169,16 @@ func (s *Server) routes() {
 	api("/api/", s.unknownRoute)
 
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	if s.cfg.MCP != nil {
+		s.mux.Handle("/mcp", s.authed(s.cfg.MCP.ServeHTTP))
+	}
+	if s.cfg.A2A != nil {
+		s.mux.Handle("/a2a", s.authed(s.cfg.A2A.ServeHTTP))
+		s.mux.Handle("/a2a/", s.authed(s.cfg.A2A.ServeHTTP))
+	}
+	if s.cfg.A2ACards != nil {
+		s.mux.Handle("GET /.well-known/", s.cfg.A2ACards)
+	}
 	if s.cfg.Dashboard != nil {
 		s.mux.Handle("/", s.cfg.Dashboard)
 	}

@@ -617,3 +617,41 @@ func TestWebSocket(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 }
+
+// /mcp and /a2a need the token; the agent cards under /.well-known/ do
+// not, since clients read them before they authenticate.
+func TestProtocolMountsAndTheirAuth(t *testing.T) {
+	c, err := errand.Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"), &errand.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	named := func(name string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, name+" "+r.URL.Path) })
+	}
+	srv := httptest.NewServer(New(Config{Client: c, Token: testToken, MCP: named("mcp"), A2A: named("a2a"), A2ACards: named("cards")}).Handler())
+	t.Cleanup(srv.Close)
+	call := func(method, path string, token bool) (int, string) {
+		req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, nil)
+		require.NoError(t, err)
+		if token {
+			req.Header.Set("Authorization", "Bearer "+testToken)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	for _, path := range []string{"/mcp", "/a2a", "/a2a/v0.3"} {
+		code, _ := call("POST", path, false)
+		require.Equal(t, http.StatusUnauthorized, code, path)
+	}
+	for path, want := range map[string]string{"/mcp": "mcp /mcp", "/a2a": "a2a /a2a", "/a2a/v0.3": "a2a /a2a/v0.3"} {
+		code, body := call("POST", path, true)
+		require.Equal(t, http.StatusOK, code, path)
+		require.Equal(t, want, body)
+	}
+	code, body := call("GET", "/.well-known/agent-card.json", false)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "cards /.well-known/agent-card.json", body)
+}
