@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -160,9 +161,12 @@ type taskLink struct {
 	Waiting bool
 }
 
-// Bounds of what the task page reads for its drawings.
+// Bounds of what the task page reads for its drawings: the newest tasks
+// of a run (plus the page's task's ancestors), and the tasks nearest in
+// its dependency graph.
 const (
-	maxRunTasks   = 1000
+	maxRunTasks   = maxDiagramTasks
+	maxAncestors  = 50
 	maxGraphTasks = 100
 )
 
@@ -228,10 +232,10 @@ func (d *Dashboard) taskPage(w http.ResponseWriter, r *http.Request, v *view) {
 		func() (err error) { data.Steps, err = d.client.Steps(ctx, t.ID); return err },
 		func() (err error) { data.Events, err = d.client.History(ctx, t.ID); return err },
 		func() error {
-			run, err := d.client.List(ctx, &errand.ListParams{RunID: t.RunID, Limit: maxRunTasks})
-			if err == nil && len(run.Tasks) > 1 {
-				data.Tree = treeDiagram(run.Tasks, t.ID)
-				data.Tree.Partial = data.Tree.Partial || run.NextCursor != ""
+			tasks, partial, err := d.runOf(ctx, t)
+			if err == nil && len(tasks) > 1 {
+				data.Tree = treeDiagram(tasks, t.ID)
+				data.Tree.Partial = data.Tree.Partial || partial
 			}
 			return err
 		},
@@ -256,6 +260,35 @@ func (d *Dashboard) taskPage(w http.ResponseWriter, r *http.Request, v *view) {
 	}
 	v.Title, v.Data = taskTitle(t), data
 	d.render(w, r, http.StatusOK, "task", v)
+}
+
+// runOf reads the newest tasks of t's run and t's ancestors, so the tree
+// always reaches from its root to t. partial is set when the run has more.
+func (d *Dashboard) runOf(ctx context.Context, t *errand.Task) (tasks []*errand.Task, partial bool, err error) {
+	run, err := d.client.List(ctx, &errand.ListParams{RunID: t.RunID, Limit: maxRunTasks})
+	if err != nil {
+		return nil, false, err
+	}
+	tasks = run.Tasks
+	have := make(map[string]bool, len(tasks))
+	for _, task := range tasks {
+		have[task.ID] = true
+	}
+	if !have[t.ID] {
+		tasks, have[t.ID] = append(tasks, t), true
+	}
+	for parent, hops := t.ParentID, 0; parent != "" && !have[parent] && hops < maxAncestors; hops++ {
+		p, err := d.client.Get(ctx, parent)
+		if errors.Is(err, errand.ErrNotFound) {
+			break // purged
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		tasks, have[p.ID] = append(tasks, p), true
+		parent = p.ParentID
+	}
+	return tasks, run.NextCursor != "", nil
 }
 
 // linksOf is what taskID depends on and what depends on it, in g.

@@ -196,3 +196,28 @@ func TestQueueShowsTheOldestQuestionsAndTheNewestNotifications(t *testing.T) {
 	require.Greater(t, oldestShown, newest, "newest first")
 	require.NotContains(t, page, fmt.Sprintf("note number %03d", notes-queueInbox-1))
 }
+
+// A run too big to draw whole still draws the way from its root to the
+// page's task, and says it is partial.
+func TestTaskTreeOfABigRunReachesTheRoot(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	submit := func(p *errand.SubmitParams) *errand.Task {
+		t.Helper()
+		task, err := h.client.Submit(t.Context(), p)
+		require.NoError(t, err)
+		return task
+	}
+	root := submit(&errand.SubmitParams{Goal: "root", Title: "The root"})
+	first := submit(&errand.SubmitParams{Goal: "g", Title: "The first child", ParentID: root.ID})
+	deep := submit(&errand.SubmitParams{Goal: "g", Title: "The grandchild", ParentID: first.ID})
+	for i := range maxRunTasks + 5 {
+		submit(&errand.SubmitParams{Goal: "g", Title: fmt.Sprintf("Later child %d", i), ParentID: root.ID})
+	}
+	_, page := get(t, b, h.srv.URL+"/tasks/"+deep.ID)
+	for _, task := range []*errand.Task{root, first, deep} {
+		require.Contains(t, page, `<a href="/tasks/`+task.ID+`"><g class="node`, task.Title)
+	}
+	require.Contains(t, page, "Only part of it is drawn")
+}
