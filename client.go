@@ -16,6 +16,7 @@ import (
 	"github.com/errandhq/errand/internal/agent"
 	"github.com/errandhq/errand/internal/config"
 	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/mcpclient"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 	"github.com/errandhq/errand/store/pgstore"
@@ -49,7 +50,8 @@ type Config struct {
 	// ConfigFile is an errand.yaml whose agents (kind llm or exec) and
 	// pricing table are registered too, and whose budget.task is the
 	// default budget. API keys are read from the environment variables its
-	// agents name.
+	// agents name. Its mcp_servers' tools are offered to its llm agents:
+	// each server starts when a task first needs it and stops with Close.
 	ConfigFile string
 	// Budget is the budget of tasks submitted without one; nil: no limit
 	// (or the config file's budget.task).
@@ -91,6 +93,9 @@ type Client struct {
 
 	mu     sync.Mutex
 	agents map[string]taskrun.Handler
+
+	// mcp runs the config file's MCP servers, or is nil.
+	mcp *mcpclient.Manager
 }
 
 // Open connects to the store named by dsn and applies pending migrations.
@@ -188,7 +193,14 @@ func newClient(st store.Store, cfg *Config) (*Client, error) {
 		}
 	}
 	if file != nil {
-		handlers, err := agent.FromConfig(file, os.LookupEnv, nil)
+		var tools agent.ToolSource
+		if len(file.MCPServers) > 0 {
+			if c.mcp, err = newMCPManager(file, cfg.Logger); err != nil {
+				return nil, fmt.Errorf("errand: %s: %w", cfg.ConfigFile, err)
+			}
+			tools = agent.MCPTools(c.mcp)
+		}
+		handlers, err := agent.FromConfig(file, os.LookupEnv, nil, tools)
 		if err != nil {
 			return nil, fmt.Errorf("errand: %s: %w", cfg.ConfigFile, err)
 		}
@@ -217,8 +229,25 @@ func fileBudget(file *config.Config) *Budget {
 // why not. It changes nothing.
 func (c *Client) CheckWritable(ctx context.Context) error { return c.store.CheckWritable(ctx) }
 
-// Close closes the store. Stop engines first.
-func (c *Client) Close() error { return c.store.Close() }
+// Close stops the config file's MCP servers and closes the store. Stop
+// engines first.
+func (c *Client) Close() error {
+	var mcpErr error
+	if c.mcp != nil {
+		mcpErr = c.mcp.Close()
+	}
+	return errors.Join(mcpErr, c.store.Close())
+}
+
+// newMCPManager makes the manager of a config file's MCP servers, which
+// starts none of them yet.
+func newMCPManager(file *config.Config, logger *slog.Logger) (*mcpclient.Manager, error) {
+	servers, err := mcpclient.ServersFromConfig(file.MCPServers, os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	return mcpclient.New(&mcpclient.Config{Servers: servers, Logger: logger})
+}
 
 // RegisterAgent makes an agent available to engines created afterwards.
 // Once any agent is registered, Submit refuses tasks for agents that are

@@ -355,6 +355,27 @@ type Store interface {
 	// or by none, changes nothing and is not an error.
 	LeaderRelease(ctx context.Context, params *LeaderReleaseParams) error
 
+	// PushConfigPut writes an A2A push config of a task, replacing the
+	// task's config with the same id (keeping its CreatedAt), and journals
+	// an EventPushConfigSet about the task in the same transaction; it
+	// returns the config. Params that do not validate wrap
+	// ErrPushConfigInvalid; an unknown task is a *ReferenceError (field
+	// task_id); either way nothing is written. Purging a task removes its
+	// configs.
+	PushConfigPut(ctx context.Context, params *PushConfigPutParams) (*PushConfig, error)
+
+	// PushConfigGet returns one push config of a task, or ErrNotFound.
+	PushConfigGet(ctx context.Context, taskID, id string) (*PushConfig, error)
+
+	// PushConfigList returns a task's push configs by id, at most Limit of
+	// them, after AfterID; none for an unknown task.
+	PushConfigList(ctx context.Context, params *PushConfigListParams) ([]*PushConfig, error)
+
+	// PushConfigDelete removes one push config of a task and reports
+	// whether it existed; removing one that does not exist changes nothing
+	// and is not an error.
+	PushConfigDelete(ctx context.Context, taskID, id string) (bool, error)
+
 	// Close releases the store's connections.
 	Close() error
 }

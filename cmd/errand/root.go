@@ -99,6 +99,7 @@ $ERRAND_HOME, default ~/.errand).`,
 		a.newImportCmd(),
 		a.newGCCmd(),
 		a.newBudgetCmd(),
+		a.newMCPCmd(),
 	)
 	return root
 }

@@ -289,6 +289,9 @@ func (a *LLM) call(ctx context.Context, run taskrun.Run, key string, call TurnCa
 	default:
 		tool, ok := a.tools[call.Name]
 		if !ok {
+			tool, ok = a.sourced[call.Name]
+		}
+		if !ok {
 			return fail(taskrun.StepFailed, CodeToolUnknown, fmt.Errorf("there is no tool named %s", call.Name))
 		}
 		callCtx, cancel := context.WithTimeout(ctx, a.cfg.StepTimeout)

@@ -38,7 +38,11 @@ type LLMConfig struct {
 	MaxOutputTokens int
 	Pricing         provider.Pricing
 	Tools           []Tool
-	Policy          Policy
+	// ToolSource, when set, adds tools that may change while errand runs
+	// (MCP servers'), asked for each model request. A tool named like a
+	// built-in or a tool in Tools is left out.
+	ToolSource ToolSource
+	Policy     Policy
 	// Mode is ModeReact (default) or ModePlanExecute.
 	Mode string
 }
@@ -58,6 +62,8 @@ type LLM struct {
 	// scout is set for a heartbeat scout (taskrun.Options.Scout): see
 	// scout.go.
 	scout bool
+	// sourced are the ToolSource's tools of the last request, by name.
+	sourced map[string]Tool
 }
 
 var _ taskrun.Handler = (*LLM)(nil)
@@ -233,7 +239,10 @@ func firstMessage(info *taskrun.Info) string {
 // think asks the model for step n's action, or replays the answer an
 // earlier attempt recorded.
 func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n int) (*modelReply, error) {
-	req := a.request(state)
+	req, names, err := a.request(ctx, state)
+	if err != nil {
+		return nil, err
+	}
 	input, err := json.Marshal(map[string]any{"model": a.cfg.Model, "messages": len(req.Messages), "tools": len(req.Tools)})
 	if err != nil {
 		return nil, err
@@ -292,7 +301,7 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 			id = fmt.Sprintf("call_%d_%d", n, i+1)
 		}
 		seen[id] = true
-		reply.ToolCalls = append(reply.ToolCalls, TurnCall{ID: id, Name: c.Name, Arguments: c.Arguments})
+		reply.ToolCalls = append(reply.ToolCalls, TurnCall{ID: id, Name: names.name(c.Name), Arguments: c.Arguments})
 	}
 	out, err := json.Marshal(reply)
 	if err != nil {
@@ -385,12 +394,15 @@ func summarize(s string) string {
 	return s
 }
 
-func (a *LLM) request(state *TaskState) *provider.Request {
+// request builds the model request for the state. Tools are offered
+// under the names models accept (see toolname.go); names maps what the
+// model calls back to errand's names.
+func (a *LLM) request(ctx context.Context, state *TaskState) (req *provider.Request, names toolNames, err error) {
 	finish, builtins := finishTaskSpec, slices.Concat([]provider.Tool{updatePlanSpec}, engineTools, []provider.Tool{askUserSpec}, memoryTools)
 	if a.scout {
 		finish, builtins = scoutFinishSpec, slices.Concat(scoutTools, memoryTools)
 	}
-	req := &provider.Request{
+	req = &provider.Request{
 		Model:     a.cfg.Model,
 		System:    a.cfg.SystemPrompt,
 		MaxTokens: a.cfg.MaxOutputTokens,
@@ -405,6 +417,9 @@ func (a *LLM) request(state *TaskState) *provider.Request {
 		if spec := t.Spec(); a.cfg.Policy.Allows(spec.Name) {
 			req.Tools = append(req.Tools, spec)
 		}
+	}
+	if err := a.addSourced(ctx, state, req); err != nil {
+		return nil, nil, err
 	}
 	req.Tools = a.phaseTools(state, req.Tools)
 	if a.toolCallsUsedUp() {
@@ -421,12 +436,59 @@ func (a *LLM) request(state *TaskState) *provider.Request {
 		}
 		req.System = strings.TrimSpace(req.System + "\n\n" + plan.String())
 	}
+	names = toolNames{}
+	offered := make([]provider.Tool, 0, len(req.Tools))
+	for _, spec := range req.Tools {
+		model, ok := names.add(spec.Name)
+		if !ok {
+			continue // another tool has this name for the model
+		}
+		spec.Name = model
+		offered = append(offered, spec)
+	}
+	req.Tools = offered
 	for _, t := range state.Transcript {
 		m := provider.Message{Role: t.Role, Content: t.Content, ToolCallID: t.ToolCallID, IsError: t.IsError}
 		for _, c := range t.ToolCalls {
-			m.ToolCalls = append(m.ToolCalls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+			m.ToolCalls = append(m.ToolCalls, provider.ToolCall{ID: c.ID, Name: modelToolName(c.Name), Arguments: c.Arguments})
 		}
 		req.Messages = append(req.Messages, m)
 	}
-	return req
+	return req, names, nil
+}
+
+// addSourced adds the ToolSource's tools the task may call to req, unless
+// the step can use none (a plan_execute plan or conclusion, a spent tool
+// budget): then no MCP server is started for it.
+func (a *LLM) addSourced(ctx context.Context, state *TaskState, req *provider.Request) error {
+	a.sourced = nil
+	if a.cfg.ToolSource == nil || a.toolCallsUsedUp() {
+		return nil
+	}
+	if phase, _ := a.phase(state); phase == phasePlan || phase == phaseConclude {
+		return nil
+	}
+	var want func(string) bool
+	if allow := a.cfg.Policy.Allow; len(allow) > 0 {
+		want = func(server string) bool {
+			return slices.ContainsFunc(allow, func(name string) bool { return strings.HasPrefix(name, server+".") })
+		}
+	}
+	tools, err := a.cfg.ToolSource.Tools(ctx, want)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &taskrun.Error{Code: "tools_unavailable", Err: err, Retryable: true}
+	}
+	a.sourced = map[string]Tool{}
+	for _, t := range tools {
+		spec := t.Spec()
+		if isBuiltin(spec.Name) || a.tools[spec.Name] != nil || a.sourced[spec.Name] != nil || !a.cfg.Policy.Allows(spec.Name) {
+			continue
+		}
+		a.sourced[spec.Name] = t
+		req.Tools = append(req.Tools, spec)
+	}
+	return nil
 }

@@ -16,6 +16,17 @@ type Tool interface {
 	Call(ctx context.Context, key string, args json.RawMessage) (json.RawMessage, error)
 }
 
+// ToolSource lists tools that may change while errand runs: the tools of
+// MCP servers, named "server.tool". The llm agent asks it each time it
+// builds a model request.
+type ToolSource interface {
+	// Tools lists the tools. want, when not nil, says which servers' tools
+	// the task may call at all, so that the others need not be started.
+	// A server that cannot be reached is left out, not an error; the error
+	// is for the context ending.
+	Tools(ctx context.Context, want func(server string) bool) ([]Tool, error)
+}
+
 // ToolFunc makes a Tool of a spec and a function.
 func ToolFunc(spec provider.Tool, call func(ctx context.Context, key string, args json.RawMessage) (json.RawMessage, error)) Tool {
 	return funcTool{spec: spec, call: call}

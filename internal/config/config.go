@@ -67,6 +67,7 @@ const (
 const (
 	KindLLM  = "llm"
 	KindExec = "exec"
+	KindA2A  = "a2a"
 )
 
 // Values of Agent.Provider.
@@ -145,6 +146,21 @@ type Config struct {
 	Schedules map[string]Schedule `yaml:"schedules"`
 	// Auth is how API clients prove who they are.
 	Auth Auth `yaml:"auth"`
+	// A2A configures the A2A server at /a2a.
+	A2A A2A `yaml:"a2a"`
+}
+
+// A2A configures the A2A server.
+type A2A struct {
+	// BaseURL is where A2A clients reach errand, written into the agent
+	// card (behind a proxy, say); empty builds it from each request.
+	BaseURL string `yaml:"base_url,omitempty"`
+	// DefaultAgent runs messages that name no agent; empty: the agent
+	// named default, else the only agent configured.
+	DefaultAgent string `yaml:"default_agent,omitempty"`
+	// PushAllowPrivate lets push-notification configs name loopback and
+	// private addresses (tests, a LAN); default false.
+	PushAllowPrivate bool `yaml:"push_allow_private,omitempty"`
 }
 
 // Auth configures the API's bearer token. Every /api route and the
@@ -162,7 +178,7 @@ type Auth struct {
 // Agent is one entry of agents:, an llm or an exec agent. Decoding fills the
 // defaults of its kind (see NewAgent).
 type Agent struct {
-	// Kind is "llm" or "exec"; required.
+	// Kind is "llm", "exec" or "a2a"; required.
 	Kind string `yaml:"kind"`
 
 	// Provider is "openai" (default; any OpenAI-compatible server) or
@@ -203,6 +219,16 @@ type Agent struct {
 	// WorkDir is the command's working directory; empty means the daemon's.
 	// exec only.
 	WorkDir string `yaml:"work_dir,omitempty"`
+
+	// CardURL is the remote A2A agent's card, e.g.
+	// https://host/.well-known/agent-card.json; required for a2a.
+	CardURL string `yaml:"card_url,omitempty"`
+	// TokenEnv names the environment variable holding the bearer token
+	// sent to the remote agent; empty sends none. a2a only.
+	TokenEnv string `yaml:"token_env,omitempty"`
+	// Metadata goes with the message that starts each remote task (an
+	// errand peer reads "agent" to pick its agent). a2a only.
+	Metadata JSONObject `yaml:"metadata,omitempty"`
 }
 
 // NewAgent returns an agent of the given kind with its defaults: max_steps
@@ -289,12 +315,22 @@ type Webhook struct {
 	AllowPrivate bool `yaml:"allow_private,omitempty"`
 }
 
-// MCPServer is an MCP server started over stdio.
+// MCPServer is an MCP server whose tools llm agents may call, as
+// "<name>.<tool>". Set Command (a server errand starts and talks to over
+// stdio) or URL (a server already running, reached over Streamable HTTP),
+// not both.
 type MCPServer struct {
-	// Command is the program and its arguments; required.
-	Command []string `yaml:"command"`
-	// Env is added to the server's environment.
+	// Command is the program and its arguments.
+	Command []string `yaml:"command,omitempty"`
+	// Env is added to the environment of a Command server.
 	Env map[string]string `yaml:"env,omitempty"`
+	// URL is the Streamable HTTP endpoint of a server, http or https.
+	URL string `yaml:"url,omitempty"`
+	// Headers are sent with every request to a URL server.
+	Headers map[string]string `yaml:"headers,omitempty"`
+	// TokenEnv names the environment variable holding a bearer token for
+	// a URL server, sent as Authorization: Bearer <token>.
+	TokenEnv string `yaml:"token_env,omitempty"`
 }
 
 // MemoryLimits are the recall limits of tasks by source: a person's
@@ -390,6 +426,9 @@ func (c *Config) normalize() {
 		s.Command = nilIfEmpty(s.Command)
 		if len(s.Env) == 0 {
 			s.Env = nil
+		}
+		if len(s.Headers) == 0 {
+			s.Headers = nil
 		}
 		c.MCPServers[name] = s
 	}

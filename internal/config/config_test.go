@@ -204,15 +204,22 @@ func TestValidateMessages(t *testing.T) {
 		{"StorePostgresBad", "store: postgres://u:secret@h:port/db", `store: not a valid postgres URL: invalid port ":port" after host`},
 		{"StoreSQLiteEmpty", "store: 'sqlite://'", `store: "sqlite://" names no file`},
 
-		{"AgentKind", "agents: {x: {kind: robot}}", `agents.x.kind: "robot" is not llm or exec`},
-		{"AgentKindMissing", "agents: {x: {max_steps: 3}}", "agents.x.kind: required: llm or exec"},
-		{"AgentNull", "agents: {x: ~}", "agents.x.kind: required: llm or exec\nagents.x.max_steps: must be at least 1\nagents.x.step_timeout: must be positive"},
+		{"AgentKind", "agents: {x: {kind: robot}}", `agents.x.kind: "robot" is not llm, exec or a2a`},
+		{"AgentKindMissing", "agents: {x: {max_steps: 3}}", "agents.x.kind: required: llm, exec or a2a"},
+		{"AgentNull", "agents: {x: ~}", "agents.x.kind: required: llm, exec or a2a\nagents.x.max_steps: must be at least 1\nagents.x.step_timeout: must be positive"},
 		{"AgentName", "agents: {'bad name': {kind: exec, command: [x]}}", `agents: "bad name" is not a valid agent name: use letters, digits, '-', '_' and '.'`},
 		{"ExecCommand", "agents: {shell: {kind: exec}}", "agents.shell.command: required for kind exec"},
 		{"ExecCommandEmpty", "agents: {shell: {kind: exec, command: ['']}}", "agents.shell.command[0]: must name a program"},
 		{"ExecLLMKeys", "agents: {shell: {kind: exec, command: [x], model: m, tools: [a]}}", "agents.shell.model: only for kind llm\nagents.shell.tools: only for kind llm"},
 		{"ExecEnv", "agents: {shell: {kind: exec, command: [x], env: {'A B': c}}}", `agents.shell.env: "A B" is not a valid environment variable name`},
 		{"LLMModel", "agents: {default: {kind: llm}}", "agents.default.model: required for kind llm"},
+		{"A2ABaseURL", "a2a: {base_url: 'errand.example.com'}", "a2a.base_url: must be an http or https URL"},
+		{"A2ADefaultAgent", "a2a: {default_agent: nobody}", `a2a.default_agent: "nobody" is not an agent in agents`},
+		{"A2ACardURL", "agents: {far: {kind: a2a}}", "agents.far.card_url: required for kind a2a: the remote agent's card, e.g. https://host/.well-known/agent-card.json"},
+		{"A2ACardURLBad", "agents: {far: {kind: a2a, card_url: 'ftp://x/card'}}", "agents.far.card_url: must be an http or https URL"},
+		{"A2ATokenEnv", "agents: {far: {kind: a2a, card_url: 'https://x/card', token_env: 'A B'}}", `agents.far.token_env: "A B" is not a valid environment variable name`},
+		{"A2AOtherKeys", "agents: {far: {kind: a2a, card_url: 'https://x/card', model: m, command: [x]}}", "agents.far.model: only for kind llm\nagents.far.command: only for kind exec"},
+		{"ExecA2AKeys", "agents: {shell: {kind: exec, command: [x], card_url: 'https://x/card'}}", "agents.shell.card_url: only for kind a2a"},
 		{"LLMProvider", "agents: {default: {kind: llm, model: m, provider: x}}", `agents.default.provider: "x" is not openai or anthropic`},
 		{"LLMMode", "agents: {default: {kind: llm, model: m, mode: x}}", `agents.default.mode: "x" is not react or plan_execute`},
 		{"LLMBaseURL", "agents: {default: {kind: llm, model: m, base_url: '127.0.0.1:11434'}}", "agents.default.base_url: must be an http or https URL"},
@@ -247,7 +254,19 @@ func TestValidateMessages(t *testing.T) {
 		{"WebhookSecretEnv", "webhooks: [{url: 'https://x', secret_env: '1X'}]", `webhooks[0].secret_env: "1X" is not a valid environment variable name`},
 		{"WebhookEvents", "webhooks: [{url: 'https://x'}, {url: 'https://y', events: [task.completed, Task Done]}]", `webhooks[1].events[1]: "Task Done" is not an event type like task.completed`},
 
-		{"MCPCommand", "mcp_servers: {files: {env: {A: b}}}", "mcp_servers.files.command: required"},
+		{"MCPNeither", "mcp_servers: {files: {env: {A: b}}}", "mcp_servers.files: set command (a server errand starts and talks to over stdio) or url (a Streamable HTTP server)"},
+		{"MCPBoth", "mcp_servers: {files: {command: [x], url: 'https://x/mcp'}}", "mcp_servers.files: set command or url, not both"},
+		{"MCPProgram", "mcp_servers: {files: {command: [' ', a]}}", "mcp_servers.files.command[0]: must name a program"},
+		{"MCPEnvName", "mcp_servers: {files: {command: [x], env: {1A: b}}}", `mcp_servers.files.env: "1A" is not a valid environment variable name`},
+		{"MCPHeadersForCommand", "mcp_servers: {files: {command: [x], headers: {X-A: b}}}", "mcp_servers.files.headers: only for a url server"},
+		{"MCPTokenForCommand", "mcp_servers: {files: {command: [x], token_env: T}}", "mcp_servers.files.token_env: only for a url server"},
+		{"MCPURL", "mcp_servers: {web: {url: 'ws://x/mcp'}}", "mcp_servers.web.url: must be an http or https URL"},
+		{"MCPEnvForURL", "mcp_servers: {web: {url: 'https://x/mcp', env: {A: b}}}", "mcp_servers.web.env: only for a command server"},
+		{"MCPHeaderName", "mcp_servers: {web: {url: 'https://x/mcp', headers: {'X A': b}}}", `mcp_servers.web.headers: "X A" is not a valid HTTP header name`},
+		{"MCPHeaderValue", "mcp_servers: {web: {url: 'https://x/mcp', headers: {X-A: \"b\\r\\nX-Evil: 1\"}}}", "mcp_servers.web.headers.X-A: has a control character or is not valid UTF-8"},
+		{"MCPTransportHeader", "mcp_servers: {web: {url: 'https://x/mcp', headers: {mcp-session-id: s}}}", "mcp_servers.web.headers.mcp-session-id: is set by the MCP transport"},
+		{"MCPAuthTwice", "mcp_servers: {web: {url: 'https://x/mcp', headers: {authorization: Bearer x}, token_env: T}}", "mcp_servers.web.headers.authorization: set Authorization here or token_env, not both"},
+		{"MCPTokenEnv", "mcp_servers: {web: {url: 'https://x/mcp', token_env: 'A-B'}}", `mcp_servers.web.token_env: "A-B" is not a valid environment variable name`},
 		{"MCPName", "mcp_servers: {'a.b': {command: [x]}}", `mcp_servers: "a.b" is not a valid server name: use letters, digits, '-' and '_'`},
 	}
 	for _, tt := range tests {
@@ -282,6 +301,8 @@ func TestValidAlternatives(t *testing.T) {
 		"webhooks: [{url: 'https://1password.com/h'}, {url: 'https://123.example.com/'}, {url: 'https://0x7f.example/'}, {url: 'https://xn--bcher-kva.example/'}]",
 		"webhooks: [{url: 'http://[::1]:9/h', allow_private: true}]",
 		"mcp_servers: {files: {command: [srv, -v], env: {LOG_LEVEL: debug}}}",
+		"mcp_servers: {web: {url: 'https://mcp.example.com/mcp', headers: {X-Tenant: 'a b\tc', User-Agent: errand}, token_env: MCP_TOKEN}}",
+		"mcp_servers: {web: {url: 'http://127.0.0.1:8080/mcp', headers: {Authorization: Basic eDp5}}, files: {command: [x]}}",
 		"agents: {a.b-c_1: {kind: exec, command: [x], env: {PATH: /bin}, work_dir: /tmp, max_steps: 1, step_timeout: 1ms}}",
 		"agents: {c: {kind: llm, provider: anthropic, model: claude, tools: [web_fetch], tools_deny: [cancel_task], max_output_tokens: 1024}}",
 		"pricing: {meta-llama/Llama-3-8b:latest: {input_per_mtok: 0, output_per_mtok: 1}}",
@@ -330,6 +351,7 @@ func TestStrictDecoding(t *testing.T) {
 		{"UnknownWebhookKey", "webhooks:\n  - url: https://x\n  - url: https://y\n    secrets: s\n", "webhooks[1].secrets: unknown key (did you mean secret?) (line 4)"},
 		{"UnknownPriceKey", "pricing: {m: {input: 1}}\n", "pricing.m.input: unknown key (line 1)"},
 		{"UnknownMCPKey", "mcp_servers: {f: {command: [x], cmd: [x]}}\n", "mcp_servers.f.cmd: unknown key (line 1)"},
+		{"UnknownMCPHTTPKey", "mcp_servers: {f: {url: 'https://x', header: {A: b}}}\n", "mcp_servers.f.header: unknown key (did you mean headers?) (line 1)"},
 		{"Duplicate", "workers: 1\nworkers: 2\n", "workers: set twice (first at line 1) (line 2)"},
 		{"DuplicateAgent", "agents:\n  a: {kind: exec, command: [x]}\n  a: {kind: exec, command: [y]}\n", "agents.a: set twice (first at line 2) (line 3)"},
 		{"NotInteger", "workers: many\n", `workers: "many" is not an integer (line 1)`},
@@ -451,5 +473,24 @@ func TestMemoryKeys(t *testing.T) {
 	require.Error(t, err)
 	for _, msg := range []string{"memory_retention", "memory_limits.agent.max_tokens", "memory_limits.agent.max_entries", "memory_limits.persons"} {
 		require.Contains(t, err.Error(), msg)
+	}
+}
+
+func TestA2AAgent(t *testing.T) {
+	cfg, err := Parse([]byte("agents:\n  far:\n    kind: a2a\n    card_url: https://peer.example/.well-known/agent-card.json\n" +
+		"    token_env: PEER_TOKEN\n    metadata: {agent: researcher, tags: [a, 2], deep: {x: 1.5}}\n"))
+	require.NoError(t, err)
+	far := cfg.Agents["far"]
+	require.Equal(t, KindA2A, far.Kind)
+	require.Equal(t, "https://peer.example/.well-known/agent-card.json", far.CardURL)
+	require.Equal(t, "PEER_TOKEN", far.TokenEnv)
+	require.JSONEq(t, `{"agent":"researcher","tags":["a",2],"deep":{"x":1.5}}`, string(far.Metadata))
+
+	for doc, want := range map[string]string{
+		"agents: {far: {kind: a2a, card_url: 'https://x/c', metadata: [a]}}":       "agents.far.metadata: must be a mapping",
+		"agents: {far: {kind: a2a, card_url: 'https://x/c', metadata: {a: .nan}}}": `agents.far.metadata.a: ".nan" is not a number JSON can hold`,
+	} {
+		_, err := Parse([]byte(doc))
+		require.ErrorContains(t, err, want, doc)
 	}
 }

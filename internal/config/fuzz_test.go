@@ -29,6 +29,7 @@ func FuzzParse(f *testing.F) {
 		"? [a]\n: b",
 		"agents: {'': {kind: llm, model: m}}",
 		"mcp_servers: {f: {command: [x], env: {A: !!binary aGk=}}}",
+		"mcp_servers: {w: {url: 'https://x/mcp', headers: {X-A: \"b\\tc\", Authorization: ~}, token_env: T}, v: {url: 'http://[::1]:1/', command: [x]}}",
 		"schedules: {s: {kind: cron, spec: '*/5 * * * *', timezone: Europe/Berlin, catch_up: none, task: {goal: g, priority: 1, tags: [a, 2]}}}",
 		"schedules: {s: {kind: event, spec: {type: task.failed, match: {agent: x, n: -0.0}}, enabled: false, task: {goal: g, input: {a: [1, 1e400, 18446744073709551616, ~, {b: 2024-01-02}]}}}}",
 		"schedules: {s: {kind: heartbeat, active_hours: '08:00-22:00', stuck_after: 1h, task: &t {prompt_file: p, budget: {max_cost_usd: -0.0, max_wall_clock: 1m}}}, t: {kind: interval, spec: 1h, task: {<<: *t, goal: g, prompt_file: ~}}}",

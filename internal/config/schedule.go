@@ -157,6 +157,25 @@ func (t *TaskTemplate) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// JSONObject is a JSON object, compact, that YAML writes as a mapping (an
+// a2a agent's metadata).
+type JSONObject []byte
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (o *JSONObject) UnmarshalYAML(n *yaml.Node) error {
+	b, err := yamlToJSON(n, anyJSONMapType)
+	if err != nil {
+		return err
+	}
+	*o = b
+	return nil
+}
+
+// MarshalYAML, MarshalJSON and UnmarshalJSON are a task template's.
+func (o JSONObject) MarshalYAML() (any, error)     { return TaskTemplate(o).MarshalYAML() }
+func (o JSONObject) MarshalJSON() ([]byte, error)  { return TaskTemplate(o).MarshalJSON() }
+func (o *JSONObject) UnmarshalJSON(b []byte) error { return (*TaskTemplate)(o).UnmarshalJSON(b) }
+
 // anyJSON marks, for the checker and yamlToJSON, a value that may be any
 // JSON: a task's input and metadata, an event spec's match values.
 type anyJSON struct{}
@@ -216,6 +235,7 @@ var (
 	anyJSONListType    = reflect.TypeFor[[]anyJSON]()
 	taskShapeType      = reflect.TypeFor[taskShape]()
 	taskTemplateType   = reflect.TypeFor[TaskTemplate]()
+	jsonObjectType     = reflect.TypeFor[JSONObject]()
 	eventSpecShapeType = reflect.TypeFor[eventSpecShape]()
 	scheduleSpecType   = reflect.TypeFor[ScheduleSpec]()
 	finiteFloatType    = reflect.TypeFor[finiteFloat]()

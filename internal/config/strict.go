@@ -85,6 +85,8 @@ func (c *checker) check(n *yaml.Node, t reflect.Type, path string) bool {
 		return c.anyJSON(n, path)
 	case t == taskTemplateType:
 		return c.asJSON(n, taskShapeType, path)
+	case t == jsonObjectType:
+		return c.asJSON(n, anyJSONMapType, path)
 	case t == scheduleSpecType && n.Kind == yaml.MappingNode:
 		return c.asJSON(n, eventSpecShapeType, path)
 	}

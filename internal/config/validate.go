@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"regexp"
 	"slices"
@@ -111,9 +112,7 @@ func (c *Config) Validate() error {
 			p.add("mcp_servers", "%q is not a valid server name: use letters, digits, '-' and '_'", name)
 			continue
 		}
-		s := c.MCPServers[name]
-		checkCommand(&p, path+".command", s.Command, "")
-		checkEnv(&p, path+".env", s.Env)
+		c.MCPServers[name].validate(&p, path)
 	}
 	p.check("retention", atLeast(c.Retention, 0))
 	p.check("memory_retention", atLeast(c.MemoryRetention, 0))
@@ -123,6 +122,14 @@ func (c *Config) Validate() error {
 	}
 	for _, name := range sortedKeys(c.Schedules) {
 		c.Schedules[name].validate(&p, "schedules."+name, name)
+	}
+	if c.A2A.BaseURL != "" {
+		p.check("a2a.base_url", checkHTTPURL(c.A2A.BaseURL))
+	}
+	if name := c.A2A.DefaultAgent; name != "" && name != "default" {
+		if _, ok := c.Agents[name]; !ok {
+			p.add("a2a.default_agent", "%q is not an agent in agents", name)
+		}
 	}
 	if c.Auth.TokenEnv != "" {
 		p.check("auth.token_env", checkEnvName(c.Auth.TokenEnv))
@@ -142,9 +149,16 @@ func (a Agent) validate(p *problems, path, name string) {
 		p.add("agents", "%q is not a valid agent name: use letters, digits, '-', '_' and '.'", name)
 		return
 	}
+	llmKeys := []agentKey{
+		{"provider", a.Provider != ""}, {"base_url", a.BaseURL != ""}, {"model", a.Model != ""},
+		{"api_key_env", a.APIKeyEnv != ""}, {"system_prompt", a.SystemPrompt != ""}, {"mode", a.Mode != ""},
+		{"tools", len(a.Tools) > 0}, {"tools_deny", len(a.ToolsDeny) > 0}, {"max_output_tokens", a.MaxOutputTokens != 0},
+	}
+	execKeys := []agentKey{{"command", len(a.Command) > 0}, {"env", len(a.Env) > 0}, {"work_dir", a.WorkDir != ""}}
+	a2aKeys := []agentKey{{"card_url", a.CardURL != ""}, {"token_env", a.TokenEnv != ""}, {"metadata", len(a.Metadata) > 0}}
 	switch a.Kind {
 	case "":
-		p.add(path+".kind", "required: llm or exec")
+		p.add(path+".kind", "required: llm, exec or a2a")
 	case KindLLM:
 		if a.Model == "" {
 			p.add(path+".model", "required for kind llm")
@@ -174,41 +188,26 @@ func (a Agent) validate(p *problems, path, name string) {
 		if a.MaxOutputTokens < 0 {
 			p.add(path+".max_output_tokens", "must not be negative")
 		}
-		for _, f := range []struct {
-			key string
-			set bool
-		}{
-			{"command", len(a.Command) > 0},
-			{"env", len(a.Env) > 0},
-			{"work_dir", a.WorkDir != ""},
-		} {
-			if f.set {
-				p.add(path+"."+f.key, "only for kind exec")
-			}
-		}
+		onlyFor(p, path, KindExec, execKeys)
+		onlyFor(p, path, KindA2A, a2aKeys)
 	case KindExec:
 		checkCommand(p, path+".command", a.Command, "for kind exec")
 		checkEnv(p, path+".env", a.Env)
-		for _, f := range []struct {
-			key string
-			set bool
-		}{
-			{"provider", a.Provider != ""},
-			{"base_url", a.BaseURL != ""},
-			{"model", a.Model != ""},
-			{"api_key_env", a.APIKeyEnv != ""},
-			{"system_prompt", a.SystemPrompt != ""},
-			{"mode", a.Mode != ""},
-			{"tools", len(a.Tools) > 0},
-			{"tools_deny", len(a.ToolsDeny) > 0},
-			{"max_output_tokens", a.MaxOutputTokens != 0},
-		} {
-			if f.set {
-				p.add(path+"."+f.key, "only for kind llm")
-			}
+		onlyFor(p, path, KindLLM, llmKeys)
+		onlyFor(p, path, KindA2A, a2aKeys)
+	case KindA2A:
+		if a.CardURL == "" {
+			p.add(path+".card_url", "required for kind a2a: the remote agent's card, e.g. https://host/.well-known/agent-card.json")
+		} else {
+			p.check(path+".card_url", checkHTTPURL(a.CardURL))
 		}
+		if a.TokenEnv != "" {
+			p.check(path+".token_env", checkEnvName(a.TokenEnv))
+		}
+		onlyFor(p, path, KindLLM, llmKeys)
+		onlyFor(p, path, KindExec, execKeys)
 	default:
-		p.add(path+".kind", "%q is not llm or exec", a.Kind)
+		p.add(path+".kind", "%q is not llm, exec or a2a", a.Kind)
 	}
 	if a.MaxSteps < 1 {
 		p.add(path+".max_steps", "must be at least 1")
@@ -216,6 +215,96 @@ func (a Agent) validate(p *problems, path, name string) {
 	if a.StepTimeout <= 0 {
 		p.add(path+".step_timeout", "must be positive")
 	}
+}
+
+// agentKey is a key of an agent's config, and whether it is set.
+type agentKey struct {
+	name string
+	set  bool
+}
+
+// onlyFor refuses the keys that are set but belong to another kind.
+func onlyFor(p *problems, path, kind string, keys []agentKey) {
+	for _, k := range keys {
+		if k.set {
+			p.add(path+"."+k.name, "only for kind %s", kind)
+		}
+	}
+}
+
+// transportHeaders are set by the MCP transport itself: a value in
+// headers would be overwritten or would break the protocol.
+var transportHeaders = []string{"Accept", "Content-Length", "Content-Type", "Host", "Last-Event-Id", "Mcp-Protocol-Version", "Mcp-Session-Id"}
+
+func (s MCPServer) validate(p *problems, path string) {
+	switch {
+	case len(s.Command) > 0 && s.URL != "":
+		p.add(path, "set command or url, not both")
+	case len(s.Command) == 0 && s.URL == "":
+		p.add(path, "set command (a server errand starts and talks to over stdio) or url (a Streamable HTTP server)")
+	case len(s.Command) > 0:
+		checkCommand(p, path+".command", s.Command, "")
+		checkEnv(p, path+".env", s.Env)
+		if len(s.Headers) > 0 {
+			p.add(path+".headers", "only for a url server")
+		}
+		if s.TokenEnv != "" {
+			p.add(path+".token_env", "only for a url server")
+		}
+	default:
+		p.check(path+".url", checkHTTPURL(s.URL))
+		if len(s.Env) > 0 {
+			p.add(path+".env", "only for a command server")
+		}
+		for _, k := range sortedKeys(s.Headers) {
+			canonical := textproto.CanonicalMIMEHeaderKey(k)
+			switch {
+			case !validHeaderName(k):
+				p.add(path+".headers", "%q is not a valid HTTP header name", k)
+			case slices.Contains(transportHeaders, canonical):
+				p.add(path+".headers."+k, "is set by the MCP transport")
+			case canonical == "Authorization" && s.TokenEnv != "":
+				p.add(path+".headers."+k, "set Authorization here or token_env, not both")
+			case !validHeaderValue(s.Headers[k]):
+				p.add(path+".headers."+k, "has a control character or is not valid UTF-8")
+			}
+		}
+		if s.TokenEnv != "" {
+			p.check(path+".token_env", checkEnvName(s.TokenEnv))
+		}
+	}
+}
+
+// validHeaderName reports whether s is an HTTP field name: one or more
+// token characters (RFC 9110).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue refuses what would split or corrupt a request: control
+// characters other than tab, and invalid UTF-8.
+func validHeaderValue(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if (r < ' ' && r != '\t') || r == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // Bounds of a memory limit, as the engine has them.

@@ -88,6 +88,7 @@ type daemon struct {
 	http     *http.Server
 	metrics  *metrics.Metrics
 	hooks    *webhook.Dispatcher
+	a2a      *a2aService
 	ready    func(net.Addr)
 	unlock   func()
 
@@ -123,6 +124,9 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		return nil, err
 	}
 	if err := checkAgentEnv(cfg, lookup); err != nil {
+		return nil, err
+	}
+	if err := checkMCPEnv(cfg, lookup); err != nil {
 		return nil, err
 	}
 	hooks, err := webhook.HooksFromConfig(cfg.Webhooks, lookup)
@@ -189,6 +193,7 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 	if d.client, err = errand.Open(ctx, cfg.StoreDSN(home), clientCfg); err != nil {
 		return nil, ExplainStoreError(err)
 	}
+	logMCPServers(log, cfg)
 	if _, ok := cfg.Agents["default"]; !ok {
 		if err = d.client.RegisterAgent("default", unconfiguredAgent(cfgPath)); err != nil {
 			return nil, err
@@ -224,14 +229,20 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.a2a, err = newA2A(ctx, d.client, cfg, a2aOptions{BaseURL: cfg.A2A.BaseURL, AllowPrivate: cfg.A2A.PushAllowPrivate}, log); err != nil {
+		return nil, fmt.Errorf("a2a: %w", err)
+	}
 	d.api = server.New(server.Config{
 		Client:           d.client,
 		Dashboard:        board,
+		A2A:              d.a2a.handler,
+		A2ACards:         d.a2a.cards,
 		Token:            token,
 		Metrics:          d.metrics.Handler(),
 		MetricsNeedToken: cfg.Auth.ProtectMetrics,
 		Status:           d.status,
 		Health:           d.client.CheckWritable,
+		MCP:              mcpHandler(d.client, log),
 		OnStream: func(open bool) {
 			if open {
 				d.metrics.StreamOpened()
@@ -303,6 +314,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	if d.hooks != nil {
 		wg.Go(func() { fail("webhooks", d.hooks.Run(partsCtx)) })
 	}
+	wg.Go(func() { fail("a2a push notifications", d.a2a.push.Run(partsCtx)) })
 	wg.Go(func() { d.observe(partsCtx, observeFrom) })
 	if d.reload != nil {
 		wg.Go(func() { d.reloadLoop(partsCtx) })
@@ -498,16 +510,20 @@ func loadConfig(home string, opts *Options, lookup func(string) (string, bool)) 
 }
 
 // checkAgentEnv refuses, before anything is created, agents whose API key
-// variable is not set.
+// or token variable is not set.
 func checkAgentEnv(cfg *config.Config, lookup func(string) (string, bool)) error {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(cfg.Agents)) {
 		a := cfg.Agents[name]
-		if a.Kind != config.KindLLM || a.APIKeyEnv == "" {
+		key, env, drop := "api_key_env", a.APIKeyEnv, "drop api_key_env for a server that needs no key"
+		if a.Kind == config.KindA2A {
+			key, env, drop = "token_env", a.TokenEnv, "drop token_env for an agent that needs no token"
+		}
+		if env == "" {
 			continue
 		}
-		if v, _ := lookup(a.APIKeyEnv); strings.TrimSpace(v) == "" {
-			errs = append(errs, fmt.Errorf("agents.%s.api_key_env names %s, which is not set: export it before errand serve, or drop api_key_env for a server that needs no key", name, a.APIKeyEnv))
+		if v, _ := lookup(env); strings.TrimSpace(v) == "" {
+			errs = append(errs, fmt.Errorf("agents.%s.%s names %s, which is not set: export it before errand serve, or %s", name, key, env, drop))
 		}
 	}
 	return errors.Join(errs...)

@@ -74,6 +74,10 @@ var Points = [...]string{
 	"CheckWritable",
 	"LeaderAcquire",
 	"LeaderRelease",
+	"PushConfigPut",
+	"PushConfigGet",
+	"PushConfigList",
+	"PushConfigDelete",
 }
 
 // When says on which side of the inner call an injected fault strikes.
@@ -521,6 +525,26 @@ func (s *Store) LeaderAcquire(ctx context.Context, params *store.LeaderAcquirePa
 // LeaderRelease calls the inner store's LeaderRelease under the faults at point "LeaderRelease".
 func (s *Store) LeaderRelease(ctx context.Context, params *store.LeaderReleaseParams) error {
 	return call0(ctx, s, "LeaderRelease", func() error { return s.inner.LeaderRelease(ctx, params) })
+}
+
+// PushConfigPut calls the inner store's PushConfigPut under the faults at point "PushConfigPut".
+func (s *Store) PushConfigPut(ctx context.Context, params *store.PushConfigPutParams) (*store.PushConfig, error) {
+	return call(ctx, s, "PushConfigPut", func() (*store.PushConfig, error) { return s.inner.PushConfigPut(ctx, params) })
+}
+
+// PushConfigGet calls the inner store's PushConfigGet under the faults at point "PushConfigGet".
+func (s *Store) PushConfigGet(ctx context.Context, taskID, id string) (*store.PushConfig, error) {
+	return call(ctx, s, "PushConfigGet", func() (*store.PushConfig, error) { return s.inner.PushConfigGet(ctx, taskID, id) })
+}
+
+// PushConfigList calls the inner store's PushConfigList under the faults at point "PushConfigList".
+func (s *Store) PushConfigList(ctx context.Context, params *store.PushConfigListParams) ([]*store.PushConfig, error) {
+	return call(ctx, s, "PushConfigList", func() ([]*store.PushConfig, error) { return s.inner.PushConfigList(ctx, params) })
+}
+
+// PushConfigDelete calls the inner store's PushConfigDelete under the faults at point "PushConfigDelete".
+func (s *Store) PushConfigDelete(ctx context.Context, taskID, id string) (bool, error) {
+	return call(ctx, s, "PushConfigDelete", func() (bool, error) { return s.inner.PushConfigDelete(ctx, taskID, id) })
 }
 
 // Close closes the inner store. It cannot be faulted.

@@ -244,14 +244,32 @@ func (h *deliverer) deliver(ctx context.Context, ev *store.Event) bool {
 
 // post makes one attempt and returns nil for a 2xx answer.
 func (h *deliverer) post(ctx context.Context, id string, body []byte) error {
+	return postOnce(ctx, h.client, h.cfg.Clock, h.cfg.Timeout, &outgoing{
+		url: h.url.String(), id: id, body: body, contentType: "application/json", key: h.hook.Key,
+	})
+}
+
+// outgoing is one POST: a webhook delivery or an A2A push.
+type outgoing struct {
+	url         string
+	id          string // webhook-id: the same on every attempt
+	body        []byte
+	contentType string
+	header      http.Header // added to the request
+	key         []byte      // signs it; empty: unsigned
+}
+
+// postOnce makes one attempt, bounded by timeout on clock, and returns nil
+// for a 2xx answer.
+func postOnce(ctx context.Context, client *http.Client, clk clock.Clock, timeout time.Duration, o *outgoing) error {
 	ctx, cancel := context.WithCancelCause(ctx)
-	timer := h.cfg.Clock.NewTimer(h.cfg.Timeout)
+	timer := clk.NewTimer(timeout)
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
 		select {
 		case <-timer.C():
-			cancel(&TimeoutError{Timeout: h.cfg.Timeout})
+			cancel(&TimeoutError{Timeout: timeout})
 		case <-ctx.Done():
 		}
 	}()
@@ -261,19 +279,22 @@ func (h *deliverer) post(ctx context.Context, id string, body []byte) error {
 		<-watched
 	}()
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url.String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url, bytes.NewReader(o.body))
 	if err != nil {
 		return fmt.Errorf("new request: %w", err)
 	}
-	now := h.cfg.Clock.Now()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", UserAgent)
-	req.Header.Set(HeaderID, id)
-	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
-	if len(h.hook.Key) > 0 {
-		req.Header.Set(HeaderSignature, Sign(h.hook.Key, id, now, body))
+	for name, values := range o.header {
+		req.Header[name] = slices.Clone(values)
 	}
-	resp, err := h.client.Do(req)
+	now := clk.Now()
+	req.Header.Set("Content-Type", o.contentType)
+	req.Header.Set("User-Agent", UserAgent)
+	req.Header.Set(HeaderID, o.id)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+	if len(o.key) > 0 {
+		req.Header.Set(HeaderSignature, Sign(o.key, o.id, now, o.body))
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		if te := (*TimeoutError)(nil); errors.As(context.Cause(ctx), &te) {
 			return te

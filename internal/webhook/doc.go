@@ -62,6 +62,22 @@
 // releases nothing: another takes over once the lease expires, within
 // LeaseTTL and a third of the death.
 //
+// # A2A push notifications
+//
+// A PushDispatcher delivers what A2A clients asked to be told of their
+// tasks (see package a2a): a PushSource turns each journal event into
+// pushes, each to the URL of one push config, and the dispatcher posts
+// them with the same headers as webhooks (signed when the push has a
+// key), guarded the same way against private addresses. It follows the
+// journal from one durable cursor and holds one lease, both PushCursor.
+// Pushes of one queue (one config) go one at a time, in order; queues go
+// in parallel, so a receiver that is down holds back its own pushes
+// only. A push is tried up to PushConfig.MaxAttempts times, with the
+// webhooks' backoff, then dropped: configs are made by clients, and one
+// that is gone must not hold the others back for ever. The cursor moves
+// past an event once all its pushes were sent or dropped, so a restart
+// sends again at most the pushes in flight.
+//
 // # Private addresses
 //
 // Unless a hook sets AllowPrivate, New refuses a URL whose host is

@@ -39,6 +39,7 @@ var purgeDeletes = []string{
 	`DELETE FROM notifications WHERE task_id = ANY($1)`,
 	`DELETE FROM task_dependencies WHERE task_id = ANY($1) OR depends_on_id = ANY($1)`,
 	`DELETE FROM task_tags WHERE task_id = ANY($1)`,
+	`DELETE FROM a2a_push_configs WHERE task_id = ANY($1)`,
 	`DELETE FROM tasks WHERE id = ANY($1)`,
 }
 

@@ -40,6 +40,7 @@ var purgeDeletes = []string{
 	`DELETE FROM task_dependencies WHERE task_id IN (SELECT value FROM json_each(?1))
 		OR depends_on_id IN (SELECT value FROM json_each(?1))`,
 	`DELETE FROM task_tags WHERE task_id IN (SELECT value FROM json_each(?1))`,
+	`DELETE FROM a2a_push_configs WHERE task_id IN (SELECT value FROM json_each(?1))`,
 	`DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(?1))`,
 }
 

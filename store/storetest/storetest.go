@@ -75,6 +75,7 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"SpendGuard", testSpendGuard},
 		{"Memories", testMemory},
 		{"Leader", testLeader},
+		{"PushConfig", testPushConfig},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

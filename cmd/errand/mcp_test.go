@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/store"
+)
+
+// syncBuffer is a bytes.Buffer safe for the command's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startMCP runs `errand mcp` with args and connects an MCP client to its
+// stdin and stdout. Closing the session ends the command, whose error
+// arrives on the returned channel.
+func startMCP(t *testing.T, args ...string) (*mcp.ClientSession, *syncBuffer, <-chan error) {
+	t.Helper()
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	stderr := &syncBuffer{}
+	e := testEnv(map[string]string{"ERRAND_HOME": t.TempDir()})
+	e.stdin = stdinR
+	done := make(chan error, 1)
+	go func() {
+		err := runEnv(context.Background(), append(args, "mcp"), stdoutW, stderr, e)
+		stdoutW.Close()
+		done <- err
+	}()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).
+		Connect(t.Context(), &mcp.IOTransport{Reader: stdoutR, Writer: stdinW}, nil)
+	require.NoError(t, err, "stderr: %s", stderr.String())
+	return cs, stderr, done
+}
+
+func TestMCPCommand(t *testing.T) {
+	f := newFakeDaemon(t)
+	f.reply("GET /api/status", 200, api.Status{State: "alive", Tasks: map[string]int{}})
+	const taskID = "tsk_01JH0000000000000000000000"
+	f.reply("GET /api/tasks/"+taskID, 200, api.Task{ID: taskID, Title: "Report", Goal: "write it", Status: store.StatusCompleted,
+		Result: json.RawMessage(`{"output":"all done"}`), CreatedAt: now, UpdatedAt: now})
+
+	cs, stderr, done := startMCP(t, f.args()...)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "get_task_status", Arguments: map[string]any{"task_id": taskID}})
+	require.NoError(t, err)
+	require.False(t, res.IsError)
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "Task "+taskID+" “Report” completed. Output:\nall done")
+	require.Len(t, f.requests("/api/tasks/"+taskID), 1)
+	require.Equal(t, "Bearer "+f.token, f.requests("/api/tasks/" + taskID)[0].Auth)
+
+	// The host closing the pipe is the normal end; nothing was logged.
+	require.NoError(t, cs.Close())
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("errand mcp did not end when its input closed")
+	}
+	require.Empty(t, stderr.String())
+}
+
+func TestMCPCommandWithoutDaemon(t *testing.T) {
+	f := newFakeDaemon(t)
+	url := f.srv.URL
+	f.srv.Close() // nobody listens there now
+
+	cs, stderr, done := startMCP(t, "--server", url, "--token", "t")
+	require.Contains(t, stderr.String(), "the errand daemon does not answer yet")
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list_tasks", Arguments: map[string]any{}})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "cannot reach the errand daemon at "+url+": is `errand serve` running?")
+	require.NoError(t, cs.Close())
+	require.NoError(t, <-done)
+}

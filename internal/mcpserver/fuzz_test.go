@@ -1,0 +1,152 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/clock"
+	"github.com/errandhq/errand/internal/id"
+)
+
+var toolNames = []string{"submit_task", "get_task_status", "list_tasks", "cancel_task", "answer_task", "wait_for_task"}
+
+// fuzzClient is an errand.Client over a fresh store with agents but no
+// engine: submitted tasks stay pending.
+func fuzzClient(f *testing.F) *errand.Client {
+	c, err := errand.Open(context.Background(), filepath.Join(f.TempDir(), "errand.db"), &errand.Config{
+		Agents: map[string]errand.Agent{"default": errand.AgentFunc(func(context.Context, *errand.TaskRun) (errand.Result, error) {
+			return errand.Result{}, nil
+		})},
+	})
+	require.NoError(f, err)
+	f.Cleanup(func() { c.Close() })
+	return c
+}
+
+// FuzzToolArguments calls every tool with arbitrary arguments: each call
+// ends in a result or a tool error that says what is wrong, never a
+// protocol failure or an internal error.
+func FuzzToolArguments(f *testing.F) {
+	c := fuzzClient(f)
+	task, err := c.Submit(context.Background(), &errand.SubmitParams{Goal: "seed"})
+	require.NoError(f, err)
+	for i, args := range []string{
+		`{"goal":"g","title":"t","agent":"default","priority":3,"session_id":"s","input":{"a":[1,2]},"idempotency_key":"k"}`,
+		`{"goal":"","priority":-1}`, `{"goal":"g","input":null}`, `{"goal":"g","input":"text"}`, `{"goal":"g","depends_on":["tsk_0"]}`,
+		`{"task_id":"` + task.ID + `"}`, `{"task_id":"` + id.New(id.Task) + `"}`, `{"task_id":null}`, `{}`, `[]`, `null`,
+		`{"status":["running","bogus"],"limit":1000,"cursor":"AAAA"}`, `{"status":"running"}`,
+		`{"task_id":"` + task.ID + `","reason":"` + strings.Repeat("r", 100) + `"}`,
+		`{"task_id":"` + task.ID + `","answer":"yes"}`, `{"task_id":"` + task.ID + `","timeout_seconds":0}`,
+		`{"task_id":"x","timeout_seconds":1e300}`, "{\"goal\":\"\xff\xfe\"}", `{"goal":"a\u0000b"}`,
+	} {
+		f.Add(uint8(i), args)
+	}
+	faults := &errorCounter{}
+	session := connectFuzz(f, NewServer(LocalBackend(c), &Config{Logger: slog.New(faults), Clock: instantClock{clock.New()}}))
+	f.Fuzz(func(t *testing.T, tool uint8, args string) {
+		defer faults.check(t)
+		if !json.Valid([]byte(args)) {
+			return // the client cannot send it; FuzzHandler covers raw bodies
+		}
+		name := toolNames[int(tool)%len(toolNames)]
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
+		require.NoError(t, err, "%s(%s)", name, args)
+		if res.IsError {
+			msg := text(res)
+			require.NotEmpty(t, msg)
+			require.NotContains(t, msg, "internal error", "%s(%s)", name, args)
+			return
+		}
+		data, err := json.Marshal(res.StructuredContent)
+		require.NoError(t, err)
+		require.True(t, bytes.HasPrefix(data, []byte("{")), "%s(%s): structured content %s", name, args, data)
+	})
+}
+
+// FuzzHandler posts arbitrary bodies to the HTTP handler: nothing is a
+// 5xx.
+func FuzzHandler(f *testing.F) {
+	c := fuzzClient(f)
+	faults := &errorCounter{}
+	h := NewHandler(LocalBackend(c), &Config{Logger: slog.New(faults), Clock: instantClock{clock.New()}})
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"submit_task","arguments":{"goal":"g"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_tasks","arguments":{"limit":"x"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_task_status"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/list"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"errand://tasks/tsk_x/output"}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"}]`,
+		`{"jsonrpc":"2.0","id":{},"method":"tools/call","params":[]}`, `{`, ``, "\xff",
+	} {
+		f.Add(body)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		defer faults.check(t)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Less(t, rec.Code, 500, "%q: %s", body, rec.Body)
+		require.NotContains(t, rec.Body.String(), "internal error", "%q", body)
+	})
+}
+
+// instantClock ends every wait at once: a fuzzed wait_for_task on a
+// pending task returns timed out instead of holding the fuzzer.
+type instantClock struct{ clock.Clock }
+
+func (c instantClock) NewTimer(time.Duration) clock.Timer { return c.Clock.NewTimer(0) }
+
+// errorCounter counts the errors logged: faults, which no input may
+// cause.
+type errorCounter struct {
+	n    atomic.Int64
+	seen int64
+}
+
+func (h *errorCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+func (h *errorCounter) Handle(context.Context, slog.Record) error    { h.n.Add(1); return nil }
+func (h *errorCounter) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h *errorCounter) WithGroup(string) slog.Handler                { return h }
+
+// check fails t if an error was logged since the last check.
+func (h *errorCounter) check(t *testing.T) {
+	n := h.n.Load()
+	if n != h.seen {
+		t.Errorf("the server logged %d error(s)", n-h.seen)
+		h.seen = n
+	}
+}
+
+func connectFuzz(f *testing.F, srv *mcp.Server) *mcp.ClientSession {
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(context.Background(), st, nil)
+	require.NoError(f, err)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "fuzz", Version: "v0"}, nil).Connect(context.Background(), ct, nil)
+	require.NoError(f, err)
+	f.Cleanup(func() {
+		cs.Close()
+		ss.Wait()
+	})
+	return cs
+}

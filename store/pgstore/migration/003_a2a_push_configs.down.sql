@@ -1,0 +1,1 @@
+DROP TABLE a2a_push_configs;

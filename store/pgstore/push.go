@@ -1,0 +1,97 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/errandhq/errand/store"
+)
+
+const pushConfigColumns = `task_id, id, url, token, auth_scheme, auth_credentials, protocol_version, created_at, updated_at`
+
+func scanPushConfig(r pgx.Row) (*store.PushConfig, error) {
+	var (
+		c                  store.PushConfig
+		created, updatedAt time.Time
+	)
+	if err := r.Scan(&c.TaskID, &c.ID, &c.URL, &c.Token, &c.AuthScheme, &c.AuthCredentials, &c.ProtocolVersion, &created, &updatedAt); err != nil {
+		return nil, err
+	}
+	c.CreatedAt, c.UpdatedAt = fromDB(created), fromDB(updatedAt)
+	return &c, nil
+}
+
+// pushConfigPut writes a config only while its task exists, in one
+// statement; a conflict on (task_id, id) replaces the config.
+const pushConfigPut = `
+INSERT INTO a2a_push_configs AS c (` + pushConfigColumns + `)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $8 WHERE EXISTS (SELECT 1 FROM tasks WHERE id = $1 FOR SHARE)
+ON CONFLICT (task_id, id) DO UPDATE SET url = excluded.url, token = excluded.token,
+	auth_scheme = excluded.auth_scheme, auth_credentials = excluded.auth_credentials,
+	protocol_version = excluded.protocol_version, updated_at = excluded.updated_at
+RETURNING ` + pushConfigColumns
+
+// PushConfigPut implements store.Store.
+func (s *Store) PushConfigPut(ctx context.Context, p *store.PushConfigPutParams) (*store.PushConfig, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("put push config: %w: %w", store.ErrPushConfigInvalid, err)
+	}
+	c, at := p.Config, now(p.Now)
+	var out *store.PushConfig
+	err := s.writeTx(ctx, func(tx *txn) error {
+		var err error
+		out, err = scanPushConfig(tx.QueryRow(ctx, pushConfigPut,
+			c.TaskID, c.ID, c.URL, c.Token, c.AuthScheme, c.AuthCredentials, c.ProtocolVersion, at))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &store.ReferenceError{Field: "task_id", ID: c.TaskID}
+		}
+		if err != nil {
+			return err
+		}
+		return tx.appendEvent(c.TaskID, store.EventPushConfigSet, p.Actor, &store.PushConfigEventData{ID: c.ID}, at)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("put push config %s of task %s: %w", c.ID, c.TaskID, err)
+	}
+	return out, nil
+}
+
+// PushConfigGet implements store.Store.
+func (s *Store) PushConfigGet(ctx context.Context, taskID, id string) (*store.PushConfig, error) {
+	c, err := scanPushConfig(s.pool.QueryRow(ctx, `SELECT `+pushConfigColumns+` FROM a2a_push_configs
+		WHERE task_id = $1 AND id = $2`, taskID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get push config %s of task %s: %w", id, taskID, err)
+	}
+	return c, nil
+}
+
+// PushConfigList implements store.Store.
+func (s *Store) PushConfigList(ctx context.Context, p *store.PushConfigListParams) ([]*store.PushConfig, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+pushConfigColumns+` FROM a2a_push_configs
+		WHERE task_id = $1 AND id > $2 ORDER BY id LIMIT $3`, p.TaskID, p.AfterID, max(p.Limit, 1))
+	if err != nil {
+		return nil, fmt.Errorf("list push configs of task %s: %w", p.TaskID, err)
+	}
+	out, err := collect(rows, scanPushConfig)
+	if err != nil {
+		return nil, fmt.Errorf("list push configs of task %s: %w", p.TaskID, err)
+	}
+	return out, nil
+}
+
+// PushConfigDelete implements store.Store.
+func (s *Store) PushConfigDelete(ctx context.Context, taskID, id string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM a2a_push_configs WHERE task_id = $1 AND id = $2`, taskID, id)
+	if err != nil {
+		return false, fmt.Errorf("delete push config %s of task %s: %w", id, taskID, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}

@@ -1,0 +1,99 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/errandhq/errand/store"
+)
+
+const pushConfigColumns = `task_id, id, url, token, auth_scheme, auth_credentials, protocol_version, created_at, updated_at`
+
+func scanPushConfig(r rowScanner) (*store.PushConfig, error) {
+	var (
+		c                  store.PushConfig
+		created, updatedAt int64
+	)
+	if err := r.Scan(&c.TaskID, &c.ID, &c.URL, &c.Token, &c.AuthScheme, &c.AuthCredentials, &c.ProtocolVersion, &created, &updatedAt); err != nil {
+		return nil, err
+	}
+	c.CreatedAt, c.UpdatedAt = fromMicros(created), fromMicros(updatedAt)
+	return &c, nil
+}
+
+// PushConfigPut implements store.Store. The task's existence is checked
+// by the statement itself, so a config never outlives a purged task.
+func (s *Store) PushConfigPut(ctx context.Context, p *store.PushConfigPutParams) (*store.PushConfig, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("put push config: %w: %w", store.ErrPushConfigInvalid, err)
+	}
+	c, at := p.Config, micros(now(p.Now))
+	var out *store.PushConfig
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = scanPushConfig(tx.QueryRowContext(ctx, `INSERT INTO a2a_push_configs (`+pushConfigColumns+`)
+			SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8 WHERE EXISTS (SELECT 1 FROM tasks WHERE id = ?1)
+			ON CONFLICT (task_id, id) DO UPDATE SET url = excluded.url, token = excluded.token,
+				auth_scheme = excluded.auth_scheme, auth_credentials = excluded.auth_credentials,
+				protocol_version = excluded.protocol_version, updated_at = excluded.updated_at
+			RETURNING `+pushConfigColumns,
+			c.TaskID, c.ID, c.URL, c.Token, c.AuthScheme, c.AuthCredentials, c.ProtocolVersion, at))
+		if errors.Is(err, sql.ErrNoRows) {
+			return &store.ReferenceError{Field: "task_id", ID: c.TaskID}
+		}
+		if err != nil {
+			return err
+		}
+		return s.appendEvent(ctx, tx, c.TaskID, store.EventPushConfigSet, p.Actor, &store.PushConfigEventData{ID: c.ID}, fromMicros(at))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("put push config %s of task %s: %w", c.ID, c.TaskID, err)
+	}
+	return out, nil
+}
+
+// PushConfigGet implements store.Store.
+func (s *Store) PushConfigGet(ctx context.Context, taskID, id string) (*store.PushConfig, error) {
+	c, err := scanPushConfig(s.reader.QueryRowContext(ctx, `SELECT `+pushConfigColumns+` FROM a2a_push_configs
+		WHERE task_id = ? AND id = ?`, taskID, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get push config %s of task %s: %w", id, taskID, err)
+	}
+	return c, nil
+}
+
+// PushConfigList implements store.Store.
+func (s *Store) PushConfigList(ctx context.Context, p *store.PushConfigListParams) ([]*store.PushConfig, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+pushConfigColumns+` FROM a2a_push_configs
+		WHERE task_id = ? AND id > ? ORDER BY id LIMIT ?`, p.TaskID, p.AfterID, max(p.Limit, 1))
+	if err != nil {
+		return nil, fmt.Errorf("list push configs of task %s: %w", p.TaskID, err)
+	}
+	out, err := collect(rows, scanPushConfig)
+	if err != nil {
+		return nil, fmt.Errorf("list push configs of task %s: %w", p.TaskID, err)
+	}
+	return out, nil
+}
+
+// PushConfigDelete implements store.Store.
+func (s *Store) PushConfigDelete(ctx context.Context, taskID, id string) (bool, error) {
+	var n int64
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM a2a_push_configs WHERE task_id = ? AND id = ?`, taskID, id)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("delete push config %s of task %s: %w", id, taskID, err)
+	}
+	return n > 0, nil
+}
