@@ -47,7 +47,7 @@ type Config struct {
 	MaxSubtaskDepth int
 	// Agents registers agents by name; see also Client.RegisterAgent.
 	Agents map[string]Agent
-	// ConfigFile is an errand.yaml whose agents (kind llm or exec) and
+	// ConfigFile is an errand.yaml whose agents (kind llm, exec or a2a) and
 	// pricing table are registered too, and whose budget.task is the
 	// default budget. API keys are read from the environment variables its
 	// agents name. Its mcp_servers' tools are offered to its llm agents:
