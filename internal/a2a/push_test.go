@@ -132,38 +132,6 @@ func TestPushConfigMethodsV03(t *testing.T) {
 	f.fails(CodeTaskNotFound, "tasks/pushNotificationConfig/list", map[string]any{"id": "tsk_nope"})
 }
 
-// journal is a webhook.Journal over the client, as the daemon's.
-type journal struct{ c *errand.Client }
-
-func (j journal) Follow(ctx context.Context, afterID int64) (<-chan *store.Event, error) {
-	sub, err := j.c.Subscribe(ctx, errand.EventFilter{}, afterID)
-	if err != nil {
-		return nil, err
-	}
-	return sub.Events(), nil
-}
-
-func (j journal) Cursor(ctx context.Context, name string) (int64, bool, error) {
-	return j.c.Cursor(ctx, name)
-}
-
-func (j journal) SetCursor(ctx context.Context, name string, id int64) error {
-	return j.c.SetCursor(ctx, name, id)
-}
-func (j journal) LastEventID(ctx context.Context) (int64, error) { return j.c.LastEventID(ctx) }
-
-func (j journal) Lead(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
-	l, err := j.c.Lead(ctx, name, owner, ttl)
-	if err != nil {
-		return false, err
-	}
-	return l.Owner == owner, nil
-}
-
-func (j journal) Unlead(ctx context.Context, name, owner string) error {
-	return j.c.Unlead(ctx, name, owner)
-}
-
 // pushReceiver records the pushes it gets.
 type pushReceiver struct {
 	srv *httptest.Server
@@ -202,7 +170,7 @@ func (f *fixture) startPushes(t *testing.T) {
 	last, err := f.client.LastEventID(t.Context())
 	require.NoError(t, err)
 	require.NoError(t, f.client.SetCursor(t.Context(), webhook.PushCursor, last))
-	d, err := webhook.NewPush(webhook.PushConfig{Source: f.server.PushSource(), Journal: journal{f.client}, AllowPrivate: true, Logger: f.server.log})
+	d, err := webhook.NewPush(webhook.PushConfig{Source: f.server.PushSource(), Journal: webhook.ClientJournal(f.client), AllowPrivate: true, Logger: f.server.log})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -53,7 +53,7 @@ func newA2A(ctx context.Context, client *errand.Client, cfg *config.Config, opts
 		return nil, err
 	}
 	push, err := webhook.NewPush(webhook.PushConfig{
-		Source: srv.PushSource(), Journal: journal{client}, AllowPrivate: opts.AllowPrivate, Logger: log,
+		Source: srv.PushSource(), Journal: webhook.ClientJournal(client), AllowPrivate: opts.AllowPrivate, Logger: log,
 		// Pushes can wait a little for another daemon to take over: renew
 		// the lease every 10 s, not every 1.7 s, on an idle store.
 		LeaseTTL: a2aPushLeaseTTL,

@@ -213,7 +213,7 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 	}
 	if len(hooks) > 0 {
 		d.hooks, err = webhook.New(webhook.Config{
-			Hooks: hooks, Journal: journal{d.client}, Logger: log,
+			Hooks: hooks, Journal: webhook.ClientJournal(d.client), Logger: log,
 			OnAttemptFunc: func(_ string, _ int64, err error) { d.metrics.WebhookAttempt(err) },
 		})
 		if err != nil {
