@@ -64,6 +64,9 @@ type LLM struct {
 	scout bool
 	// sourced are the ToolSource's tools of the last request, by name.
 	sourced map[string]Tool
+	// fixed is the fixed part (system prompt, tools) of the attempt's last
+	// model call, for bounding the next prompt (see bound.go).
+	fixed *fixedPart
 }
 
 var _ taskrun.Handler = (*LLM)(nil)
@@ -101,6 +104,10 @@ type Turn struct {
 	ToolCalls  []TurnCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	IsError    bool       `json:"is_error,omitempty"`
+	// Usage, on the last turn of a prompt the model was called with, is
+	// what the server counted for that call; it bounds the next prompt
+	// (see bound.go).
+	Usage *PromptUsage `json:"usage,omitempty"`
 }
 
 // TurnCall is a tool call of an assistant turn.
@@ -116,6 +123,10 @@ type modelReply struct {
 	ToolCalls  []TurnCall `json:"tool_calls,omitempty"`
 	StopReason string     `json:"stop_reason,omitempty"`
 	Model      string     `json:"model,omitempty"`
+	// UsageEstimated is set when the server reported no usage: the step's
+	// tokens are FillUsage's bounds, not a count to bound the next prompt
+	// by.
+	UsageEstimated bool `json:"usage_estimated,omitempty"`
 
 	absorbed bool // the state already holds this reply
 }
@@ -256,10 +267,17 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		if err := json.Unmarshal(rec.Output, &reply); err != nil {
 			return nil, &taskrun.Error{Code: "bad_step_record", Err: fmt.Errorf("step %d: %w", n, err)}
 		}
+		// The record's usage is what the server counted for this very
+		// prompt, rebuilt from the same state.
+		a.counted(state, req, provider.Usage{InputTokens: rec.TokensIn, OutputTokens: rec.TokensOut, Estimated: reply.UsageEstimated}, &reply)
 		return &reply, nil
 	}
 
-	reservation, err := a.reserveModelCall(ctx, run, req)
+	prompt, learn, err := a.promptBound(ctx, run, req, state.Transcript)
+	if err != nil {
+		return nil, err
+	}
+	reservation, err := a.reserveModelCall(ctx, run, req, prompt)
 	if errors.Is(err, taskrun.ErrSpendLimit) {
 		return nil, err // the step stays unrecorded and runs when the guard lets it
 	}
@@ -292,7 +310,7 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		return nil, &taskrun.Error{Code: code, Err: err, Retryable: retryable}
 	}
 	provider.FillUsage(req, resp)
-	reply = modelReply{Content: resp.Content, StopReason: resp.StopReason, Model: resp.Model}
+	reply = modelReply{Content: resp.Content, StopReason: resp.StopReason, Model: resp.Model, UsageEstimated: resp.Usage.Estimated}
 	seen := map[string]bool{}
 	for i, c := range resp.ToolCalls {
 		id := c.ID
@@ -302,6 +320,12 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		}
 		seen[id] = true
 		reply.ToolCalls = append(reply.ToolCalls, TurnCall{ID: id, Name: names.name(c.Name), Arguments: c.Arguments})
+	}
+	if a.counted(state, req, resp.Usage, &reply) && learn != nil && (learn.tokens == 0 || resp.Usage.InputTokens < learn.tokens) {
+		// A figure to bound this agent's next first prompts by. Losing it
+		// costs only a looser bound later, so a failed write does not fail
+		// the step, which the server has answered.
+		_ = learn.keeper.LearnPromptOverhead(ctx, learn.key, resp.Usage.InputTokens)
 	}
 	out, err := json.Marshal(reply)
 	if err != nil {
@@ -358,11 +382,10 @@ func (a *LLM) toolCallsUsedUp() bool {
 const minOutputTokens = 16
 
 // reserveModelCall sizes the reply to what the budget leaves, then reserves
-// the call's worst case: the prompt's upper bound plus the whole reply,
-// priced. The reply's size goes to the server as its output limit, so the
-// call can use no more than it reserved.
-func (a *LLM) reserveModelCall(ctx context.Context, run taskrun.Run, req *provider.Request) (taskrun.Amount, error) {
-	prompt := provider.MaxRequestTokens(req)
+// the call's worst case: the prompt's upper bound (promptBound) plus the
+// whole reply, priced. The reply's size goes to the server as its output
+// limit, so the call can use no more than it reserved.
+func (a *LLM) reserveModelCall(ctx context.Context, run taskrun.Run, req *provider.Request, prompt int64) (taskrun.Amount, error) {
 	maxOut := int64(a.cfg.MaxOutputTokens)
 	if b := a.budget.MaxTokens; b > 0 {
 		maxOut = min(maxOut, b-a.spent.Tokens-prompt)

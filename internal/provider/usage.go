@@ -24,24 +24,10 @@ const (
 // MaxTextTokens bounds the tokens text can take: one per UTF-8 byte.
 func MaxTextTokens(text string) int64 { return int64(len(text)) }
 
-// MaxRequestTokens bounds the input tokens of a request: its system prompt,
-// messages, tool calls and tool definitions, with their framing.
-func MaxRequestTokens(req *Request) int64 {
-	total := requestFramingTokens + MaxTextTokens(req.System)
-	for _, m := range req.Messages {
-		total += messageFramingTokens + MaxTextTokens(m.Content) + MaxTextTokens(m.ToolCallID)
-		for _, c := range m.ToolCalls {
-			total += messageFramingTokens + MaxTextTokens(c.ID) + MaxTextTokens(c.Name) + int64(len(c.Arguments))
-		}
-	}
-	if len(req.Tools) > 0 {
-		total += toolUseTokens
-	}
-	for _, t := range req.Tools {
-		total += toolFramingTokens + MaxTextTokens(t.Name) + MaxTextTokens(t.Description) + int64(len(t.Parameters))
-	}
-	return total
-}
+// MaxRequestTokens bounds the input tokens of a request for any model: its
+// system prompt, messages, tool calls and tool definitions, with their
+// framing, a token per byte (ByteBound).
+func MaxRequestTokens(req *Request) int64 { return ByteBound.Request(req) }
 
 // MaxResponseTokens bounds the output tokens of a reply to req: its text
 // and tool calls, and never more than the req.MaxTokens the server was
