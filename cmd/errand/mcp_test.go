@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,4 +96,58 @@ func TestMCPCommandWithoutDaemon(t *testing.T) {
 	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "cannot reach the errand daemon at "+url+": is `errand serve` running?")
 	require.NoError(t, cs.Close())
 	require.NoError(t, <-done)
+}
+
+// A host may write garbage, and may close stdin right after its
+// requests: the garbage gets a parse error under a null id, and every
+// request read before the end is answered before errand mcp exits.
+func TestMCPCommandMalformedLinesAndEOF(t *testing.T) {
+	t.Parallel()
+	f := newFakeDaemon(t)
+	f.reply("GET /api/status", 200, api.Status{State: "alive", Tasks: map[string]int{}})
+	input := strings.Join([]string{
+		"not json at all",
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+	}, "\n") + "\n"
+	e := testEnv(map[string]string{"ERRAND_HOME": t.TempDir()})
+	e.stdin = strings.NewReader(input)
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- runEnv(context.Background(), f.args("mcp"), stdout, stderr, e) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "stderr: %s", stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("errand mcp did not end when its input closed")
+	}
+	require.Empty(t, stderr.String())
+
+	type reply struct {
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	var replies []reply
+	for line := range strings.Lines(stdout.String()) {
+		var r reply
+		require.NoError(t, json.Unmarshal([]byte(line), &r), line)
+		replies = append(replies, r)
+	}
+	require.Len(t, replies, 4, stdout.String())
+	require.Equal(t, "null", string(replies[0].ID))
+	require.Equal(t, -32700, replies[0].Error.Code)
+	ids := map[string]reply{}
+	for _, r := range replies[1:] {
+		ids[string(r.ID)] = r
+	}
+	require.Nil(t, ids["1"].Error)
+	require.Contains(t, string(ids["1"].Result), "protocolVersion")
+	require.Equal(t, -32700, ids["null"].Error.Code)
+	require.Nil(t, ids["2"].Error)
+	require.Contains(t, string(ids["2"].Result), "wait_for_task")
 }

@@ -2,11 +2,17 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
@@ -96,3 +102,135 @@ func isCode(err error, code string) bool {
 
 // plain drops the package prefix of errand's errors.
 func plain(msg string) string { return strings.TrimPrefix(msg, "errand: ") }
+
+// maxEcho bounds how much of one thing a client sent an error repeats;
+// maxErrorBytes bounds an error's whole text.
+const (
+	maxEcho       = 64
+	maxErrorBytes = 1000
+)
+
+// truncate cuts s, which a client sent, to at most maxEcho bytes and
+// "…", on a rune boundary, with invalid UTF-8 replaced: an error that
+// repeats a client's input repeats only the start of it.
+func truncate(s string) string {
+	return clip(strings.ToValidUTF8(s, "\uFFFD"), maxEcho)
+}
+
+// capEchoes shortens, in the errors of tools/call and resources/read,
+// every string the client sent that is longer than maxEcho to its start
+// and "…", and each error to maxErrorBytes. The SDK's own errors (schema
+// validation, unknown tool) repeat a value whole; so does an error the
+// daemon's API returns. errand's own tool errors truncate as they write.
+func capEchoes(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		r, _ := res.(*mcp.CallToolResult)
+		if err == nil && (r == nil || !r.IsError) {
+			return res, err
+		}
+		long := longInputs(req)
+		if r != nil && r.IsError {
+			for _, c := range r.Content {
+				if tc, ok := c.(*mcp.TextContent); ok {
+					tc.Text = shorten(tc.Text, long)
+				}
+			}
+		}
+		if err != nil {
+			msg := shorten(err.Error(), long)
+			var we *jsonrpc.Error
+			if errors.As(err, &we) {
+				return res, &jsonrpc.Error{Code: we.Code, Message: msg, Data: we.Data}
+			}
+			return res, errors.New(msg)
+		}
+		return res, nil
+	}
+}
+
+// longInputs are the strings of a request longer than maxEcho: a tool's
+// name, its arguments' keys and values, a resource's URI.
+func longInputs(req mcp.Request) []string {
+	var long []string
+	add := func(s string) {
+		if len(s) > maxEcho {
+			long = append(long, s)
+		}
+	}
+	switch p := req.GetParams().(type) {
+	case *mcp.CallToolParamsRaw:
+		add(p.Name)
+		var args any
+		if json.Unmarshal(p.Arguments, &args) == nil {
+			walkStrings(args, add)
+		}
+	case *mcp.ReadResourceParams:
+		add(p.URI)
+	}
+	return long
+}
+
+func walkStrings(v any, f func(string)) {
+	switch v := v.(type) {
+	case string:
+		f(v)
+	case []any:
+		for _, e := range v {
+			walkStrings(e, f)
+		}
+	case map[string]any:
+		for k, e := range v {
+			f(k)
+			walkStrings(e, f)
+		}
+	}
+}
+
+// shorten replaces in msg each run that repeats the start of one of long
+// (as it is, quoted as Go quotes or as JSON escapes) with that start and
+// "…", then bounds msg to maxErrorBytes of valid UTF-8.
+func shorten(msg string, long []string) string {
+	for _, s := range long {
+		quoted := strconv.Quote(s)
+		js, _ := json.Marshal(s)
+		forms := []string{s, quoted[1 : len(quoted)-1], string(js[1 : len(js)-1])}
+		slices.Sort(forms)
+		for _, form := range slices.Compact(forms) {
+			msg = shortenRuns(msg, form)
+		}
+	}
+	return clip(strings.ToValidUTF8(msg, "\uFFFD"), maxErrorBytes)
+}
+
+// shortenRuns replaces each run of msg that begins with s's first maxEcho
+// bytes, and goes on as far as it matches s, with truncate(s).
+func shortenRuns(msg, s string) string {
+	if len(s) <= maxEcho {
+		return msg
+	}
+	head := s[:maxEcho]
+	var b strings.Builder
+	for {
+		i := strings.Index(msg, head)
+		if i < 0 {
+			break
+		}
+		n := maxEcho
+		for i+n < len(msg) && n < len(s) && msg[i+n] == s[n] {
+			n++
+		}
+		if n == maxEcho && strings.HasPrefix(msg[i+n:], "…") {
+			b.WriteString(msg[:i+n]) // shortened already, in another form
+		} else {
+			b.WriteString(msg[:i])
+			b.WriteString(truncate(s))
+		}
+		msg = msg[i+n:]
+	}
+	if b.Len() == 0 {
+		return msg
+	}
+	b.WriteString(msg)
+	return b.String()
+}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
@@ -120,14 +121,21 @@ func (c instantClock) NewTimer(time.Duration) clock.Timer { return c.Clock.NewTi
 // errorCounter counts the errors logged: faults, which no input may
 // cause.
 type errorCounter struct {
+	// only, if set, counts only the messages that start with it.
+	only string
 	n    atomic.Int64
 	seen int64
 }
 
 func (h *errorCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
-func (h *errorCounter) Handle(context.Context, slog.Record) error    { h.n.Add(1); return nil }
-func (h *errorCounter) WithAttrs([]slog.Attr) slog.Handler           { return h }
-func (h *errorCounter) WithGroup(string) slog.Handler                { return h }
+func (h *errorCounter) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.only) {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h *errorCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *errorCounter) WithGroup(string) slog.Handler      { return h }
 
 // check fails t if an error was logged since the last check.
 func (h *errorCounter) check(t *testing.T) {
@@ -149,4 +157,82 @@ func connectFuzz(f *testing.F, srv *mcp.Server) *mcp.ClientSession {
 		ss.Wait()
 	})
 	return cs
+}
+
+// FuzzStdioLines feeds `errand mcp`'s transport arbitrary input after an
+// initialize, then a ping, then the end of its input: whatever came
+// before, each line written is a JSON-RPC message, the ping is answered,
+// and ServeStdio returns without error once its input ends.
+func FuzzStdioLines(f *testing.F) {
+	c := fuzzClient(f)
+	task, err := c.Submit(context.Background(), &errand.SubmitParams{Goal: "seed"})
+	require.NoError(f, err)
+	for _, input := range []string{
+		`garbage`, `{"jsonrpc":`, "\xff\xfe", `{"foo":1}`, `42`, `null`, `[]`, `[1]`, `""`, "\n\n\r\n",
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n" + `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"get_task_status","arguments":{"task_id":"` + task.ID + `"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"wait_for_task","arguments":{"task_id":"` + task.ID + `"}}}` + "\n" +
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`,
+		`[{"jsonrpc":"2.0","id":4,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"}]`,
+		`[{"jsonrpc":"2.0","id":4,"method":"ping"},{"jsonrpc":"2.0","id":4,"method":"ping"}]`,
+		`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{}}`,
+		`{"jsonrpc":"2.0","id":6,"result":{}}`, `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, `{"jsonrpc":"2.0","id":{},"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{}}`,
+		`{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":"errand://tasks/` + task.ID + `/output"}}`,
+		strings.Repeat("[", 600) + strings.Repeat("]", 600),
+	} {
+		f.Add(uint8(0), input)
+		f.Add(uint8(1), input)
+	}
+	// The SDK logs a client's protocol slips (initialized twice) as
+	// errors; errand's own faults are what no input may cause.
+	faults := &errorCounter{only: "mcp "}
+	b := LocalBackend(c)
+	finalPing, err := jsonrpc.MakeID("final-ping")
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, version uint8, input string) {
+		defer faults.check(t)
+		if strings.Contains(input, "final-ping") {
+			return // the ping's id would be in use
+		}
+		protocol := []string{"2025-11-25", "2025-03-26"}[int(version)%2]
+		ping := `{"jsonrpc":"2.0","id":"final-ping","method":"ping"}`
+		in := `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"` + protocol + `","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}` + "\n" +
+			`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" + input + "\n" + ping + "\n"
+		var out bytes.Buffer
+		served := make(chan error, 1)
+		go func() {
+			served <- ServeStdio(t.Context(), b, &Config{Logger: slog.New(faults), Clock: instantClock{clock.New()}}, strings.NewReader(in), &out)
+		}()
+		select {
+		case err := <-served:
+			require.NoError(t, err, "%q", input)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("ServeStdio did not return at the end of %q", input)
+		}
+		pinged := false
+		for line := range bytes.Lines(out.Bytes()) {
+			msg, err := jsonrpc.DecodeMessage(bytes.TrimSpace(line))
+			if err != nil { // a batch's answers, or an error under a null id
+				var probe []json.RawMessage
+				if json.Unmarshal(line, &probe) != nil {
+					var e struct {
+						JSONRPC string          `json:"jsonrpc"`
+						ID      json.RawMessage `json:"id"`
+						Error   *jsonrpc.Error  `json:"error"`
+					}
+					require.NoError(t, json.Unmarshal(line, &e), "%q: %s", input, line)
+					require.Equal(t, "2.0", e.JSONRPC, "%s", line)
+					require.Equal(t, "null", string(e.ID), "%s", line)
+					require.NotNil(t, e.Error, "%s", line)
+				}
+				continue
+			}
+			if r, ok := msg.(*jsonrpc.Response); ok && r.ID == finalPing {
+				pinged = true
+			}
+		}
+		require.True(t, pinged, "%q: the ping was not answered: %s", input, out.String())
+	})
 }

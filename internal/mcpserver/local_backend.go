@@ -33,7 +33,7 @@ func (b *localBackend) Submit(ctx context.Context, body *api.CreateTask) (*api.T
 	// reusing the key is refused, as POST /api/tasks does.
 	if t := res.Task; res.Duplicate && (t.Goal != p.Goal || t.ParentID != p.ParentID || (p.Agent != "" && t.Agent != p.Agent)) {
 		return nil, false, fmt.Errorf("%w: idempotency_key %q was used for task %s, which has a different goal, agent or parent",
-			errIdempotencyConflict, p.IdempotencyKey, t.ID)
+			errIdempotencyConflict, truncate(p.IdempotencyKey), t.ID)
 	}
 	return api.FromTask(res.Task), res.Duplicate, nil
 }

@@ -151,6 +151,7 @@ func newServer(b Backend, c Config, requests *requestTable) *mcp.Server {
 	s.addTools(srv)
 	s.addResources(srv)
 	srv.AddReceivingMiddleware(tidyArgumentErrors)
+	srv.AddReceivingMiddleware(capEchoes)
 	srv.AddReceivingMiddleware(s.recoverer) // outermost: it sees every panic
 	return srv
 }
@@ -207,13 +208,19 @@ type server struct {
 
 // ServeStdio serves one client over in and out (newline-delimited JSON,
 // as an MCP host speaks to a server it spawned) until the client closes
-// in or ctx ends. Nothing else is written to out.
+// in or ctx ends. Nothing else is written to out. A line that is not a
+// message, or longer than MaxBodyBytes, is answered with a JSON-RPC error
+// under a null id and the session goes on; when in ends, ServeStdio
+// returns once every request read has been answered.
 func ServeStdio(ctx context.Context, b Backend, cfg *Config, in io.Reader, out io.Writer) error {
 	srv := NewServer(b, cfg)
+	lines := newStdioLines(in, out, MaxBodyBytes)
 	session, err := srv.Connect(ctx, &mcp.IOTransport{
-		Reader:        io.NopCloser(in),
-		Writer:        nopWriteCloser{out},
-		MaxLineLength: MaxBodyBytes,
+		Reader: lines.reader(),
+		Writer: lines.writer(),
+		// Lines are bounded as they are read; the SDK's bound counts
+		// what its decoder reads ahead too.
+		MaxLineLength: -1,
 	}, nil)
 	if err != nil {
 		return err
@@ -232,7 +239,3 @@ func ServeStdio(ctx context.Context, b Backend, cfg *Config, in io.Reader, out i
 	}
 	return err
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -84,7 +84,7 @@ func (s *server) readOutput(ctx context.Context, req *mcp.ReadResourceRequest) (
 	}
 	if !ok || !id.Valid(id.Task, taskID) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: fmt.Sprintf("invalid uri: %q is not %s with a task id (tsk_…)", clip(uri, 200), OutputURITemplate)}
+			Message: fmt.Sprintf("invalid uri: %q is not %s with a task id (tsk_…)", truncate(uri), OutputURITemplate)}
 	}
 	t, err := s.backend.Get(ctx, taskID)
 	if err != nil {

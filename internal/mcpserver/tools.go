@@ -212,7 +212,7 @@ func checkTaskID(field, v string) error {
 		return argError(field, "is required")
 	}
 	if !id.Valid(id.Task, v) {
-		return argError(field, "%q is not a task id (tsk_ and 26 letters and digits)", clip(v, 60))
+		return argError(field, "%q is not a task id (tsk_ and 26 letters and digits)", truncate(v))
 	}
 	return nil
 }
@@ -293,7 +293,7 @@ func (s *server) listTasks(ctx context.Context, _ *mcp.CallToolRequest, a listAr
 	}
 	for _, st := range a.Status {
 		if !store.Status(st).Valid() {
-			return nil, "", argError("status", "%q is not a status (want one of %s)", clip(st, 40), strings.Join(statusList(), ", "))
+			return nil, "", argError("status", "%q is not a status (want one of %s)", truncate(st), strings.Join(statusList(), ", "))
 		}
 		if !slices.Contains(p.Statuses, store.Status(st)) {
 			p.Statuses = append(p.Statuses, store.Status(st))

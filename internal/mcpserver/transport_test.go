@@ -281,12 +281,17 @@ func TestSDKLogsOnlyWarnings(t *testing.T) {
 	require.Contains(t, logs.String(), "visible")
 }
 
-// A stdio message larger than MaxBodyBytes ends the session with an
-// error naming the limit.
+// A stdio message larger than MaxBodyBytes is refused, naming the limit,
+// and the session reads on.
 func TestServeStdioBoundsMessages(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "local")
 	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"submit_task","arguments":{"goal":"` + strings.Repeat("x", 2*MaxBodyBytes) + "\"}}}\n"
-	err := ServeStdio(t.Context(), LocalBackend(b.client), nil, strings.NewReader(big), io.Discard)
-	require.ErrorContains(t, err, "exceeded")
+	replies := serveLines(t, LocalBackend(b.client), big+`{"jsonrpc":"2.0","id":2,"method":"ping"}`+"\n")
+	require.Len(t, replies, 2)
+	require.Equal(t, "null", string(replies[0].ID))
+	require.Equal(t, -32600, replies[0].Error.Code)
+	require.Contains(t, replies[0].Error.Message, "at most 1048576 bytes")
+	require.Equal(t, "2", string(replies[1].ID))
+	require.Nil(t, replies[1].Error)
 }
