@@ -77,7 +77,12 @@ func PlanFinish(p *TaskFinishParams, l FinishLease, at time.Time, openChildren f
 			plan.RunAt = at
 		}
 	case e == StatusPending:
+		// Handed back: at once, or when the caller says it may run again
+		// (a step the spend guard deferred).
 		plan.RunAt, plan.Released = at, 1
+		if p.RunAt.After(at) {
+			plan.RunAt = p.RunAt
+		}
 	case e == StatusWaitingSubtasks, e == StatusInputRequired:
 		plan.Released = 1 // waiting is not a failed attempt
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -18,7 +19,12 @@ type Schedule struct {
 	Timezone    string `json:"timezone,omitempty"`
 	CatchUp     string `json:"catch_up"`
 	ActiveHours string `json:"active_hours,omitempty"`
-	Enabled     bool   `json:"enabled"`
+	// Overlap says what a firing does while the schedule's last task has
+	// not ended: OverlapSkip (the default of the timed kinds; empty is
+	// stored as it), OverlapBufferOne, OverlapAllowAll (the default of
+	// kind event) or OverlapCancelPrevious.
+	Overlap string `json:"overlap"`
+	Enabled bool   `json:"enabled"`
 	// Declared marks a schedule that errand.yaml declares: the config owns
 	// it, and only the config removes it.
 	Declared bool `json:"declared"`
@@ -50,6 +56,77 @@ const (
 	ScheduleEvent     = "event"
 	ScheduleHeartbeat = "heartbeat"
 )
+
+// Values of Schedule.Overlap.
+const (
+	// OverlapSkip makes no task while the last one has not ended.
+	OverlapSkip = "skip"
+	// OverlapBufferOne makes one task that waits for the last one to end
+	// (whatever its outcome); while one waits, further firings skip.
+	OverlapBufferOne = "buffer_one"
+	// OverlapAllowAll makes a task every time.
+	OverlapAllowAll = "allow_all"
+	// OverlapCancelPrevious cancels the last task (and its subtasks),
+	// then makes the new one.
+	OverlapCancelPrevious = "cancel_previous"
+)
+
+// OverlapPlan is what a firing does about the schedule's last task.
+type OverlapPlan struct {
+	// Skip makes no task: the firing is journaled as schedule.skipped
+	// with reason overlap.
+	Skip bool
+	// After is a task the new one waits for (depends_on, run whatever its
+	// outcome).
+	After string
+	// Cancel is a task to cancel before the new one is made.
+	Cancel string
+}
+
+// SkipReasonOverlap is the reason of a schedule.skipped event written
+// because the schedule's last task had not ended.
+const SkipReasonOverlap = "overlap"
+
+// PlanOverlap decides a firing of a schedule whose overlap policy is
+// overlap, given the schedule's last task: nil when it has none (or it was
+// purged). A last task that has ended changes nothing.
+func PlanOverlap(overlap string, last *Task) OverlapPlan {
+	if last == nil || last.Status.Terminal() {
+		return OverlapPlan{}
+	}
+	switch overlap {
+	case OverlapAllowAll:
+		return OverlapPlan{}
+	case OverlapCancelPrevious:
+		return OverlapPlan{Cancel: last.ID}
+	case OverlapBufferOne:
+		if last.Status == StatusBlocked {
+			return OverlapPlan{Skip: true} // one is buffered already
+		}
+		return OverlapPlan{After: last.ID}
+	}
+	return OverlapPlan{Skip: true}
+}
+
+// AfterTask is a copy of p that waits for the task after to end, whatever
+// its outcome: the firing buffered behind it.
+func AfterTask(p *TaskInsertParams, after string) *TaskInsertParams {
+	c := *p
+	c.DependsOn = append(slices.Clip(p.DependsOn), after)
+	c.OnDependencyFailure = OnDependencyFailureRun
+	return &c
+}
+
+// OverlapSkippedData is the payload of the schedule.skipped event of a
+// firing the overlap policy skipped.
+type OverlapSkippedData struct {
+	ScheduleID     string `json:"schedule_id"`
+	Name           string `json:"name"`
+	Skipped        int    `json:"skipped"`
+	Reason         string `json:"reason"`
+	Overlap        string `json:"overlap"`
+	PreviousTaskID string `json:"previous_task_id"`
+}
 
 // Schedule and external event types.
 const (
@@ -93,6 +170,10 @@ type ScheduleListParams struct {
 	EnabledOnly bool
 	// DueBy lists enabled schedules whose next_run_at is at or before it.
 	DueBy time.Time
+	// AfterName lists the schedules named after it (a page's cursor);
+	// Limit, when > 0, bounds how many are listed.
+	AfterName string
+	Limit     int
 }
 
 // ScheduleFireParams claims one firing of a schedule. The claim holds only
@@ -102,6 +183,10 @@ type ScheduleListParams struct {
 // schedule.skipped event records Skipped missed firings, and the
 // schedule's last run, last task and fire count follow. Otherwise another
 // engine fired it first and nothing is written.
+//
+// A firing that would make a task follows the schedule's overlap policy
+// (PlanOverlap), decided from its last task in the same transaction; a run
+// now (Manual) is an explicit request and always makes its task.
 type ScheduleFireParams struct {
 	ID             string
 	NextRunAt      time.Time // as read; zero for none
@@ -130,6 +215,9 @@ type ScheduleFireResult struct {
 	Claimed  bool
 	Schedule *Schedule
 	Task     *Task // nil when no task was made
+	// OverlapSkipped says the overlap policy kept the firing from making
+	// its task.
+	OverlapSkipped bool
 }
 
 // EventInsertParams appends one event that is not about a status change:

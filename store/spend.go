@@ -16,6 +16,9 @@ const (
 	EventBudgetAlert   = "budget.alert"
 	EventBudgetResumed = "budget.resumed"
 	EventBudgetUpdated = "budget.updated"
+	// EventTaskDeferred is written when the spend guard refuses a task's
+	// paid step: the task goes back to pending until it may ask again.
+	EventTaskDeferred = "task.deferred"
 )
 
 // Values of SpendLimits.OnLimit.
@@ -131,6 +134,18 @@ type SpendGuardState struct {
 	AlertedDayLevel   float64 `json:"alerted_day_level,omitempty"`
 	AlertedMonth      string  `json:"alerted_month,omitempty"`
 	AlertedMonthLevel float64 `json:"alerted_month_level,omitempty"`
+	// Fired are the alerts of the current day and month, oldest first.
+	Fired []FiredAlert `json:"fired,omitempty"`
+}
+
+// FiredAlert is one budget.alert the guard sent.
+type FiredAlert struct {
+	Period    string    `json:"period"`
+	Key       string    `json:"key"`
+	Threshold float64   `json:"threshold"`
+	SpentUSD  float64   `json:"spent_usd"`
+	LimitUSD  float64   `json:"limit_usd"`
+	At        time.Time `json:"at"`
 }
 
 // Paused reports whether a reached limit holds work at, and until when.
@@ -190,8 +205,43 @@ type SpendGuard struct {
 	SpentDay    float64
 	SpentMonth  float64
 	ReservedUSD float64
+	// Deferred counts the pending tasks waiting for the guard: a paid step
+	// of theirs was refused and has not run since.
+	Deferred    int
 	Paused      bool
 	PausedUntil time.Time
+}
+
+// Guard states, as SpendGuard.StateName reports them.
+const (
+	SpendStateOpen    = "open"
+	SpendStatePaused  = "paused"
+	SpendStateResumed = "paused then resumed"
+)
+
+// AlertsThisPeriod are the alerts fired in the current day and month,
+// oldest first.
+func (g *SpendGuard) AlertsThisPeriod() []FiredAlert {
+	out := []FiredAlert{}
+	for _, a := range g.State.Fired {
+		if (a.Period == PeriodDay && a.Key == g.Day.Key) || (a.Period == PeriodMonth && a.Key == g.Month.Key) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// StateName is open, paused, or "paused then resumed" when the owner
+// lifted a pause of the current day or month.
+func (g *SpendGuard) StateName() string {
+	switch {
+	case g.Paused:
+		return SpendStatePaused
+	case g.State.ResumedDay == g.Day.Key && g.State.ReachedDay == g.Day.Key,
+		g.State.ResumedMonth == g.Month.Key && g.State.ReachedMonth == g.Month.Key:
+		return SpendStateResumed
+	}
+	return SpendStateOpen
 }
 
 // SpendGuardSetParams replaces the guard's settings. Declared marks
@@ -214,27 +264,78 @@ type SpendGuardResumeParams struct {
 // ErrSpendNotPaused is a resume of a guard that holds nothing.
 var ErrSpendNotPaused = errors.New("errand: the spend guard is not paused")
 
-// SpendLimitError is a reservation refused because the global daily or
-// monthly limit holds work: nothing was reserved and the task should wait,
-// not fail. It matches ErrSpendPaused.
+// Why the spend guard refuses a paid reservation (SpendLimitError.Reason).
+const (
+	// SpendRefusedPaused: the guard holds work (the limit was reached and
+	// not resumed); the task waits for the owner or the period's end.
+	SpendRefusedPaused = "paused"
+	// SpendRefusedNoRoom: the reservation does not fit what is left of the
+	// period; the task is deferred until Until, or until the limit is
+	// raised. Other tasks go on.
+	SpendRefusedNoRoom = "no_room"
+	// SpendRefusedTooLarge: the reservation alone is more than the whole
+	// limit, so it can never run: the task fails budget_exceeded.
+	SpendRefusedTooLarge = "too_large"
+)
+
+// SpendRecheck is how long a reservation that would fit the period's spend
+// but not what running steps hold reserved waits before it asks again:
+// those steps end within their timeouts and usually cost less.
+const SpendRecheck = 2 * time.Second
+
+// SpendLimitError is a reservation refused by the global daily or monthly
+// limit: nothing was reserved. For Reason paused or no_room the task
+// should wait (until Until at the latest), not fail; it then matches
+// ErrSpendPaused. A too_large refusal never fits and matches
+// ErrSpendTooLarge.
 type SpendLimitError struct {
+	Reason      string // SpendRefusedPaused, SpendRefusedNoRoom or SpendRefusedTooLarge
 	Period      string // PeriodDay or PeriodMonth
 	LimitUSD    float64
 	SpentUSD    float64
 	ReservedUSD float64
 	RequestUSD  float64
-	Until       time.Time
+	// Until is when the task may ask again: the period's end, or a
+	// moment later when only running steps' reservations are in the way.
+	Until time.Time
 }
 
-// ErrSpendPaused is matched by every *SpendLimitError.
-var ErrSpendPaused = errors.New("errand: spend limit reached")
+var (
+	// ErrSpendPaused is matched by a *SpendLimitError the task waits out.
+	ErrSpendPaused = errors.New("errand: spend limit reached")
+	// ErrSpendTooLarge is matched by a *SpendLimitError no period can hold.
+	ErrSpendTooLarge = errors.New("errand: step costs more than the spend limit")
+)
 
 func (e *SpendLimitError) Error() string {
+	limit := dailyOrMonthly(e.Period)
+	switch e.Reason {
+	case SpendRefusedTooLarge:
+		return fmt.Sprintf("errand: a step that may cost $%.4f can never fit the %s spend limit of $%.2f; raise the limit or lower the step's reservation",
+			e.RequestUSD, limit, e.LimitUSD)
+	case SpendRefusedNoRoom:
+		return fmt.Sprintf("errand: a step that may cost $%.4f does not fit what is left of the %s spend limit of $%.2f ($%.4f spent, $%.4f reserved by running steps); deferred until %s or until the limit is raised",
+			e.RequestUSD, limit, e.LimitUSD, e.SpentUSD, e.ReservedUSD, e.Until.Format(time.RFC3339))
+	}
 	return fmt.Sprintf("errand: the %s spend limit of $%.2f is reached ($%.4f spent, $%.4f reserved, $%.4f asked); work waits until %s or until the owner resumes",
-		dailyOrMonthly(e.Period), e.LimitUSD, e.SpentUSD, e.ReservedUSD, e.RequestUSD, e.Until.Format(time.RFC3339))
+		limit, e.LimitUSD, e.SpentUSD, e.ReservedUSD, e.RequestUSD, e.Until.Format(time.RFC3339))
 }
 
-func (e *SpendLimitError) Is(target error) bool { return target == ErrSpendPaused }
+func (e *SpendLimitError) Is(target error) bool {
+	if e.Reason == SpendRefusedTooLarge {
+		return target == ErrSpendTooLarge
+	}
+	return target == ErrSpendPaused
+}
+
+// DeferredData is the payload of the task.deferred event a refused paid
+// reservation writes: why the task waits, and until when.
+func (e *SpendLimitError) DeferredData() map[string]any {
+	return map[string]any{
+		"reason": e.Reason, "period": e.Period, "limit_usd": e.LimitUSD, "spent_usd": e.SpentUSD,
+		"reserved_usd": e.ReservedUSD, "request_usd": e.RequestUSD, "until": e.Until,
+	}
+}
 
 func dailyOrMonthly(period string) string {
 	if period == PeriodMonth {

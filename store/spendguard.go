@@ -108,33 +108,49 @@ func (g *SpendGuardRow) Resume(at time.Time) ([]string, error) {
 	return lifted, nil
 }
 
-// Refusal decides a paid reservation of cost at at, given the spend of the
-// day and the month and what running steps hold reserved. It is refused
-// when a period's limit, not resumed, is reached or would be crossed; the
-// month is checked first, as its pause is the longer. A refusal that first
-// reaches its period's limit records that in State and returns the
-// budget.alert to journal before State is saved; otherwise alert is nil
-// and State is unchanged.
-func (g *SpendGuardRow) Refusal(at time.Time, spentDay, spentMonth, reserved, cost float64) (refused *SpendLimitError, alert *BudgetAlertData) {
+// Refusal decides a paid reservation of cost at at, for a task the guard
+// holds, given the spend of the day and the month and what running steps
+// hold reserved: nil when it fits. A paused guard refuses every one; a
+// reservation that does not fit what is left of a period is deferred to
+// that period's end (or a moment, when only running steps' reservations
+// are in the way); one larger than a whole limit is too_large. Refusal
+// changes no State: only spend that reaches a limit pauses (see Spent), so
+// one large step defers its own task while others go on. Resuming lifts a
+// pause, never a limit: a resumed period still refuses what does not fit.
+func (g *SpendGuardRow) Refusal(at time.Time, spentDay, spentMonth, reserved, cost float64) *SpendLimitError {
 	day, month := g.Periods(at)
-	for _, c := range slices.Backward(g.periodLimits(day, month, spentDay, spentMonth)) {
-		if c.limit <= 0 || *c.resumed == c.period.Key {
-			continue
+	limits := g.periodLimits(day, month, spentDay, spentMonth)
+	if paused, until := g.State.Paused(&g.Limits, day, month); paused {
+		c := limits[0]
+		if until.Equal(month.End) && g.State.ReachedMonth == month.Key {
+			c = limits[1]
 		}
-		if *c.reached != c.period.Key && c.spent+reserved+cost <= c.limit+1e-12 {
-			continue
-		}
-		if *c.reached != c.period.Key {
-			*c.reached = c.period.Key
-			alert = g.alerts(c, []float64{1}, at)[0]
-		}
-		_, until := g.State.Paused(&g.Limits, day, month)
-		return &SpendLimitError{
-			Period: c.period.Name, LimitUSD: c.limit, SpentUSD: c.spent,
-			ReservedUSD: reserved, RequestUSD: cost, Until: until,
-		}, alert
+		return &SpendLimitError{Reason: SpendRefusedPaused, Period: c.period.Name, LimitUSD: c.limit, SpentUSD: c.spent,
+			ReservedUSD: reserved, RequestUSD: cost, Until: until}
 	}
-	return nil, nil
+	const slack = 1e-12 // reaching a limit exactly is allowed
+	var refused *SpendLimitError
+	for _, c := range slices.Backward(limits) {
+		if c.limit <= 0 {
+			continue
+		}
+		e := &SpendLimitError{Period: c.period.Name, LimitUSD: c.limit, SpentUSD: c.spent, ReservedUSD: reserved, RequestUSD: cost}
+		switch {
+		case cost > c.limit+slack:
+			e.Reason = SpendRefusedTooLarge
+			return e
+		case c.spent+cost > c.limit+slack:
+			e.Reason, e.Until = SpendRefusedNoRoom, c.period.End
+		case c.spent+reserved+cost > c.limit+slack:
+			e.Reason, e.Until = SpendRefusedNoRoom, at.Add(SpendRecheck)
+		default:
+			continue
+		}
+		if refused == nil || e.Until.After(refused.Until) {
+			refused = e
+		}
+	}
+	return refused
 }
 
 // Spent decides what a cost recorded at at sets off, given the spend of the
@@ -180,6 +196,14 @@ func (g *SpendGuardRow) alerts(c periodLimit, thresholds []float64, at time.Time
 	}
 	if level := thresholds[len(thresholds)-1]; *c.alerted != c.period.Key || *c.level < level {
 		*c.alerted, *c.level = c.period.Key, level
+	}
+	// Remember them for errand budget, forgetting past periods'.
+	g.State.Fired = slices.DeleteFunc(g.State.Fired, func(a FiredAlert) bool {
+		return (a.Period == PeriodDay && a.Key != day.Key) || (a.Period == PeriodMonth && a.Key != month.Key)
+	})
+	for _, d := range out {
+		g.State.Fired = append(g.State.Fired, FiredAlert{Period: d.Period, Key: d.Key, Threshold: d.Threshold,
+			SpentUSD: d.SpentUSD, LimitUSD: d.LimitUSD, At: at.UTC()})
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 	_ "time/tzdata" // the zone tests must not depend on the machine's zone database
@@ -191,6 +192,10 @@ func TestSpendGuardRowRefusal(t *testing.T) {
 	t.Parallel()
 	g0 := newGuard(SpendLimits{}, SpendGuardState{})
 	day, month := g0.Periods(guardAt)
+	recheck := guardAt.Add(SpendRecheck)
+	refusal := func(reason, period string, limit, spent, reserved, cost float64, until time.Time) *SpendLimitError {
+		return &SpendLimitError{Reason: reason, Period: period, LimitUSD: limit, SpentUSD: spent, ReservedUSD: reserved, RequestUSD: cost, Until: until}
+	}
 	for _, tc := range []struct {
 		name       string
 		limits     SpendLimits
@@ -200,62 +205,79 @@ func TestSpendGuardRowRefusal(t *testing.T) {
 		reserved   float64
 		cost       float64
 		want       *SpendLimitError
-		wantAlert  *BudgetAlertData
-		wantState  SpendGuardState
 	}{
 		{name: "NoLimits", limits: SpendLimits{}, spentDay: 100, spentMonth: 100, cost: 1},
 		{name: "ReachesTheLimitExactly", limits: SpendLimits{DailyUSD: 10},
 			spentDay: 6, spentMonth: 6, reserved: 3, cost: 1},
 		{name: "FloatSumReachesTheLimitExactly", limits: SpendLimits{DailyUSD: 0.3},
 			spentDay: 0.1, spentMonth: 0.1, cost: 0.2},
-		{name: "CrossesTheDay", limits: SpendLimits{DailyUSD: 10, MonthlyUSD: 100},
-			spentDay: 6, spentMonth: 50, reserved: 3, cost: 1.5,
-			want: &SpendLimitError{Period: PeriodDay, LimitUSD: 10, SpentUSD: 6, ReservedUSD: 3, RequestUSD: 1.5, Until: day.End},
-			wantAlert: &BudgetAlertData{Period: PeriodDay, Key: guardDay, Threshold: 1, SpentUSD: 6, LimitUSD: 10,
-				OnLimit: OnLimitPauseAll, Paused: true, PausedUntil: day.End},
-			wantState: SpendGuardState{ReachedDay: guardDay, AlertedDay: guardDay, AlertedDayLevel: 1}},
-		{name: "AlreadyReachedRefusesWithoutAlert", limits: SpendLimits{DailyUSD: 10},
-			state:    SpendGuardState{ReachedDay: guardDay, AlertedDay: guardDay, AlertedDayLevel: 1},
-			spentDay: 10, spentMonth: 10, cost: 0.01,
-			want:      &SpendLimitError{Period: PeriodDay, LimitUSD: 10, SpentUSD: 10, RequestUSD: 0.01, Until: day.End},
-			wantState: SpendGuardState{ReachedDay: guardDay, AlertedDay: guardDay, AlertedDayLevel: 1}},
-		{name: "ReachedEvenWhenItWouldFit", limits: SpendLimits{DailyUSD: 10},
+		// One large step defers its task to the day's end; it pauses nothing.
+		{name: "DoesNotFitWhatIsLeftOfTheDay", limits: SpendLimits{DailyUSD: 1, MonthlyUSD: 100},
+			spentDay: 0.4, spentMonth: 50, cost: 0.7,
+			want: refusal(SpendRefusedNoRoom, PeriodDay, 1, 0.4, 0, 0.7, day.End)},
+		// Only running steps' reservations are in the way: ask again soon.
+		{name: "RunningReservationsInTheWay", limits: SpendLimits{DailyUSD: 10},
+			spentDay: 6, spentMonth: 6, reserved: 3, cost: 1.5,
+			want: refusal(SpendRefusedNoRoom, PeriodDay, 10, 6, 3, 1.5, recheck)},
+		{name: "LargerThanTheWholeLimit", limits: SpendLimits{DailyUSD: 1, MonthlyUSD: 100},
+			cost: 1.01,
+			want: refusal(SpendRefusedTooLarge, PeriodDay, 1, 0, 0, 1.01, time.Time{})},
+		{name: "LargerThanTheMonth", limits: SpendLimits{DailyUSD: 10, MonthlyUSD: 5},
+			cost: 6,
+			want: refusal(SpendRefusedTooLarge, PeriodMonth, 5, 0, 0, 6, time.Time{})},
+		{name: "PausedRefusesEvenWhatFits", limits: SpendLimits{DailyUSD: 10},
 			state:    SpendGuardState{ReachedDay: guardDay},
-			spentDay: 1, spentMonth: 1, cost: 0.01,
-			want:      &SpendLimitError{Period: PeriodDay, LimitUSD: 10, SpentUSD: 1, RequestUSD: 0.01, Until: day.End},
-			wantState: SpendGuardState{ReachedDay: guardDay}},
-		{name: "ResumedDayLetsSpendPastTheLimit", limits: SpendLimits{DailyUSD: 10},
+			spentDay: 10, spentMonth: 10, cost: 0.01,
+			want: refusal(SpendRefusedPaused, PeriodDay, 10, 10, 0, 0.01, day.End)},
+		{name: "PausedByTheMonth", limits: SpendLimits{DailyUSD: 10, MonthlyUSD: 20},
+			state:    SpendGuardState{ReachedMonth: guardMonth},
+			spentDay: 2, spentMonth: 20, cost: 0.01,
+			want: refusal(SpendRefusedPaused, PeriodMonth, 20, 20, 0, 0.01, month.End)},
+		// Resume lifts the pause, never the limit.
+		{name: "ResumedDayStillRefusesWhatDoesNotFit", limits: SpendLimits{DailyUSD: 10},
 			state:    SpendGuardState{ReachedDay: guardDay, ResumedDay: guardDay},
-			spentDay: 12, spentMonth: 12, cost: 5,
-			wantState: SpendGuardState{ReachedDay: guardDay, ResumedDay: guardDay}},
+			spentDay: 10, spentMonth: 10, cost: 0.01,
+			want: refusal(SpendRefusedNoRoom, PeriodDay, 10, 10, 0, 0.01, day.End)},
+		{name: "ResumedDayLetsWhatFits", limits: SpendLimits{DailyUSD: 10},
+			state:    SpendGuardState{ReachedDay: guardDay, ResumedDay: guardDay},
+			spentDay: 4, spentMonth: 4, cost: 5},
 		{name: "ReachedYesterdayStartsClean", limits: SpendLimits{DailyUSD: 10},
 			state:    SpendGuardState{ReachedDay: "2026-03-09"},
-			spentDay: 0, spentMonth: 30, cost: 1,
-			wantState: SpendGuardState{ReachedDay: "2026-03-09"}},
-		{name: "MonthBeforeDay", limits: SpendLimits{DailyUSD: 10, MonthlyUSD: 100},
-			spentDay: 10, spentMonth: 100, cost: 1,
-			want: &SpendLimitError{Period: PeriodMonth, LimitUSD: 100, SpentUSD: 100, RequestUSD: 1, Until: month.End},
-			wantAlert: &BudgetAlertData{Period: PeriodMonth, Key: guardMonth, Threshold: 1, SpentUSD: 100, LimitUSD: 100,
-				OnLimit: OnLimitPauseAll, Paused: true, PausedUntil: month.End},
-			wantState: SpendGuardState{ReachedMonth: guardMonth, AlertedMonth: guardMonth, AlertedMonthLevel: 1}},
+			spentDay: 0, spentMonth: 30, cost: 1},
+		{name: "TheLaterWaitWins", limits: SpendLimits{DailyUSD: 10, MonthlyUSD: 100},
+			spentDay: 5, spentMonth: 99.5, reserved: 5, cost: 1,
+			want: refusal(SpendRefusedNoRoom, PeriodMonth, 100, 99.5, 5, 1, month.End)},
+		{name: "DayEndBeatsARecheckOfTheMonth", limits: SpendLimits{DailyUSD: 10, MonthlyUSD: 100},
+			spentDay: 9.5, spentMonth: 95, reserved: 4.5, cost: 1,
+			want: refusal(SpendRefusedNoRoom, PeriodDay, 10, 9.5, 4.5, 1, day.End)},
 		{name: "ZeroDailyLimitChecksOnlyTheMonth", limits: SpendLimits{MonthlyUSD: 100},
 			spentDay: 1000, spentMonth: 50, cost: 1},
-		{name: "AlertLevelOfAnotherPeriodReplaced", limits: SpendLimits{DailyUSD: 10},
-			state:    SpendGuardState{AlertedDay: "2026-03-09", AlertedDayLevel: 1},
-			spentDay: 9.5, spentMonth: 9.5, cost: 1,
-			want: &SpendLimitError{Period: PeriodDay, LimitUSD: 10, SpentUSD: 9.5, RequestUSD: 1, Until: day.End},
-			wantAlert: &BudgetAlertData{Period: PeriodDay, Key: guardDay, Threshold: 1, SpentUSD: 9.5, LimitUSD: 10,
-				OnLimit: OnLimitPauseAll, Paused: true, PausedUntil: day.End},
-			wantState: SpendGuardState{ReachedDay: guardDay, AlertedDay: guardDay, AlertedDayLevel: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			g := newGuard(tc.limits, tc.state)
-			refused, alert := g.Refusal(guardAt, tc.spentDay, tc.spentMonth, tc.reserved, tc.cost)
-			require.Equal(t, tc.want, refused)
-			require.Equal(t, tc.wantAlert, alert)
-			require.Equal(t, tc.wantState, g.State)
+			require.Equal(t, tc.want, g.Refusal(guardAt, tc.spentDay, tc.spentMonth, tc.reserved, tc.cost))
+			require.Equal(t, tc.state, g.State, "a refusal changes no state")
 		})
+	}
+}
+
+func TestSpendLimitErrorMatches(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		reason  string
+		matches error
+		not     error
+		says    string
+	}{
+		{SpendRefusedPaused, ErrSpendPaused, ErrSpendTooLarge, "owner resumes"},
+		{SpendRefusedNoRoom, ErrSpendPaused, ErrSpendTooLarge, "deferred until"},
+		{SpendRefusedTooLarge, ErrSpendTooLarge, ErrSpendPaused, "can never fit the daily spend limit"},
+	} {
+		err := error(&SpendLimitError{Reason: tc.reason, Period: PeriodDay, LimitUSD: 1, RequestUSD: 2})
+		require.ErrorIs(t, err, tc.matches, tc.reason)
+		require.NotErrorIs(t, err, tc.not, tc.reason)
+		require.Contains(t, err.Error(), tc.says)
 	}
 }
 
@@ -304,7 +326,8 @@ func TestSpendGuardRowSpent(t *testing.T) {
 			want:      []*BudgetAlertData{alert(PeriodDay, 1, 10, 10, day.End)},
 			wantState: SpendGuardState{ReachedDay: guardDay, AlertedDay: guardDay, AlertedDayLevel: 1}},
 		{name: "NewDayAlertsAgain", limits: SpendLimits{DailyUSD: 10, AlertThresholds: []float64{0.5}},
-			state:    SpendGuardState{ReachedDay: "2026-03-09", AlertedDay: "2026-03-09", AlertedDayLevel: 1},
+			state: SpendGuardState{ReachedDay: "2026-03-09", AlertedDay: "2026-03-09", AlertedDayLevel: 1,
+				Fired: []FiredAlert{{Period: PeriodDay, Key: "2026-03-09", Threshold: 1}, {Period: PeriodMonth, Key: guardMonth, Threshold: 0.5}}},
 			spentDay: 5, spentMonth: 5,
 			want:      []*BudgetAlertData{alert(PeriodDay, 0.5, 5, 10, time.Time{})},
 			wantState: SpendGuardState{ReachedDay: "2026-03-09", AlertedDay: guardDay, AlertedDayLevel: 0.5}},
@@ -329,8 +352,18 @@ func TestSpendGuardRowSpent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			// Fired remembers what was sent in the current periods only.
+			wantFired := slices.Clone(tc.state.Fired)
+			if len(tc.want) > 0 {
+				wantFired = slices.DeleteFunc(wantFired, func(a FiredAlert) bool { return a.Key != guardDay && a.Key != guardMonth })
+			}
+			for _, a := range tc.want {
+				wantFired = append(wantFired, FiredAlert{Period: a.Period, Key: a.Key, Threshold: a.Threshold, SpentUSD: a.SpentUSD, LimitUSD: a.LimitUSD, At: guardAt.UTC()})
+			}
 			g := newGuard(tc.limits, tc.state)
 			require.Equal(t, tc.want, g.Spent(guardAt, tc.spentDay, tc.spentMonth))
+			require.Equal(t, wantFired, g.State.Fired)
+			g.State.Fired, tc.wantState.Fired = nil, nil
 			require.Equal(t, tc.wantState, g.State)
 		})
 	}

@@ -16,10 +16,16 @@ func (a *app) newBudgetCmd() *cobra.Command {
 		Use:   "budget",
 		Short: "Show spend against the daily and monthly limits; resume or set them",
 		Long: `budget shows today's and this month's spend against the spend guard's
-limits, whether work is paused (and until when), and what running tasks
-have consumed. When a limit is reached the guard pauses work (on_limit:
-pause-all) until the day or month rolls over; resume lifts the pause now,
-set changes the limits (until errand.yaml's budget: changes).`,
+limits, what running steps hold reserved, how many tasks wait for room,
+the alerts sent this period, the state (open, paused, or paused then
+resumed) and what running tasks have consumed.
+
+A paid step that does not fit what is left of the day or month is
+deferred: its task waits, pending, until the period turns or a limit is
+raised, while other tasks go on. Spend that reaches a limit pauses work
+(on_limit: pause-all) until the period rolls over; resume lifts that
+pause but never the limit. set changes the limits (until errand.yaml's
+budget: changes).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -40,7 +46,7 @@ set changes the limits (until errand.yaml's budget: changes).`,
 func (a *app) newBudgetResumeCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "resume",
-		Short: "Lift the spend guard's pause for the rest of the day or month",
+		Short: "Lift the spend guard's pause (never its limit) for the rest of the day or month",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -149,16 +155,32 @@ func (a *app) printBudget(b *api.BudgetSummary) error {
 	}
 	fmt.Fprintf(a.stdout, "today  %s  $%.4f of %s%s\n", b.Day, b.SpendTodayUSD, limit(b.DailyUSD), pct(b.SpendTodayUSD, b.DailyUSD))
 	fmt.Fprintf(a.stdout, "month  %s     $%.4f of %s%s\n", b.Month, b.SpendMonthUSD, limit(b.MonthlyUSD), pct(b.SpendMonthUSD, b.MonthlyUSD))
-	state := style(color, ansiGreen, "open")
-	if b.State == api.BudgetPaused {
-		state = style(color, ansiBold, "paused")
+	state := style(color, ansiGreen, b.State)
+	switch b.State {
+	case api.BudgetPaused:
+		state = style(color, ansiBold, b.State)
 		if b.PausedUntil != nil {
 			state += " until " + b.PausedUntil.Local().Format(time.RFC3339) + " (errand budget resume lifts it)"
 		}
+	case api.BudgetResumed:
+		state = style(color, ansiBold, b.State) + " (the limit still holds)"
 	}
 	fmt.Fprintf(a.stdout, "state  %s; on limit: %s; time zone %s\n", state, b.OnLimit, b.Timezone)
-	if b.ReservedUSD > 0 {
-		fmt.Fprintf(a.stdout, "held   $%.4f reserved by running steps\n", b.ReservedUSD)
+	fmt.Fprintf(a.stdout, "held   $%.4f reserved by running steps\n", b.ReservedUSD)
+	deferred := fmt.Sprintf("%d tasks", b.DeferredTasks)
+	if b.DeferredTasks == 1 {
+		deferred = "1 task"
+	}
+	if b.DeferredTasks > 0 {
+		deferred += " (a paid step did not fit what is left; they run when the period turns or a limit rises)"
+	}
+	fmt.Fprintf(a.stdout, "waits  %s\n", deferred)
+	for _, al := range b.Alerts {
+		what := fmt.Sprintf("%.0f%%", al.Threshold*100)
+		if al.Threshold >= 1 {
+			what = "limit reached"
+		}
+		fmt.Fprintf(a.stdout, "alert  %s %s: %s ($%.4f of $%.2f)\n", al.At.Local().Format(time.DateTime), al.Period, what, al.SpentUSD, al.LimitUSD)
 	}
 	if len(b.Running) == 0 {
 		return nil

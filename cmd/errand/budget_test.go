@@ -71,30 +71,67 @@ func TestBudgetCommands(t *testing.T) {
 		require.ErrorContains(t, r.err, bad.want, bad.args)
 	}
 
-	r = cli(t, e, d.args("budget", "set", "--daily", "0.05", "--thresholds", "0.5", "--timezone", "UTC")...)
+	r = cli(t, e, d.args("budget", "set", "--daily", "0.08", "--thresholds", "0.5", "--timezone", "UTC")...)
 	require.NoError(t, r.err, r.stderr)
-	require.Contains(t, r.stdout, "$0.0000 of $0.05 (0%)")
+	require.Contains(t, r.stdout, "$0.0000 of $0.08 (0%)")
 	g, err := c.SpendGuard(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, []float64{0.5}, g.Limits.AlertThresholds)
 
-	_, err = c.Submit(t.Context(), &errand.SubmitParams{Goal: "spend", Agent: "paid"})
+	// Two steps of 0.04 reach the limit: work pauses.
+	first, err := c.Submit(t.Context(), &errand.SubmitParams{Goal: "spend", Agent: "paid"})
 	require.NoError(t, err)
-	var b api.BudgetSummary
-	require.Eventually(t, func() bool {
-		r = cli(t, e, d.args("--json", "budget")...)
+	budget := func() api.BudgetSummary {
+		var b api.BudgetSummary
+		r := cli(t, e, d.args("--json", "budget")...)
 		require.NoError(t, r.err, r.stderr)
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &b))
-		return b.State == api.BudgetPaused
-	}, 30*time.Second, time.Millisecond)
-	require.InDelta(t, 0.04, b.SpendTodayUSD, 1e-9)
+		return b
+	}
+	require.Eventually(t, func() bool { return budget().State == api.BudgetPaused }, 30*time.Second, time.Millisecond)
+	b := budget()
+	require.InDelta(t, 0.08, b.SpendTodayUSD, 1e-9)
+	require.Len(t, b.Alerts, 2)
+	require.Equal(t, []float64{0.5, 1}, []float64{b.Alerts[0].Threshold, b.Alerts[1].Threshold})
 	r = cli(t, e, d.args("budget")...)
 	require.NoError(t, r.err, r.stderr)
-	require.Contains(t, r.stdout, "$0.0400 of $0.05 (80%)")
+	require.Contains(t, r.stdout, "$0.0800 of $0.08 (100%)")
 	require.Contains(t, r.stdout, "state  paused until ")
 	require.Contains(t, r.stdout, "(errand budget resume lifts it)")
+	require.Contains(t, r.stdout, "day: 50% ($0.0400 of $0.08)")
+	require.Contains(t, r.stdout, "day: limit reached ($0.0800 of $0.08)")
+	require.Contains(t, r.stdout, "waits  0 tasks")
 
+	// Resume lifts the pause, never the limit: the next task's step does
+	// not fit and waits; spend stays at the limit.
 	r = cli(t, e, d.args("budget", "resume")...)
 	require.NoError(t, r.err, r.stderr)
-	require.Contains(t, r.stdout, "state  open")
+	require.Contains(t, r.stdout, "state  paused then resumed (the limit still holds)")
+	second, err := c.Submit(t.Context(), &errand.SubmitParams{Goal: "spend again", Agent: "paid"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return budget().DeferredTasks == 1 }, 30*time.Second, time.Millisecond)
+	b = budget()
+	require.InDelta(t, 0.08, b.SpendTodayUSD, 1e-9, "never past the limit")
+	require.Equal(t, api.BudgetResumed, b.State)
+	r = cli(t, e, d.args("budget")...)
+	require.NoError(t, r.err, r.stderr)
+	require.Contains(t, r.stdout, "waits  1 task (a paid step did not fit")
+	got, err := c.Get(t.Context(), second.ID)
+	require.NoError(t, err)
+	require.Equal(t, errand.StatusPending, got.Status)
+
+	// A raised limit lets it run at once.
+	r = cli(t, e, d.args("budget", "set", "--daily", "0.20")...)
+	require.NoError(t, r.err, r.stderr)
+	require.Eventually(t, func() bool {
+		got, err := c.Get(t.Context(), second.ID)
+		require.NoError(t, err)
+		return got.Status == errand.StatusCompleted
+	}, 30*time.Second, time.Millisecond)
+	b = budget()
+	require.InDelta(t, 0.16, b.SpendTodayUSD, 1e-9)
+	require.Zero(t, b.DeferredTasks)
+	got, err = c.Get(t.Context(), first.ID)
+	require.NoError(t, err)
+	require.Equal(t, errand.StatusCompleted, got.Status)
 }

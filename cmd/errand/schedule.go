@@ -58,7 +58,7 @@ type scheduleAdd struct {
 	cron, every, heartbeat, onEvent string
 	match                           []string
 	timezone, catchUp, activeHours  string
-	stuckAfter                      string
+	overlap, stuckAfter             string
 	disabled                        bool
 	agent, goal, title, promptFile  string
 	taskJSON                        string
@@ -118,6 +118,7 @@ else as a string: --match env=prod is "prod".`,
 	f.StringArrayVar(&o.match, "match", nil, "with --on-event: KEY=VALUE the event (or its task) must have (repeat)")
 	f.StringVar(&o.timezone, "tz", "", "IANA time zone of --cron and --active-hours (default UTC)")
 	f.StringVar(&o.catchUp, "catch-up", "", "after downtime: one (run once for the missed firings; default) or none")
+	f.StringVar(&o.overlap, "overlap", "", "while its last task has not ended, a firing: skip (default), buffer_one (waits for it), allow_all or cancel_previous")
 	f.StringVar(&o.activeHours, "active-hours", "", "with --heartbeat: HH:MM-HH:MM of the day it runs in")
 	f.StringVar(&o.stuckAfter, "stuck-after", "", "with --heartbeat: how long a task runs before the scout hears it may be stuck (default 30m)")
 	f.BoolVar(&o.disabled, "disabled", false, "add it disabled (enable it with: errand schedule enable NAME)")
@@ -131,7 +132,8 @@ else as a string: --match env=prod is "prod".`,
 
 // request builds the POST /api/schedules body of `schedule add`.
 func (o *scheduleAdd) request(name, argGoal string, goalFlag bool) (*api.CreateSchedule, error) {
-	body := &api.CreateSchedule{Name: name, Timezone: o.timezone, CatchUp: o.catchUp, ActiveHours: o.activeHours, StuckAfter: o.stuckAfter}
+	body := &api.CreateSchedule{Name: name, Timezone: o.timezone, CatchUp: o.catchUp, Overlap: o.overlap,
+		ActiveHours: o.activeHours, StuckAfter: o.stuckAfter}
 	var kinds []string
 	for _, k := range []struct{ flag, kind, value string }{
 		{"--cron", store.ScheduleCron, o.cron},
@@ -308,7 +310,11 @@ func zone(sc *api.Schedule) *time.Location {
 
 // whenText is a time of a schedule in its zone, and how far off it is.
 func (a *app) whenText(sc *api.Schedule, t time.Time) string {
-	s, at := t.In(zone(sc)).Format("2006-01-02 15:04 MST"), a.now()
+	layout := "2006-01-02 15:04 MST"
+	if subMinute([]time.Time{t}) {
+		layout = "2006-01-02 15:04:05 MST"
+	}
+	s, at := t.In(zone(sc)).Format(layout), a.now()
 	if t.After(at) {
 		return s + " (in " + age(t, at) + ")"
 	}
@@ -380,6 +386,7 @@ func (a *app) showSchedule(sc *api.Schedule) error {
 		field("Timezone", cmpStr(sc.Timezone, "UTC"))
 		field("Catch-up", sc.CatchUp)
 	}
+	field("Overlap", sc.Overlap)
 	field("Active hours", sc.ActiveHours)
 	if sc.StuckAfter != nil {
 		field("Stuck after", sc.StuckAfter.String())
@@ -427,11 +434,26 @@ func (a *app) showSchedule(sc *api.Schedule) error {
 		fmt.Fprintln(w, "  none")
 	}
 	if sc.Kind != store.ScheduleEvent {
+		layout := "Mon 2006-01-02 15:04 MST"
+		if subMinute(runs) {
+			layout = "Mon 2006-01-02 15:04:05 MST"
+		}
 		for _, t := range runs {
-			fmt.Fprintf(w, "  %s\n", t.In(zone(sc)).Format("Mon 2006-01-02 15:04 MST"))
+			fmt.Fprintf(w, "  %s\n", t.In(zone(sc)).Format(layout))
 		}
 	}
 	return nil
+}
+
+// subMinute reports whether runs need seconds to tell apart: one falls
+// off a minute, or two are less than a minute apart.
+func subMinute(runs []time.Time) bool {
+	for i, t := range runs {
+		if t.Second() != 0 || (i > 0 && t.Sub(runs[i-1]) < time.Minute) {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *app) newScheduleRmCmd() *cobra.Command {

@@ -307,7 +307,7 @@ func TestScheduleActionsRequests(t *testing.T) {
 
 	r := cli(t, testEnv(nil), f.args("schedule", "enable", "poll")...)
 	require.NoError(t, r.err, r.stderr)
-	require.Equal(t, "poll: next run 2025-03-01 12:01 UTC (in 1m)\n", r.stdout)
+	require.Equal(t, "poll: next run 2025-03-01 12:01:30 UTC (in 1m)\n", r.stdout, "off the minute: shown to the second")
 	require.JSONEq(t, `{"enabled":true}`, f.requests("/api/schedules/poll")[0].Body)
 	r = cli(t, testEnv(nil), f.args("schedule", "disable", "poll")...)
 	require.NoError(t, r.err, r.stderr)
@@ -323,4 +323,41 @@ func TestScheduleActionsRequests(t *testing.T) {
 	require.NoError(t, r.err, r.stderr)
 	require.Equal(t, "tsk_7\n", r.stdout)
 	require.Empty(t, f.requests("/api/schedules/poll/run")[0].Body)
+}
+
+// A schedule of seconds shows its runs to the second, and its overlap
+// policy; a policy errand does not know is refused, naming the flag's field.
+func TestScheduleShowSecondsAndOverlap(t *testing.T) {
+	t.Parallel()
+	d := newLiveDaemon(t)
+	e := liveEnv()
+	r := cli(t, e, d.args("schedule", "add", "tick", "--every", "10s", "--overlap", "buffer_one", "Tick")...)
+	require.NoError(t, r.err, r.stderr)
+	require.Regexp(t, `next run \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC`, r.stdout)
+	r = cli(t, e, d.args("schedule", "show", "tick")...)
+	require.NoError(t, r.err, r.stderr)
+	require.Contains(t, r.stdout, "Overlap   buffer_one\n")
+	_, runs, _ := strings.Cut(r.stdout, "Next runs\n")
+	runLines := strings.Split(strings.TrimRight(runs, "\n"), "\n")
+	require.Len(t, runLines, 5)
+	var prev time.Time
+	for i, l := range runLines {
+		at, err := time.Parse("Mon 2006-01-02 15:04:05 MST", strings.TrimSpace(l))
+		require.NoError(t, err, "to the second: %q", l)
+		if i > 0 {
+			require.Equal(t, 10*time.Second, at.Sub(prev), "runs 10 s apart, each shown apart")
+		}
+		prev = at
+	}
+
+	r = cli(t, e, d.args("schedule", "add", "default-policy", "--every", "1m", "Tock")...)
+	require.NoError(t, r.err, r.stderr)
+	sc, err := d.client.Schedule(t.Context(), "default-policy")
+	require.NoError(t, err)
+	require.Equal(t, "skip", sc.Overlap)
+
+	r = cli(t, e, d.args("schedule", "add", "bad", "--every", "10s", "--overlap", "sometimes", "Tick")...)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "overlap")
+	require.Contains(t, r.stderr, `"sometimes" is not skip, buffer_one, allow_all or cancel_previous`)
 }

@@ -21,6 +21,9 @@ type Schedule struct {
 	Timezone    string          `json:"timezone"`     // IANA name; empty is UTC
 	CatchUp     string          `json:"catch_up"`     // one or none
 	ActiveHours string          `json:"active_hours"` // heartbeat only: HH:MM-HH:MM
+	// Overlap is what a firing does while the last task has not ended:
+	// skip, buffer_one, allow_all or cancel_previous.
+	Overlap string `json:"overlap"`
 	// StuckAfter is, for a heartbeat, how long a task runs before its
 	// scout hears it may be stuck; null for the other kinds.
 	StuckAfter *store.Duration `json:"stuck_after"`
@@ -66,6 +69,7 @@ func FromSchedule(sc *store.Schedule) *Schedule {
 		Timezone:    sc.Timezone,
 		CatchUp:     sc.CatchUp,
 		ActiveHours: sc.ActiveHours,
+		Overlap:     sc.Overlap,
 		Enabled:     sc.Enabled,
 		Declared:    sc.Declared,
 		Task:        orEmptyObject(validOrNil(sc.Task)),
@@ -156,6 +160,7 @@ type CreateSchedule struct {
 	Timezone    string          `json:"timezone,omitempty"`
 	CatchUp     string          `json:"catch_up,omitempty"`
 	ActiveHours string          `json:"active_hours,omitempty"`
+	Overlap     string          `json:"overlap,omitempty"` // default skip
 	Enabled     *bool           `json:"enabled,omitempty"` // default true
 	StuckAfter  string          `json:"stuck_after,omitempty"`
 	// Task is the template of the tasks the schedule makes: a POST
@@ -172,13 +177,16 @@ type PatchSchedule struct {
 	Timezone    *string         `json:"timezone,omitempty"`
 	CatchUp     *string         `json:"catch_up,omitempty"`
 	ActiveHours *string         `json:"active_hours,omitempty"`
+	Overlap     *string         `json:"overlap,omitempty"`
 	StuckAfter  *string         `json:"stuck_after,omitempty"`
 	Task        json.RawMessage `json:"task,omitempty"`
 }
 
-// ScheduleList is GET /api/schedules, by name.
+// ScheduleList is GET /api/schedules, by name, a page at a time:
+// next_cursor, when set, is the cursor of the next page.
 type ScheduleList struct {
-	Schedules []*Schedule `json:"schedules"`
+	Schedules  []*Schedule `json:"schedules"`
+	NextCursor string      `json:"next_cursor,omitempty"`
 }
 
 // ScheduleRun answers POST /api/schedules/{id}/run: the task it made.

@@ -221,20 +221,27 @@ type BudgetSummary struct {
 	AlertThresholds []float64 `json:"alert_thresholds"`
 	OnLimit         string    `json:"on_limit"`
 	Timezone        string    `json:"timezone"`
-	// State is "open" or "paused"; a paused guard holds work until
-	// PausedUntil (the end of the day or month) or a resume.
+	// State is "open", "paused" or "paused then resumed"; a paused guard
+	// holds work until PausedUntil (the end of the day or month) or a
+	// resume, which lifts the pause but never the limit.
 	State       string     `json:"state"`
 	PausedUntil *time.Time `json:"paused_until,omitempty"`
 	Day         string     `json:"day"`   // 2026-11-24
 	Month       string     `json:"month"` // 2026-11
+	// DeferredTasks counts the pending tasks whose next paid step did not
+	// fit what is left: they run when the period turns or a limit rises.
+	DeferredTasks int `json:"deferred_tasks"`
+	// Alerts are the budget.alert the guard sent this day and month.
+	Alerts []store.FiredAlert `json:"alerts"`
 	// Running lists the running tasks' consumption, most expensive first.
 	Running []*RunningSpend `json:"running"`
 }
 
 // Values of BudgetSummary.State.
 const (
-	BudgetOpen   = "open"
-	BudgetPaused = "paused"
+	BudgetOpen    = store.SpendStateOpen
+	BudgetPaused  = store.SpendStatePaused
+	BudgetResumed = store.SpendStateResumed
 )
 
 // RunningSpend is what one running task has consumed and holds reserved.
@@ -263,13 +270,13 @@ func Summary(g *store.SpendGuard, running []*store.Task) *BudgetSummary {
 		SpendTodayUSD: g.SpentDay, SpendMonthUSD: g.SpentMonth,
 		DailyUSD: g.Limits.DailyUSD, MonthlyUSD: g.Limits.MonthlyUSD, ReservedUSD: g.ReservedUSD,
 		AlertThresholds: g.Limits.AlertThresholds, OnLimit: g.Limits.OnLimit, Timezone: g.Limits.Timezone,
-		State: BudgetOpen, Day: g.Day.Key, Month: g.Month.Key, Running: []*RunningSpend{},
+		State: g.StateName(), Day: g.Day.Key, Month: g.Month.Key, Running: []*RunningSpend{},
+		DeferredTasks: g.Deferred, Alerts: g.AlertsThisPeriod(),
 	}
 	if b.AlertThresholds == nil {
 		b.AlertThresholds = []float64{}
 	}
 	if g.Paused {
-		b.State = BudgetPaused
 		until := g.PausedUntil.UTC()
 		b.PausedUntil = &until
 	}
@@ -314,6 +321,8 @@ const (
 	CodeInputClosed      = "input_closed"       // 409
 	CodeTooLarge         = "too_large"          // 413
 	CodeMethodNotAllowed = "method_not_allowed" // 405
+	CodeTimeout          = "timeout"            // 408: the body came too slowly
+	CodeMisdirected      = "misdirected"        // 421: a Host this server does not answer to
 	CodeInternal         = "internal"           // 500
 	CodeUnavailable      = "unavailable"        // 503: shutting down
 )

@@ -47,6 +47,11 @@ type Schedule struct {
 	// CatchUp is what happens to firings missed while the daemon was down:
 	// "one" (default) fires once for all of them, "none" drops them.
 	CatchUp string `yaml:"catch_up,omitempty"`
+	// Overlap is what a firing does while the schedule's last task has
+	// not ended: "skip" (default) makes none, "buffer_one" makes one that
+	// waits for it, "allow_all" makes one anyway, "cancel_previous"
+	// cancels the last one first.
+	Overlap string `yaml:"overlap,omitempty"`
 	// ActiveHours limits a heartbeat to part of each day, "HH:MM-HH:MM"
 	// in Timezone; heartbeat only.
 	ActiveHours string `yaml:"active_hours,omitempty"`
@@ -486,6 +491,11 @@ func (s Schedule) validate(p *problems, path, name string) {
 	}
 	if _, err := schedule.ParseCatchUp(s.CatchUp); err != nil {
 		p.add(path+".catch_up", "%q is not one or none", s.CatchUp)
+	}
+	if _, err := schedule.ParseOverlap(s.Kind, s.Overlap); err != nil {
+		var fe *schedule.FieldError
+		errors.As(err, &fe)
+		p.add(path+".overlap", "%s", fe.Message)
 	}
 	if s.StuckAfter > 0 && s.Kind != ScheduleHeartbeat {
 		p.add(path+".stuck_after", "only for kind heartbeat")

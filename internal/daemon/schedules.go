@@ -25,6 +25,7 @@ func declaredSchedules(cfg *config.Config) []*errand.ScheduleParams {
 			Spec:        string(s.Spec),
 			Timezone:    s.Timezone,
 			CatchUp:     s.CatchUp,
+			Overlap:     s.Overlap,
 			ActiveHours: s.ActiveHours,
 			Enabled:     &enabled,
 			Task:        json.RawMessage(s.Task),

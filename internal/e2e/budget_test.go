@@ -16,10 +16,11 @@ import (
 )
 
 // The spend guard as an owner meets it: an llm agent whose every model
-// call reserves and costs $0.01 runs two tasks under a $0.025 daily
-// limit; the third task's call does not fit, so it is never made and the
-// task waits; errand budget shows the pause and errand budget resume
-// lifts it.
+// call reserves and costs $0.01 runs two tasks under a $0.02 daily limit,
+// which their spend reaches: work pauses and the owner hears of it. errand
+// budget resume lifts the pause but never the limit: the third task's call
+// does not fit, so it is never made and the task waits, deferred, until
+// the owner raises the limit.
 func TestSpendGuardOverTheDaemon(t *testing.T) {
 	finish := func(result string) providertest.Reply {
 		return providertest.Reply{
@@ -35,7 +36,7 @@ agents:
 pricing:
   m: {input_per_mtok: 0, output_per_mtok: 100}
 budget:
-  daily_usd: 0.025
+  daily_usd: 0.02
   timezone: UTC
 `, model.URL()), 0o600)
 	d := startDaemon(t, home)
@@ -49,19 +50,20 @@ budget:
 		id := submit(goal)
 		require.Equal(t, "task.completed", d.waitEvent(id, "task.completed", "task.failed").Type)
 	}
-	third := submit("three")
-	d.waitEvent(third, "task.released")
-	require.Equal(t, 2, model.Requests(), "the call that did not fit was not made")
-
-	out, stderr, code := d.errand("--json", "budget")
-	require.Zero(t, code, stderr)
-	var b api.BudgetSummary
-	require.NoError(t, json.Unmarshal([]byte(out), &b))
-	require.Equal(t, api.BudgetPaused, b.State)
+	budget := func() api.BudgetSummary {
+		out, stderr, code := d.errand("--json", "budget")
+		require.Zero(t, code, stderr)
+		var b api.BudgetSummary
+		require.NoError(t, json.Unmarshal([]byte(out), &b))
+		return b
+	}
+	b := budget()
+	require.Equal(t, api.BudgetPaused, b.State, "spend reached the limit")
 	require.InDelta(t, 0.02, b.SpendTodayUSD, 1e-9)
 	require.NotNil(t, b.PausedUntil)
+	require.Len(t, b.Alerts, 4, "50, 80 and 90 %% and the limit: %+v", b.Alerts)
 
-	// The owner heard of it: alerts at 50 and 80 % and at the limit.
+	// The owner heard of it: alerts at 50, 80 and 90 % and at the limit.
 	var inbox api.NotificationList
 	require.Equal(t, http.StatusOK, d.api("GET", "/api/inbox", nil, &inbox))
 	var alerts []string
@@ -70,12 +72,28 @@ budget:
 			alerts = append(alerts, n.Text)
 		}
 	}
-	require.Len(t, alerts, 3, "%v", alerts)
-	require.True(t, strings.Contains(alerts[2], "limit reached"), alerts[2])
+	require.Len(t, alerts, 4, "%v", alerts)
+	require.True(t, strings.Contains(alerts[3], "limit reached"), alerts[3])
 
-	out, stderr, code = d.errand("budget", "resume")
+	out, stderr, code := d.errand("budget", "resume")
 	require.Zero(t, code, stderr)
-	require.Contains(t, out, "state  open")
+	require.Contains(t, out, "state  paused then resumed")
+	third := submit("three")
+	d.waitEvent(third, "task.deferred")
+	d.waitEvent(third, "task.released")
+	require.Equal(t, 2, model.Requests(), "the call that did not fit was not made")
+	b = budget()
+	require.Equal(t, api.BudgetResumed, b.State)
+	require.Equal(t, 1, b.DeferredTasks)
+	require.InDelta(t, 0.02, b.SpendTodayUSD, 1e-9, "resume never lifts the limit")
+	out, stderr, code = d.errand("budget")
+	require.Zero(t, code, stderr)
+	require.Contains(t, out, "$0.0200 of $0.02 (100%)")
+	require.Contains(t, out, "waits  1 task")
+
+	_, stderr, code = d.errand("budget", "set", "--daily", "0.03")
+	require.Zero(t, code, stderr)
 	require.Equal(t, "task.completed", d.waitEvent(third, "task.completed", "task.failed").Type)
 	require.Equal(t, 3, model.Requests())
+	require.InDelta(t, 0.03, budget().SpendTodayUSD, 1e-9)
 }

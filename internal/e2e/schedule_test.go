@@ -190,3 +190,65 @@ func (r *receiver) waitForType(typ string) {
 		}
 	}
 }
+
+// Schedules never pile up: a 1 s interval of 3 s tasks, left for 20 s,
+// never holds more than one of its tasks at a time under overlap skip, and
+// at most two (one running, one waiting for it) under buffer_one. It counts
+// tasks; nothing asserts on timing.
+func TestScheduleOverlapNeverPilesUp(t *testing.T) {
+	home := t.TempDir()
+	writeFile(t, filepath.Join(home, "slow.sh"), "#!/bin/sh\ncat >/dev/null\nsleep 3\nprintf '{\"status\":\"finish\",\"output\":\"tick\"}\\n'\n", 0o755)
+	writeFile(t, filepath.Join(home, "errand.yaml"), `
+agents:
+  slow: {kind: exec, command: ["./slow.sh"]}
+schedules:
+  skipping:
+    kind: interval
+    spec: 1s
+    task: {agent: slow, goal: "skipping tick"}
+  buffering:
+    kind: interval
+    spec: 1s
+    overlap: buffer_one
+    task: {agent: slow, goal: "buffering tick"}
+`, 0o600)
+	d := startDaemon(t, home)
+
+	most := map[string]int{}
+	made := map[string]int{}
+	deadline := time.Now().Add(20 * time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		<-tick.C
+		var page api.TaskList
+		require.Equal(t, http.StatusOK, d.api("GET", "/api/tasks?limit=200", nil, &page))
+		open := map[string]int{}
+		clear(made)
+		for _, task := range page.Tasks {
+			made[task.Goal]++
+			if !task.Status.Terminal() {
+				open[task.Goal]++
+			}
+		}
+		for goal, n := range open {
+			most[goal] = max(most[goal], n)
+		}
+	}
+	require.Equal(t, 1, most["skipping tick"], "skip: one task at a time")
+	require.Equal(t, 2, most["buffering tick"], "buffer_one: one running, one waiting")
+	require.GreaterOrEqual(t, made["skipping tick"], 2, "the schedule went on firing")
+	require.GreaterOrEqual(t, made["buffering tick"], 2)
+
+	var skipped int
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for ev := range d.stream(ctx, "/api/events?after=0", 0) {
+		if ev.Type == "schedule.skipped" && strings.Contains(string(ev.Data), `"reason":"overlap"`) {
+			if skipped++; skipped == 3 {
+				break
+			}
+		}
+	}
+	require.Equal(t, 3, skipped, "skipped firings are journaled with reason overlap")
+}

@@ -31,6 +31,8 @@ type execution struct {
 	lost      bool
 	finishing bool // the agent returned; its finish is queued
 	pause     bool // an operator asked the task to pause after this step
+	// spendUntil is when a step the spend guard refused may ask again.
+	spendUntil time.Time
 }
 
 // leaseMargin is how long before its deadline a lease stops being trusted:
@@ -251,9 +253,13 @@ func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.Tas
 		fp.Actor = store.ActorSystem
 	case errors.Is(err, taskrun.ErrSpendLimit):
 		// Handed back to wait for the guard: the step that could not be
-		// paid for runs when the task is claimed again.
+		// paid for runs when the task is claimed again, no sooner than the
+		// guard said (a deferral) or once the claim floor lets it (a pause).
 		fp.Status = store.StatusPending
 		fp.Actor = store.ActorSystem
+		x.mu.Lock()
+		fp.RunAt = x.spendUntil
+		x.mu.Unlock()
 	default:
 		code, retryable, retryAfter := taskrun.Classify(err)
 		fp.Error = &store.TaskError{Code: code, Message: err.Error()}
@@ -417,10 +423,18 @@ func (r *run) Reserve(ctx context.Context, amount taskrun.Amount) error {
 		r.x.pool.e.wrote()
 		return &taskrun.Error{Code: taskrun.CodeBudgetExceeded, Err: exceeded}
 	}
-	var paused *store.SpendLimitError
-	if errors.As(err, &paused) {
+	var refused *store.SpendLimitError
+	if errors.As(err, &refused) {
 		r.x.pool.e.wrote()
-		return fmt.Errorf("%w: %w", taskrun.ErrSpendLimit, paused)
+		if refused.Reason == store.SpendRefusedTooLarge {
+			return &taskrun.Error{Code: taskrun.CodeBudgetExceeded, Err: refused}
+		}
+		if refused.Reason == store.SpendRefusedNoRoom {
+			r.x.mu.Lock()
+			r.x.spendUntil = refused.Until
+			r.x.mu.Unlock()
+		}
+		return fmt.Errorf("%w: %w", taskrun.ErrSpendLimit, refused)
 	}
 	return r.guard(err)
 }

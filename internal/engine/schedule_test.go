@@ -511,6 +511,10 @@ func TestHeartbeatScout(t *testing.T) {
 		sc = caughtUp(t, b.engine, b.clock, sc.ID)
 		require.Equal(t, count, sc.FireCount, "fired at %s", b.clock.Now())
 	}
+	// The evening's scout has ended (overlap skip would hold the morning's
+	// firing while it runs).
+	scouts = tasksBySource(t, b.engine, store.SourceHeartbeat)
+	waitForStatus(t, b.engine, scouts[len(scouts)-1].ID, store.StatusCompleted)
 	b.clock.Set(time.Date(2026, 5, 7, 8, 0, 0, 0, time.UTC))
 	sc = caughtUp(t, b.engine, b.clock, sc.ID)
 	require.Equal(t, count+1, sc.FireCount)

@@ -163,7 +163,7 @@ func (e *Engine) fire(ctx context.Context, sc *store.Schedule, params *store.Sch
 			f(sc.Kind, lag)
 		}
 		e.madeReady()
-	} else if params.Skipped > 0 {
+	} else if params.Skipped > 0 || res.OverlapSkipped {
 		e.wrote()
 	}
 	return res.Schedule

@@ -30,9 +30,12 @@ type ScheduleParams struct {
 	Kind string // cron, interval, event or heartbeat
 	// Spec is the cron expression or the Go duration, or for kind event
 	// the JSON of {"type": "…", "match": {…}}.
-	Spec        string
-	Timezone    string
-	CatchUp     string // one (default) or none
+	Spec     string
+	Timezone string
+	CatchUp  string // one (default) or none
+	// Overlap is what a firing does while the last task has not ended:
+	// skip (default), buffer_one, allow_all or cancel_previous.
+	Overlap     string
 	ActiveHours string // heartbeat only: HH:MM-HH:MM in Timezone
 	Enabled     *bool  // default true
 	// Task is the template of the tasks the schedule makes: a POST
@@ -48,6 +51,7 @@ type SchedulePatch struct {
 	Spec        *string
 	Timezone    *string
 	CatchUp     *string
+	Overlap     *string
 	ActiveHours *string
 	Task        json.RawMessage
 	StuckAfter  *time.Duration
@@ -158,6 +162,9 @@ func (e *Engine) checkSchedule(ctx context.Context, p *ScheduleParams) (*store.S
 		return nil, fieldError(err)
 	}
 	sc.CatchUp = string(catchUp)
+	if sc.Overlap, err = schedule.ParseOverlap(sc.Kind, p.Overlap); err != nil {
+		return nil, fieldError(err)
+	}
 	switch {
 	case p.StuckAfter < 0:
 		return nil, invalid("stuck_after", "must not be negative")
@@ -229,7 +236,7 @@ func (e *Engine) UpdateSchedule(ctx context.Context, idOrName string, patch *Sch
 		return nil, err
 	}
 	p := &ScheduleParams{
-		Name: cur.Name, Kind: cur.Kind, Spec: cur.Spec, Timezone: cur.Timezone, CatchUp: cur.CatchUp,
+		Name: cur.Name, Kind: cur.Kind, Spec: cur.Spec, Timezone: cur.Timezone, CatchUp: cur.CatchUp, Overlap: cur.Overlap,
 		ActiveHours: cur.ActiveHours, Enabled: &cur.Enabled, Task: cur.Task, StuckAfter: time.Duration(cur.StuckAfter),
 	}
 	timing := false
@@ -251,6 +258,9 @@ func (e *Engine) UpdateSchedule(ctx context.Context, idOrName string, patch *Sch
 	}
 	if patch.CatchUp != nil {
 		p.CatchUp = *patch.CatchUp
+	}
+	if patch.Overlap != nil {
+		p.Overlap = *patch.Overlap
 	}
 	if patch.Task != nil {
 		p.Task = patch.Task

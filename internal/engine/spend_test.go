@@ -78,14 +78,25 @@ func spentToday(t *testing.T, e *Engine) float64 {
 	return g.SpentDay
 }
 
-// With a daily limit of 0.10 and steps costing 0.03, the fourth step never
-// starts: its task waits, alerts went out at 50, 80 and 90 %, schedules
-// stop firing; the next day all of it goes on by itself.
+// waitDeferred waits until the task was deferred n times.
+func waitDeferred(t *testing.T, e *Engine, taskID string, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		evs, err := e.store.EventList(context.Background(), &store.EventListParams{TaskID: taskID, Types: []string{store.EventTaskDeferred}, Limit: 100})
+		require.NoError(t, err)
+		return len(evs) >= n
+	}, waitTimeout, time.Millisecond)
+}
+
+// With a daily limit of 0.09 and steps costing 0.03, the third step
+// reaches the limit: alerts went out at 50, 80, 90 and 100 %, the fourth
+// step never starts and its task waits, schedules stop firing; the next
+// day all of it goes on by itself.
 func TestSpendLimitPausesUntilTheNextDay(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	setLimits(t, b.engine, 0.10, store.OnLimitPauseAll)
+	setLimits(t, b.engine, 0.09, store.OnLimitPauseAll)
 	var started atomic.Int64
 	startPool(t, b.engine, &PoolConfig{Workers: 1, Schedules: true, Handlers: map[string]taskrun.Handler{
 		"paid": paidSteps(&started), "reporter": taskrun.HandlerFunc(idle),
@@ -124,13 +135,89 @@ func TestSpendLimitPausesUntilTheNextDay(t *testing.T) {
 	}, waitTimeout, time.Millisecond)
 }
 
-// The owner resumes early: work goes on at once, past the limit, for the
-// rest of the day; the resume is journaled with the actor.
-func TestSpendResumeLiftsThePauseEarly(t *testing.T) {
+// With a daily limit of 1.00 and 0.40 spent, a step that may cost 0.70 is
+// deferred to the next day: its task waits with the reason in its journal,
+// nothing pauses, and other tasks go on while they fit.
+func TestSpendDeferredStepWaitsWhileOthersRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	setLimits(t, b.engine, 0.10, store.OnLimitPauseAll)
+	setLimits(t, b.engine, 1.00, store.OnLimitPauseAll)
+	var started atomic.Int64
+	costs := map[string][]float64{"big": {0.40, 0.70}, "small": {0.10, 0.10}}
+	startPool(t, b.engine, &PoolConfig{Workers: 2, Handlers: map[string]taskrun.Handler{
+		"priced": taskrun.HandlerFunc(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+			for n, cost := range costs[r.Task().Goal] {
+				rec, err := r.BeginStep(ctx, taskrun.StepSpec{Number: n + 1, Type: taskrun.StepLLMCall, Input: json.RawMessage(`{}`)})
+				if err != nil {
+					return taskrun.Result{}, err
+				}
+				if rec.Replayed {
+					continue
+				}
+				if err := r.Reserve(ctx, taskrun.Amount{CostUSD: cost}); err != nil {
+					return taskrun.Result{}, err
+				}
+				started.Add(1)
+				if err := r.EndStep(ctx, rec.Key, taskrun.StepResult{Status: taskrun.StepDone, Output: json.RawMessage(`{}`),
+					CostUSD: cost, Release: taskrun.Amount{CostUSD: cost}}); err != nil {
+					return taskrun.Result{}, err
+				}
+			}
+			return ok("priced"), nil
+		}),
+	}})
+	big := submit(t, b.engine, &SubmitParams{Goal: "big", Agent: "priced"})
+	waitDeferred(t, b.engine, big.ID, 1)
+	waitReleased(t, b.engine, big.ID, 1)
+	got, err := b.engine.Get(ctx, big.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, got.Status)
+	g, err := b.engine.SpendGuard(ctx)
+	require.NoError(t, err)
+	require.False(t, g.Paused, "one large step pauses nothing")
+	require.Equal(t, 1, g.Deferred)
+	require.True(t, got.RunAt.Equal(g.Day.End), "deferred to the day's end, not %v", got.RunAt)
+
+	for range 3 {
+		small := submit(t, b.engine, &SubmitParams{Goal: "small", Agent: "priced"})
+		waitForStatus(t, b.engine, small.ID, store.StatusCompleted)
+	}
+	require.InDelta(t, 1.00, spentToday(t, b.engine), 1e-9)
+	require.Equal(t, []float64{0.5, 0.8, 0.9, 1}, alertThresholds(t, b.engine), "alerts follow actual spend")
+
+	// The next day the deferred step runs.
+	b.clock.Set(g.Day.End.Add(time.Second))
+	waitForStatus(t, b.engine, big.ID, store.StatusCompleted)
+	require.EqualValues(t, 8, started.Load())
+}
+
+// A step that may cost more than the whole daily limit can never run: its
+// task fails budget_exceeded at once, saying so.
+func TestSpendStepLargerThanTheLimitFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	setLimits(t, b.engine, 0.02, store.OnLimitPauseAll)
+	var started atomic.Int64
+	startPool(t, b.engine, &PoolConfig{Workers: 1, Handlers: map[string]taskrun.Handler{"paid": paidSteps(&started)}})
+	task := submit(t, b.engine, &SubmitParams{Goal: "1", Agent: "paid", MaxAttempts: 3})
+	waitForStatus(t, b.engine, task.ID, store.StatusFailed)
+	got, err := b.engine.Get(context.Background(), task.ID)
+	require.NoError(t, err)
+	require.Equal(t, taskrun.CodeBudgetExceeded, got.Error.Code)
+	require.Contains(t, got.Error.Message, "can never fit the daily spend limit")
+	require.Equal(t, 1, got.Attempt, "not retried")
+	require.Zero(t, started.Load())
+}
+
+// The owner resumes early: claims go on, but resume lifts the pause, never
+// the limit; the next step that does not fit is deferred again and the
+// day's spend stays within it. The resume is journaled with the actor.
+func TestSpendResumeNeverLiftsTheLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	setLimits(t, b.engine, 0.09, store.OnLimitPauseAll)
 	_, err := b.engine.ResumeSpend(ctx, store.ActorUser)
 	require.ErrorIs(t, err, store.ErrSpendNotPaused)
 
@@ -142,11 +229,19 @@ func TestSpendResumeLiftsThePauseEarly(t *testing.T) {
 	g, err := b.engine.ResumeSpend(ctx, "user:owner")
 	require.NoError(t, err)
 	require.False(t, g.Paused)
-	waitForStatus(t, b.engine, task.ID, store.StatusCompleted)
-	require.EqualValues(t, 5, started.Load())
+	require.Equal(t, store.SpendStateResumed, g.StateName())
+	waitDeferred(t, b.engine, task.ID, 2)
+	waitReleased(t, b.engine, task.ID, 2)
+	require.EqualValues(t, 3, started.Load())
+	require.InDelta(t, 0.09, spentToday(t, b.engine), 1e-9, "never past the limit")
 	resumed := eventsOfType(t, b.engine, store.EventBudgetResumed)
 	require.Len(t, resumed, 1)
 	require.Equal(t, "user:owner", resumed[0].Actor)
+
+	// Raising the limit lets it finish now.
+	setLimits(t, b.engine, 0.20, store.OnLimitPauseAll)
+	waitForStatus(t, b.engine, task.ID, store.StatusCompleted)
+	require.EqualValues(t, 5, started.Load())
 }
 
 // Eight workers racing for the last of the day's budget never spend more
@@ -158,25 +253,24 @@ func TestSpendLimitHoldsAcrossEightWorkers(t *testing.T) {
 	setLimits(t, b.engine, 0.10, store.OnLimitPauseAll)
 	var started atomic.Int64
 	startPool(t, b.engine, &PoolConfig{Workers: 8, Handlers: map[string]taskrun.Handler{"paid": paidSteps(&started)}})
-	var tasks []*store.Task
 	for range 8 {
-		tasks = append(tasks, submit(t, b.engine, &SubmitParams{Goal: "123", Agent: "paid"}))
+		submit(t, b.engine, &SubmitParams{Goal: "123", Agent: "paid"})
 	}
 	// Each task either finished (it got three steps) or was handed back.
 	require.Eventually(t, func() bool {
 		counts, err := b.engine.store.TaskCountByStatus(ctx)
 		require.NoError(t, err)
+		g, err := b.engine.SpendGuard(ctx)
+		require.NoError(t, err)
 		return counts[store.StatusRunning] == 0 && counts[store.StatusCompleted]+counts[store.StatusPending] == 8 &&
-			len(eventsOfType(t, b.engine, store.EventTaskReleased)) > 0
+			g.Deferred == counts[store.StatusPending] && g.Deferred > 0
 	}, waitTimeout, time.Millisecond)
-	require.LessOrEqual(t, spentToday(t, b.engine), 0.10+stepCost+1e-9, "overshoot stays within one reservation")
 	require.InDelta(t, 0.09, spentToday(t, b.engine), 1e-9, "reservations equal to the cost: no overshoot at all")
 	require.EqualValues(t, 3, started.Load())
 	g, err := b.engine.SpendGuard(ctx)
 	require.NoError(t, err)
-	require.True(t, g.Paused)
+	require.False(t, g.Paused, "spend below the limit pauses nothing")
 	require.Zero(t, g.ReservedUSD, "handed-back tasks hold nothing")
-	_ = tasks
 }
 
 // pause-non-critical holds a priority-5 task and lets a priority-9 one run

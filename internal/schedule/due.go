@@ -3,6 +3,7 @@ package schedule
 import (
 	"fmt"
 	"math/big"
+	"slices"
 	"time"
 )
 
@@ -35,6 +36,25 @@ func ParseCatchUp(s string) (CatchUp, error) {
 		return CatchUpNone, nil
 	}
 	return "", &FieldError{Field: "catch_up", Message: fmt.Sprintf("%q is not one or none", s)}
+}
+
+// Overlaps lists the values of a schedule's overlap field.
+var Overlaps = []string{"skip", "buffer_one", "allow_all", "cancel_previous"}
+
+// ParseOverlap parses the overlap field of a schedule of kind. Empty is
+// the kind's default: skip for the timed kinds, so a schedule never piles
+// up tasks; allow_all for kind event, whose firings each carry their own
+// event. Its error is a *FieldError for overlap.
+func ParseOverlap(kind, s string) (string, error) {
+	switch {
+	case s == "" && Kind(kind) == KindEvent:
+		return "allow_all", nil
+	case s == "":
+		return "skip", nil
+	case slices.Contains(Overlaps, s):
+		return s, nil
+	}
+	return "", &FieldError{Field: "overlap", Message: fmt.Sprintf("%q is not skip, buffer_one, allow_all or cancel_previous", s)}
 }
 
 // Due decides what happens at now to a schedule whose stored next run is

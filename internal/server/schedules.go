@@ -11,6 +11,7 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/store"
 )
 
 var (
@@ -84,7 +85,7 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sc, err := s.client.CreateSchedule(r.Context(), &errand.ScheduleParams{
-		Name: body.Name, Kind: body.Kind, Spec: spec, Timezone: body.Timezone, CatchUp: body.CatchUp,
+		Name: body.Name, Kind: body.Kind, Spec: spec, Timezone: body.Timezone, CatchUp: body.CatchUp, Overlap: body.Overlap,
 		ActiveHours: body.ActiveHours, Enabled: body.Enabled, Task: body.Task, StuckAfter: stuck,
 	})
 	if errors.Is(err, errand.ErrNameTaken) {
@@ -128,7 +129,8 @@ func (s *Server) patchSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	patch := &errand.SchedulePatch{
-		Enabled: body.Enabled, Timezone: body.Timezone, CatchUp: body.CatchUp, ActiveHours: body.ActiveHours, Task: body.Task,
+		Enabled: body.Enabled, Timezone: body.Timezone, CatchUp: body.CatchUp, Overlap: body.Overlap,
+		ActiveHours: body.ActiveHours, Task: body.Task,
 	}
 	if body.Spec != nil {
 		spec, err := specText(body.Spec)
@@ -187,6 +189,12 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 	var body api.PostEvent
 	if err := s.decode(w, r, &body, false); err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if store.IsOwnEventType(body.Type) {
+		s.fail(w, r, &errand.ValidationError{Field: "type", Message: fmt.Sprintf(
+			"%q is an event type errand writes itself (alert, and every type starting with %s, in any case): post types of your own, such as deploy.finished",
+			body.Type, strings.Join(store.OwnEventNamespaces(), ", "))})
 		return
 	}
 	ev, err := s.client.PostEvent(r.Context(), body.Type, noNull(body.Data))

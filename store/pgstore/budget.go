@@ -99,7 +99,7 @@ func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserv
 			}
 		}
 		if p.Amount.CostUSD > 0 {
-			if spendRefused, err = s.reserveSpend(ctx, tx, p.Lease.TaskID, p.Amount.CostUSD, at); err != nil || spendRefused != nil {
+			if spendRefused, err = s.reserveSpend(ctx, tx, p.Lease.TaskID, p.Amount.CostUSD, p.Actor, at); err != nil || spendRefused != nil {
 				return err
 			}
 		}

@@ -308,44 +308,8 @@ func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*sto
 	at := now(p.Now)
 	var t *store.Task
 	err := s.writeTx(ctx, func(tx *txn) error {
-		if err := s.cancelOne(ctx, tx, p.ID, p.Reason, p.Actor, at, true); err != nil {
+		if err := s.cancelTree(ctx, tx, p.ID, p.Reason, p.Actor, at); err != nil {
 			return err
-		}
-		reason := "an ancestor was cancelled"
-		if p.Reason != "" {
-			reason += ": " + p.Reason
-		}
-		// The tree is walked a level at a time, each level read after its
-		// parents are locked: a child inserted meanwhile (insertTask locks
-		// its parent) is either seen here or finds its parent cancelled.
-		level := []string{p.ID}
-		for len(level) > 0 {
-			rows, err := tx.Query(ctx, `SELECT id, status IN ('completed', 'failed', 'cancelled') FROM tasks
-				WHERE parent_id = ANY($1) ORDER BY id`, level)
-			if err != nil {
-				return err
-			}
-			type child struct {
-				id    string
-				ended bool
-			}
-			var c child
-			var children []child
-			if _, err := pgx.ForEachRow(rows, []any{&c.id, &c.ended}, func() error {
-				children = append(children, c)
-				return nil
-			}); err != nil {
-				return err
-			}
-			level = level[:0]
-			for _, c := range children {
-				if !c.ended {
-					if err := s.cancelOne(ctx, tx, c.id, reason, p.Actor, at, false); err != nil {
-						return err
-					}
-				}
-				level = append(level, c.id)
-			}
 		}
 		var err error
 		t, err = getTask(ctx, tx, p.ID)
@@ -355,6 +319,50 @@ func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*sto
 		return nil, fmt.Errorf("cancel task %s: %w", p.ID, err)
 	}
 	return t, nil
+}
+
+// cancelTree cancels a task that has not ended and every unfinished task
+// below it. The tree is walked a level at a time, each level read after
+// its parents are locked: a child inserted meanwhile (insertTask locks its
+// parent) is either seen here or finds its parent cancelled.
+func (s *Store) cancelTree(ctx context.Context, tx *txn, id, reason, actor string, at time.Time) error {
+	if err := s.cancelOne(ctx, tx, id, reason, actor, at, true); err != nil {
+		return err
+	}
+	below := "an ancestor was cancelled"
+	if reason != "" {
+		below += ": " + reason
+	}
+	level := []string{id}
+	for len(level) > 0 {
+		rows, err := tx.Query(ctx, `SELECT id, status IN ('completed', 'failed', 'cancelled') FROM tasks
+			WHERE parent_id = ANY($1) ORDER BY id`, level)
+		if err != nil {
+			return err
+		}
+		type child struct {
+			id    string
+			ended bool
+		}
+		var c child
+		var children []child
+		if _, err := pgx.ForEachRow(rows, []any{&c.id, &c.ended}, func() error {
+			children = append(children, c)
+			return nil
+		}); err != nil {
+			return err
+		}
+		level = level[:0]
+		for _, c := range children {
+			if !c.ended {
+				if err := s.cancelOne(ctx, tx, c.id, below, actor, at, false); err != nil {
+					return err
+				}
+			}
+			level = append(level, c.id)
+		}
+	}
+	return nil
 }
 
 // cancelOne cancels one task: a running one is asked to stop (its worker

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +15,7 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-const scheduleColumns = `id, name, kind, spec, timezone, catch_up, active_hours, enabled, declared, task,
+const scheduleColumns = `id, name, kind, spec, timezone, catch_up, active_hours, overlap, enabled, declared, task,
 	stuck_after, next_run_at, last_run_at, last_task_id, fire_count, event_cursor, created_at, updated_at`
 
 func scanSchedule(r pgx.Row) (*store.Schedule, error) {
@@ -26,7 +27,7 @@ func scanSchedule(r pgx.Row) (*store.Schedule, error) {
 		lastTask         *string
 		created, updated time.Time
 	)
-	err := r.Scan(&sc.ID, &sc.Name, &sc.Kind, &sc.Spec, &sc.Timezone, &sc.CatchUp, &sc.ActiveHours, &sc.Enabled, &sc.Declared,
+	err := r.Scan(&sc.ID, &sc.Name, &sc.Kind, &sc.Spec, &sc.Timezone, &sc.CatchUp, &sc.ActiveHours, &sc.Overlap, &sc.Enabled, &sc.Declared,
 		&task, &stuckAfter, &next, &last, &lastTask, &sc.FireCount, &sc.EventCursor, &created, &updated)
 	if err != nil {
 		return nil, err
@@ -61,11 +62,12 @@ func (s *Store) ScheduleInsert(ctx context.Context, p *store.ScheduleInsertParam
 	err := s.writeTx(ctx, func(tx *txn) error {
 		var err error
 		out, err = scanSchedule(tx.QueryRow(ctx, `INSERT INTO schedules (id, name, kind, spec, timezone, catch_up, active_hours, enabled,
-			declared, task, stuck_after, next_run_at, event_cursor, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)
+			declared, task, stuck_after, next_run_at, event_cursor, created_at, updated_at, overlap)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15)
 			RETURNING `+scheduleColumns,
 			sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, sc.Enabled, sc.Declared,
-			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNull(sc.NextRunAt), sc.EventCursor, at))
+			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNull(sc.NextRunAt), sc.EventCursor, at,
+			cmp.Or(sc.Overlap, store.OverlapSkip)))
 		if isUniqueName(err) {
 			return fmt.Errorf("%w: %q", store.ErrNameTaken, sc.Name)
 		}
@@ -112,11 +114,20 @@ func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) (
 		args = append(args, p.DueBy.UTC().Truncate(time.Microsecond))
 		where = append(where, fmt.Sprintf(`enabled AND next_run_at IS NOT NULL AND next_run_at <= $%d`, len(args)))
 	}
+	if p.AfterName != "" {
+		args = append(args, p.AfterName)
+		where = append(where, fmt.Sprintf(`name > $%d`, len(args)))
+	}
 	query := `SELECT ` + scheduleColumns + ` FROM schedules`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	rows, err := s.pool.Query(ctx, query+` ORDER BY name`, args...)
+	query += ` ORDER BY name`
+	if p.Limit > 0 {
+		args = append(args, p.Limit)
+		query += fmt.Sprintf(` LIMIT $%d`, len(args))
+	}
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
@@ -136,11 +147,11 @@ func (s *Store) ScheduleUpdate(ctx context.Context, p *store.ScheduleUpdateParam
 		var err error
 		out, err = scanSchedule(tx.QueryRow(ctx, `UPDATE schedules SET name = $1, kind = $2, spec = $3, timezone = $4, catch_up = $5,
 			active_hours = $6, enabled = $7, declared = $8, task = $9, stuck_after = $10, next_run_at = $11,
-			event_cursor = CASE WHEN $12 THEN $13 ELSE event_cursor END, updated_at = $14 WHERE id = $15
+			event_cursor = CASE WHEN $12 THEN $13 ELSE event_cursor END, updated_at = $14, overlap = $16 WHERE id = $15
 			RETURNING `+scheduleColumns,
 			sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, sc.Enabled, sc.Declared,
 			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNull(sc.NextRunAt),
-			p.ResetCursor, sc.EventCursor, at, sc.ID))
+			p.ResetCursor, sc.EventCursor, at, sc.ID, cmp.Or(sc.Overlap, store.OverlapSkip)))
 		switch {
 		case isUniqueName(err):
 			return fmt.Errorf("%w: %q", store.ErrNameTaken, sc.Name)
@@ -198,15 +209,42 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 			return err
 		}
 		var taskID *string
-		if p.Task != nil {
-			res, err := s.insertTask(ctx, tx, p.Task)
+		task := p.Task
+		if task != nil && !p.Manual {
+			cur, err := getSchedule(ctx, tx, `id = $1`, p.ID)
+			if err != nil {
+				return err
+			}
+			plan, err := s.planOverlap(ctx, tx, cur)
+			if err != nil {
+				return err
+			}
+			switch {
+			case plan.Skip:
+				task, out.OverlapSkipped = nil, true
+				if err := tx.appendEvent("", store.EventScheduleSkipped, p.Actor, &store.OverlapSkippedData{
+					ScheduleID: cur.ID, Name: cur.Name, Skipped: 1, Reason: store.SkipReasonOverlap,
+					Overlap: cur.Overlap, PreviousTaskID: cur.LastTaskID,
+				}, at); err != nil {
+					return err
+				}
+			case plan.After != "":
+				task = store.AfterTask(task, plan.After)
+			case plan.Cancel != "":
+				if err := s.cancelTree(ctx, tx, plan.Cancel, "the schedule "+cur.Name+" fired again", p.Actor, at); err != nil {
+					return err
+				}
+			}
+		}
+		if task != nil {
+			res, err := s.insertTask(ctx, tx, task)
 			if retryable(err) {
 				return err // writeTx runs the firing again
 			}
 			if err != nil {
 				// Not %w: a task that cannot be made is not an unknown
 				// schedule.
-				return fmt.Errorf("schedule task %s: %v", p.Task.ID, err)
+				return fmt.Errorf("schedule task %s: %v", task.ID, err)
 			}
 			out.Task = res.Task
 			taskID = &res.Task.ID
@@ -234,6 +272,22 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 		return nil, fmt.Errorf("fire schedule %s: %w", p.ID, err)
 	}
 	return out, nil
+}
+
+// planOverlap reads the schedule's last task and decides what a firing
+// does about it (see store.PlanOverlap). The schedule is locked.
+func (s *Store) planOverlap(ctx context.Context, tx *txn, sc *store.Schedule) (store.OverlapPlan, error) {
+	if sc.LastTaskID == "" {
+		return store.PlanOverlap(sc.Overlap, nil), nil
+	}
+	last, err := getTask(ctx, tx, sc.LastTaskID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.PlanOverlap(sc.Overlap, nil), nil // purged
+	}
+	if err != nil {
+		return store.OverlapPlan{}, err
+	}
+	return store.PlanOverlap(sc.Overlap, last), nil
 }
 
 // EventInsert implements store.Store.

@@ -99,7 +99,12 @@ func (g *guard) snapshot(ctx context.Context, q querier, at time.Time) (*store.S
 	if err != nil {
 		return nil, err
 	}
-	return g.Snapshot(day, month, d, m, r), nil
+	sg := g.Snapshot(day, month, d, m, r)
+	err = q.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE spend_deferred AND status = 'pending'`).Scan(&sg.Deferred)
+	if err != nil {
+		return nil, fmt.Errorf("count deferred tasks: %w", err)
+	}
+	return sg, nil
 }
 
 // SpendGuardGet implements store.Store. It reads in one snapshot, so a
@@ -162,6 +167,11 @@ func (s *Store) SpendGuardSet(ctx context.Context, p *store.SpendGuardSetParams)
 				map[string]any{"from": g.Limits, "to": p.Limits}, at); err != nil {
 				return err
 			}
+			// New limits may hold what they deferred: it asks again now.
+			if _, err := tx.Exec(ctx, `UPDATE tasks SET run_at = $1
+				WHERE spend_deferred AND status = 'pending' AND run_at > $1`, at); err != nil {
+				return err
+			}
 		}
 		g.Limits = p.Limits
 		if g.Loc, err = store.SpendLocation(&p.Limits); err != nil {
@@ -208,9 +218,10 @@ func (s *Store) SpendGuardResume(ctx context.Context, p *store.SpendGuardResumeP
 
 // reserveSpend checks a paid reservation of taskID against the guard and
 // records it, inside the reservation's transaction, with the guard locked.
-// A refusal records the limit as reached and is returned as refused with a
-// nil error, so the transaction commits what it recorded.
-func (s *Store) reserveSpend(ctx context.Context, tx *txn, taskID string, cost float64, at time.Time) (refused *store.SpendLimitError, err error) {
+// A refusal marks the task deferred, journals why (task.deferred, or
+// task.budget_exceeded for a step no limit can hold) and is returned as
+// refused with a nil error, so the transaction commits what it recorded.
+func (s *Store) reserveSpend(ctx context.Context, tx *txn, taskID string, cost float64, actor string, at time.Time) (refused *store.SpendLimitError, err error) {
 	g, err := lockGuard(ctx, tx)
 	if err != nil {
 		return nil, err
@@ -220,16 +231,24 @@ func (s *Store) reserveSpend(ctx context.Context, tx *txn, taskID string, cost f
 		return nil, err
 	}
 	if g.Limited() && g.Limits.Holds(priority) {
-		if refused, err = s.checkSpend(ctx, tx, g, cost, at); err != nil || refused != nil {
-			return refused, err
+		if refused, err = s.checkSpend(ctx, tx, g, cost, at); err != nil {
+			return nil, err
 		}
 	}
-	_, err = tx.Exec(ctx, `UPDATE tasks SET spend_reserved = spend_reserved + $1 WHERE id = $2`, cost, taskID)
+	if refused != nil {
+		typ, data := store.EventTaskDeferred, refused.DeferredData()
+		if refused.Reason == store.SpendRefusedTooLarge {
+			typ = store.EventTaskBudgetExceeded
+		} else if _, err := tx.Exec(ctx, `UPDATE tasks SET spend_deferred = true WHERE id = $1`, taskID); err != nil {
+			return nil, err
+		}
+		return refused, tx.appendEvent(taskID, typ, actor, data, at)
+	}
+	_, err = tx.Exec(ctx, `UPDATE tasks SET spend_reserved = spend_reserved + $1, spend_deferred = false WHERE id = $2`, cost, taskID)
 	return nil, err
 }
 
-// checkSpend refuses cost when the guard is paused, or when it does not fit
-// the remainder of a period whose limit is not resumed (see
+// checkSpend decides whether cost fits the guard (see
 // store.SpendGuardRow.Refusal). The guard is locked.
 func (s *Store) checkSpend(ctx context.Context, tx *txn, g *guard, cost float64, at time.Time) (*store.SpendLimitError, error) {
 	day, month := g.Periods(at)
@@ -241,17 +260,7 @@ func (s *Store) checkSpend(ctx context.Context, tx *txn, g *guard, cost float64,
 	if err != nil {
 		return nil, err
 	}
-	refused, alert := g.Refusal(at, d, m, r, cost)
-	if alert == nil {
-		return refused, nil
-	}
-	if err := s.alertSpend(tx, []*store.BudgetAlertData{alert}, at); err != nil {
-		return nil, err
-	}
-	if err := g.saveState(ctx, tx, at); err != nil {
-		return nil, err
-	}
-	return refused, nil
+	return g.Refusal(at, d, m, r, cost), nil
 }
 
 // recordSpend adds a finished step's cost to its bucket, releases what the

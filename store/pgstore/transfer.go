@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -148,7 +149,7 @@ const (
 	sqlImportDependency = `INSERT INTO task_dependencies (task_id, depends_on_id, kind) VALUES ($1, $2, $3)`
 
 	sqlImportSchedule = `INSERT INTO schedules (` + scheduleColumns + `)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`
 
 	sqlImportMemory = `INSERT INTO memories (` + memoryColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 
@@ -267,8 +268,8 @@ func (im *importer) queueBatch(b *store.Batch) error {
 			return errors.New("schedule: id, name and kind are required")
 		}
 		im.queue("schedule "+sc.ID, sqlImportSchedule,
-			sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, sc.Enabled, sc.Declared,
-			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNull(sc.NextRunAt),
+			sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, cmp.Or(sc.Overlap, store.OverlapSkip),
+			sc.Enabled, sc.Declared, jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNull(sc.NextRunAt),
 			toNull(sc.LastRunAt), nullString(sc.LastTaskID), sc.FireCount, sc.EventCursor, sc.CreatedAt, sc.UpdatedAt)
 	}
 	for _, m := range b.Memories {

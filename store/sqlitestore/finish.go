@@ -218,42 +218,10 @@ func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*sto
 	at := now(p.Now)
 	var t *store.Task
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		if err := s.cancelOne(ctx, tx, p.ID, p.Reason, p.Actor, at, true); err != nil {
+		if err := s.cancelTree(ctx, tx, p.ID, p.Reason, p.Actor, at); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `WITH RECURSIVE tree(id, depth) AS (
-				SELECT id, 1 FROM tasks WHERE parent_id = ?1
-				UNION ALL
-				SELECT t.id, tree.depth + 1 FROM tasks t JOIN tree ON t.parent_id = tree.id
-			)
-			SELECT tree.id FROM tree JOIN tasks ON tasks.id = tree.id
-			WHERE tasks.status NOT IN ('completed', 'failed', 'cancelled')
-			ORDER BY tree.depth, tree.id`, p.ID)
-		if err != nil {
-			return err
-		}
-		var descendants []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			descendants = append(descendants, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		reason := "an ancestor was cancelled"
-		if p.Reason != "" {
-			reason += ": " + p.Reason
-		}
-		for _, id := range descendants {
-			if err := s.cancelOne(ctx, tx, id, reason, p.Actor, at, false); err != nil {
-				return err
-			}
-		}
+		var err error
 		t, err = getTask(ctx, tx, p.ID)
 		return err
 	})
@@ -261,6 +229,48 @@ func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*sto
 		return nil, fmt.Errorf("cancel task %s: %w", p.ID, err)
 	}
 	return t, nil
+}
+
+// cancelTree cancels a task that has not ended and every unfinished task
+// below it.
+func (s *Store) cancelTree(ctx context.Context, tx *sql.Tx, id, reason, actor string, at time.Time) error {
+	if err := s.cancelOne(ctx, tx, id, reason, actor, at, true); err != nil {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, `WITH RECURSIVE tree(id, depth) AS (
+			SELECT id, 1 FROM tasks WHERE parent_id = ?1
+			UNION ALL
+			SELECT t.id, tree.depth + 1 FROM tasks t JOIN tree ON t.parent_id = tree.id
+		)
+		SELECT tree.id FROM tree JOIN tasks ON tasks.id = tree.id
+		WHERE tasks.status NOT IN ('completed', 'failed', 'cancelled')
+		ORDER BY tree.depth, tree.id`, id)
+	if err != nil {
+		return err
+	}
+	var descendants []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		descendants = append(descendants, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	below := "an ancestor was cancelled"
+	if reason != "" {
+		below += ": " + reason
+	}
+	for _, d := range descendants {
+		if err := s.cancelOne(ctx, tx, d, below, actor, at, false); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // cancelOne cancels one task: a running one is asked to stop (its worker

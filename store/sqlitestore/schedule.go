@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -12,7 +13,7 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-const scheduleColumns = `id, name, kind, spec, timezone, catch_up, active_hours, enabled, declared, task,
+const scheduleColumns = `id, name, kind, spec, timezone, catch_up, active_hours, overlap, enabled, declared, task,
 	stuck_after, next_run_at, last_run_at, last_task_id, fire_count, event_cursor, created_at, updated_at`
 
 func scanSchedule(r rowScanner) (*store.Schedule, error) {
@@ -25,7 +26,7 @@ func scanSchedule(r rowScanner) (*store.Schedule, error) {
 		created, updated  int64
 		enabled, declared bool
 	)
-	err := r.Scan(&sc.ID, &sc.Name, &sc.Kind, &sc.Spec, &sc.Timezone, &sc.CatchUp, &sc.ActiveHours, &enabled, &declared,
+	err := r.Scan(&sc.ID, &sc.Name, &sc.Kind, &sc.Spec, &sc.Timezone, &sc.CatchUp, &sc.ActiveHours, &sc.Overlap, &enabled, &declared,
 		&task, &stuckAfter, &next, &last, &lastTask, &sc.FireCount, &sc.EventCursor, &created, &updated)
 	if err != nil {
 		return nil, err
@@ -58,10 +59,10 @@ func (s *Store) ScheduleInsert(ctx context.Context, p *store.ScheduleInsertParam
 	sc := p.Schedule
 	var out *store.Schedule
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO schedules (id, name, kind, spec, timezone, catch_up, active_hours, enabled,
+		_, err := tx.ExecContext(ctx, `INSERT INTO schedules (id, name, kind, spec, timezone, catch_up, active_hours, overlap, enabled,
 			declared, task, stuck_after, next_run_at, event_cursor, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, sc.Enabled, sc.Declared,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, cmp.Or(sc.Overlap, store.OverlapSkip), sc.Enabled, sc.Declared,
 			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNullMicros(sc.NextRunAt), sc.EventCursor,
 			micros(at), micros(at))
 		if isUniqueName(err) {
@@ -116,11 +117,20 @@ func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) (
 		where = append(where, `enabled = 1 AND next_run_at IS NOT NULL AND next_run_at <= ?`)
 		args = append(args, micros(p.DueBy))
 	}
+	if p.AfterName != "" {
+		where = append(where, `name > ?`)
+		args = append(args, p.AfterName)
+	}
 	query := `SELECT ` + scheduleColumns + ` FROM schedules`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	rows, err := s.reader.QueryContext(ctx, query+` ORDER BY name`, args...)
+	query += ` ORDER BY name`
+	if p.Limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, p.Limit)
+	}
+	rows, err := s.reader.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
@@ -139,10 +149,10 @@ func (s *Store) ScheduleUpdate(ctx context.Context, p *store.ScheduleUpdateParam
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE schedules SET name = ?1, kind = ?2, spec = ?3, timezone = ?4, catch_up = ?5,
 			active_hours = ?6, enabled = ?7, declared = ?8, task = ?9, stuck_after = ?10, next_run_at = ?11,
-			event_cursor = CASE WHEN ?12 THEN ?13 ELSE event_cursor END, updated_at = ?14 WHERE id = ?15`,
+			event_cursor = CASE WHEN ?12 THEN ?13 ELSE event_cursor END, updated_at = ?14, overlap = ?16 WHERE id = ?15`,
 			sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, sc.Enabled, sc.Declared,
 			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNullMicros(sc.NextRunAt),
-			p.ResetCursor, sc.EventCursor, micros(at), sc.ID)
+			p.ResetCursor, sc.EventCursor, micros(at), sc.ID, cmp.Or(sc.Overlap, store.OverlapSkip))
 		if isUniqueName(err) {
 			return fmt.Errorf("%w: %q", store.ErrNameTaken, sc.Name)
 		}
@@ -194,12 +204,35 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 			return nil
 		}
 		var taskID sql.NullString
-		if p.Task != nil {
-			res, err := s.insertTask(ctx, tx, p.Task)
+		task := p.Task
+		if task != nil && !p.Manual {
+			plan, err := s.planOverlap(ctx, tx, cur)
+			if err != nil {
+				return err
+			}
+			switch {
+			case plan.Skip:
+				task, out.OverlapSkipped = nil, true
+				if err := s.appendEvent(ctx, tx, "", store.EventScheduleSkipped, p.Actor, &store.OverlapSkippedData{
+					ScheduleID: cur.ID, Name: cur.Name, Skipped: 1, Reason: store.SkipReasonOverlap,
+					Overlap: cur.Overlap, PreviousTaskID: cur.LastTaskID,
+				}, at); err != nil {
+					return err
+				}
+			case plan.After != "":
+				task = store.AfterTask(task, plan.After)
+			case plan.Cancel != "":
+				if err := s.cancelTree(ctx, tx, plan.Cancel, "the schedule "+cur.Name+" fired again", p.Actor, at); err != nil {
+					return err
+				}
+			}
+		}
+		if task != nil {
+			res, err := s.insertTask(ctx, tx, task)
 			if err != nil {
 				// Not %w: a task that cannot be made is not an unknown
 				// schedule.
-				return fmt.Errorf("schedule task %s: %v", p.Task.ID, err)
+				return fmt.Errorf("schedule task %s: %v", task.ID, err)
 			}
 			out.Task = res.Task
 			taskID = nullString(res.Task.ID)
@@ -232,6 +265,22 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 		return nil, fmt.Errorf("fire schedule %s: %w", p.ID, err)
 	}
 	return out, nil
+}
+
+// planOverlap reads the schedule's last task and decides what a firing
+// does about it (see store.PlanOverlap).
+func (s *Store) planOverlap(ctx context.Context, tx *sql.Tx, sc *store.Schedule) (store.OverlapPlan, error) {
+	if sc.LastTaskID == "" {
+		return store.PlanOverlap(sc.Overlap, nil), nil
+	}
+	last, err := getTask(ctx, tx, sc.LastTaskID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.PlanOverlap(sc.Overlap, nil), nil // purged
+	}
+	if err != nil {
+		return store.OverlapPlan{}, err
+	}
+	return store.PlanOverlap(sc.Overlap, last), nil
 }
 
 // EventInsert implements store.Store.

@@ -89,7 +89,12 @@ func (g *guard) snapshot(ctx context.Context, q querier, at time.Time) (*store.S
 	if err != nil {
 		return nil, err
 	}
-	return g.Snapshot(day, month, d, m, r), nil
+	sg := g.Snapshot(day, month, d, m, r)
+	err = q.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE spend_deferred = 1 AND status = 'pending'`).Scan(&sg.Deferred)
+	if err != nil {
+		return nil, fmt.Errorf("count deferred tasks: %w", err)
+	}
+	return sg, nil
 }
 
 // SpendGuardGet implements store.Store.
@@ -143,6 +148,11 @@ func (s *Store) SpendGuardSet(ctx context.Context, p *store.SpendGuardSetParams)
 				map[string]any{"from": g.Limits, "to": p.Limits}, at); err != nil {
 				return err
 			}
+			// New limits may hold what they deferred: it asks again now.
+			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET run_at = ?1
+				WHERE spend_deferred = 1 AND status = 'pending' AND run_at > ?1`, micros(at)); err != nil {
+				return err
+			}
 		}
 		g.Limits = p.Limits
 		if g.Loc, err = store.SpendLocation(&p.Limits); err != nil {
@@ -188,10 +198,11 @@ func (s *Store) SpendGuardResume(ctx context.Context, p *store.SpendGuardResumeP
 }
 
 // reserveSpend checks a paid reservation of taskID against the guard and
-// records it, inside the reservation's transaction. A refusal records the
-// limit as reached and is returned as refused with a nil error, so the
-// transaction commits what it recorded.
-func (s *Store) reserveSpend(ctx context.Context, tx *sql.Tx, taskID string, cost float64, at time.Time) (refused *store.SpendLimitError, err error) {
+// records it, inside the reservation's transaction. A refusal marks the
+// task deferred, journals why (task.deferred, or task.budget_exceeded for a
+// step no limit can hold) and is returned as refused with a nil error, so
+// the transaction commits what it recorded.
+func (s *Store) reserveSpend(ctx context.Context, tx *sql.Tx, taskID string, cost float64, actor string, at time.Time) (refused *store.SpendLimitError, err error) {
 	g, err := loadGuard(ctx, tx)
 	if err != nil {
 		return nil, err
@@ -201,16 +212,24 @@ func (s *Store) reserveSpend(ctx context.Context, tx *sql.Tx, taskID string, cos
 		return nil, err
 	}
 	if g.Limited() && g.Limits.Holds(priority) {
-		if refused, err = s.checkSpend(ctx, tx, g, cost, at); err != nil || refused != nil {
-			return refused, err
+		if refused, err = s.checkSpend(ctx, tx, g, cost, at); err != nil {
+			return nil, err
 		}
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE tasks SET spend_reserved = spend_reserved + ? WHERE id = ?`, cost, taskID)
+	if refused != nil {
+		typ, data := store.EventTaskDeferred, refused.DeferredData()
+		if refused.Reason == store.SpendRefusedTooLarge {
+			typ = store.EventTaskBudgetExceeded
+		} else if _, err := tx.ExecContext(ctx, `UPDATE tasks SET spend_deferred = 1 WHERE id = ?`, taskID); err != nil {
+			return nil, err
+		}
+		return refused, s.appendEvent(ctx, tx, taskID, typ, actor, data, at)
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE tasks SET spend_reserved = spend_reserved + ?, spend_deferred = 0 WHERE id = ?`, cost, taskID)
 	return nil, err
 }
 
-// checkSpend refuses cost when the guard is paused, or when it does not fit
-// the remainder of a period whose limit is not resumed (see
+// checkSpend decides whether cost fits the guard (see
 // store.SpendGuardRow.Refusal).
 func (s *Store) checkSpend(ctx context.Context, tx *sql.Tx, g *guard, cost float64, at time.Time) (*store.SpendLimitError, error) {
 	day, month := g.Periods(at)
@@ -222,17 +241,7 @@ func (s *Store) checkSpend(ctx context.Context, tx *sql.Tx, g *guard, cost float
 	if err != nil {
 		return nil, err
 	}
-	refused, alert := g.Refusal(at, d, m, r, cost)
-	if alert == nil {
-		return refused, nil
-	}
-	if err := s.alertSpend(ctx, tx, []*store.BudgetAlertData{alert}, at); err != nil {
-		return nil, err
-	}
-	if err := g.saveState(ctx, tx, at); err != nil {
-		return nil, err
-	}
-	return refused, nil
+	return g.Refusal(at, d, m, r, cost), nil
 }
 
 // recordSpend adds a finished step's cost to its bucket, releases what the

@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -318,8 +319,8 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 				return errors.New("schedule: id, name and kind are required")
 			}
 			err := im.exec("schedule "+sc.ID,
-				sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, sc.Enabled, sc.Declared,
-				jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNullMicros(sc.NextRunAt),
+				sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, cmp.Or(sc.Overlap, store.OverlapSkip),
+				sc.Enabled, sc.Declared, jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNullMicros(sc.NextRunAt),
 				toNullMicros(sc.LastRunAt), nullString(sc.LastTaskID), sc.FireCount, sc.EventCursor,
 				micros(sc.CreatedAt), micros(sc.UpdatedAt))
 			if err != nil {
@@ -363,7 +364,7 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 const sqlImportMemory = `INSERT INTO memories (` + memoryColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 const sqlImportSchedule = `INSERT INTO schedules (` + scheduleColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func importTask(im *importer, rec *store.TaskRecord) error {
 	if rec == nil || rec.Task == nil || rec.ID == "" {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +22,7 @@ func newScheduleID() string { return fmt.Sprintf("sch_%012d", idCounter.Add(1)) 
 func scheduleFixture(name string) *store.Schedule {
 	return &store.Schedule{
 		ID: newScheduleID(), Name: name, Kind: store.ScheduleCron, Spec: "0 * * * *",
-		Timezone: "Europe/Paris", CatchUp: "one", ActiveHours: "09:00-17:00", Enabled: true,
+		Timezone: "Europe/Paris", CatchUp: "one", ActiveHours: "09:00-17:00", Overlap: store.OverlapAllowAll, Enabled: true,
 		Task:       json.RawMessage(`{"agent":"default","goal":"report on ` + name + `"}`),
 		StuckAfter: store.Duration(30 * time.Minute),
 		NextRunAt:  base.Add(time.Hour),
@@ -143,6 +144,7 @@ func requireScheduleSettings(t *testing.T, want, got *store.Schedule) {
 	require.Equal(t, want.Timezone, got.Timezone, "timezone")
 	require.Equal(t, want.CatchUp, got.CatchUp, "catch_up")
 	require.Equal(t, want.ActiveHours, got.ActiveHours, "active_hours")
+	require.Equal(t, cmp.Or(want.Overlap, store.OverlapSkip), got.Overlap, "overlap")
 	require.Equal(t, want.Enabled, got.Enabled, "enabled")
 	require.Equal(t, want.Declared, got.Declared, "declared")
 	require.JSONEq(t, string(want.Task), string(got.Task), "task")
@@ -385,7 +387,7 @@ func testSchedule(t *testing.T, newDatabase NewDatabaseFunc) {
 		got := res.Schedule
 		requireScheduleSettings(t, &store.Schedule{
 			ID: sc.ID, Name: sc.Name, Kind: sc.Kind, Spec: sc.Spec, Timezone: sc.Timezone, CatchUp: sc.CatchUp,
-			ActiveHours: sc.ActiveHours, Enabled: sc.Enabled, Task: sc.Task, StuckAfter: sc.StuckAfter,
+			ActiveHours: sc.ActiveHours, Overlap: sc.Overlap, Enabled: sc.Enabled, Task: sc.Task, StuckAfter: sc.StuckAfter,
 			NextRunAt: base.Add(2 * time.Hour),
 		}, got)
 		requireScheduleHistory(t, &store.Schedule{LastRunAt: *now, LastTaskID: task.ID, FireCount: 1}, got)
@@ -583,6 +585,108 @@ func testSchedule(t *testing.T, newDatabase NewDatabaseFunc) {
 		skippedEvs := b.eventList(t, store.EventListParams{AfterID: last, Types: []string{store.EventScheduleSkipped}})
 		require.Len(t, skippedEvs, 1)
 		require.JSONEq(t, `{"skipped":2}`, string(skippedEvs[0].Data))
+	})
+
+	// A firing while the schedule's last task has not ended follows the
+	// overlap policy, decided in the firing's transaction.
+	t.Run("Overlap", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			overlap string
+			// open counts the schedule's unfinished tasks after each of
+			// three firings made while none of them ran.
+			open    []int
+			skipped int
+		}{
+			{store.OverlapSkip, []int{1, 1, 1}, 2},
+			{"", []int{1, 1, 1}, 2}, // skip is the default
+			{store.OverlapBufferOne, []int{1, 2, 2}, 1},
+			{store.OverlapAllowAll, []int{1, 2, 3}, 0},
+			{store.OverlapCancelPrevious, []int{1, 1, 1}, 0},
+		} {
+			t.Run(cmp.Or(tc.overlap, "default"), func(t *testing.T) {
+				t.Parallel()
+				b := newBundle(t, newDatabase)
+				sc := scheduleFixture("every-minute")
+				sc.Overlap = tc.overlap
+				cur := b.insertScheduleAt(t, sc, at(0))
+				var made []*store.Task
+				for i := range 3 {
+					now := at(time.Hour + time.Duration(i)*time.Minute)
+					res := b.fire(t, fireNext(cur, time.Minute, now))
+					require.True(t, res.Claimed)
+					cur = res.Schedule
+					if res.Task != nil {
+						made = append(made, res.Task)
+					}
+					require.Equal(t, res.Task == nil, res.OverlapSkipped)
+					open := 0
+					for _, task := range b.listAll(t) {
+						if !task.Status.Terminal() {
+							open++
+						}
+					}
+					require.Equal(t, tc.open[i], open, "after firing %d", i+1)
+				}
+				skipped := b.eventList(t, store.EventListParams{Types: []string{store.EventScheduleSkipped}})
+				require.Len(t, skipped, tc.skipped)
+				for _, ev := range skipped {
+					var d store.OverlapSkippedData
+					require.NoError(t, json.Unmarshal(ev.Data, &d))
+					require.Equal(t, store.SkipReasonOverlap, d.Reason)
+					require.Equal(t, sc.ID, d.ScheduleID)
+					require.Equal(t, 1, d.Skipped)
+					require.Equal(t, made[len(made)-1].ID, d.PreviousTaskID)
+				}
+				require.Equal(t, int64(len(made)), cur.FireCount, "a skipped firing does not count")
+				require.Equal(t, made[len(made)-1].ID, cur.LastTaskID)
+				switch tc.overlap {
+				case store.OverlapBufferOne:
+					buffered := b.get(t, made[1].ID)
+					require.Equal(t, store.StatusBlocked, buffered.Status)
+					require.Equal(t, []string{made[0].ID}, buffered.DependsOn, "it waits for the one before")
+					// The one before ends, failed even: the buffered one runs.
+					first := b.claimOne(t, made[0].ID, store.TaskLeaseManyParams{Now: at(2 * time.Hour)})
+					require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(first), Status: store.StatusFailed,
+						Error: &store.TaskError{Code: "boom", Message: "boom"}, Now: at(2 * time.Hour)}))
+					require.Equal(t, store.StatusPending, b.get(t, made[1].ID).Status)
+					// Once it has ended too, the next firing runs at once.
+					next := b.claimOne(t, made[1].ID, store.TaskLeaseManyParams{Now: at(2 * time.Hour)})
+					require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(next), Status: store.StatusCompleted, Now: at(2 * time.Hour)}))
+					res := b.fire(t, fireNext(cur, time.Minute, at(3*time.Hour)))
+					require.NotNil(t, res.Task)
+					require.Equal(t, store.StatusPending, res.Task.Status)
+				case store.OverlapCancelPrevious:
+					for _, task := range made[:2] {
+						got := b.get(t, task.ID)
+						require.Equal(t, store.StatusCancelled, got.Status)
+						require.Contains(t, got.Error.Message, "fired again")
+					}
+					require.Equal(t, store.StatusPending, b.get(t, made[2].ID).Status)
+				case store.OverlapSkip, "":
+					// Once the last task has ended, the next firing makes one.
+					first := b.claimOne(t, made[0].ID, store.TaskLeaseManyParams{Now: at(2 * time.Hour)})
+					require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(first), Status: store.StatusCompleted, Now: at(2 * time.Hour)}))
+					require.NotNil(t, b.fire(t, fireNext(cur, time.Minute, at(3*time.Hour))).Task)
+				}
+			})
+		}
+	})
+
+	// A run now is an explicit request: it makes its task whatever the
+	// overlap policy says.
+	t.Run("OverlapSparesARunNow", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		sc := scheduleFixture("manual")
+		sc.Overlap = store.OverlapSkip
+		b.insertScheduleAt(t, sc, at(0))
+		for i := range 2 {
+			now := at(time.Duration(i) * time.Minute)
+			res := b.fire(t, store.ScheduleFireParams{ID: sc.ID, Manual: true, Task: firingTask(sc, now), Actor: store.ActorUser, Now: now})
+			require.NotNil(t, res.Task)
+		}
+		require.Len(t, b.listAll(t), 2)
 	})
 
 	t.Run("FireManual", func(t *testing.T) {

@@ -90,34 +90,112 @@ func testSpendGuard(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Empty(t, b.budgetAlerts(t))
 	})
 
-	t.Run("DailyLimitRefusesThePaidStepThatDoesNotFit", func(t *testing.T) {
+	t.Run("AStepThatDoesNotFitIsDeferredAndOthersGoOn", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		b.setGuard(t, limits(1.00, 0, store.OnLimitPauseAll))
+		tasks := b.insertN(t, 2, store.TaskInsertParams{SessionID: "s"})
+		big := b.claimOne(t, tasks[0].ID, store.TaskLeaseManyParams{Limit: 1})
+		require.NoError(t, b.paidStep(t, big, 1, 0.40, at(time.Minute)))
+
+		// 0.70 does not fit the 0.60 left: the task is deferred to the
+		// day's end, nothing pauses and no limit alert goes out.
+		err := b.reserve(big, 0.70, at(2*time.Minute))
+		var limit *store.SpendLimitError
+		require.ErrorAs(t, err, &limit)
+		require.ErrorIs(t, err, store.ErrSpendPaused)
+		require.Equal(t, store.SpendRefusedNoRoom, limit.Reason)
+		require.Equal(t, store.PeriodDay, limit.Period)
+		require.InDelta(t, 0.40, limit.SpentUSD, 1e-9)
+		tomorrow := time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC)
+		require.Equal(t, tomorrow, limit.Until.UTC())
+		if r := b.get(t, big.ID).Reserved; r != nil {
+			require.Zero(t, r.CostUSD, "nothing reserved")
+		}
+		deferred := b.eventList(t, store.EventListParams{TaskID: big.ID, Types: []string{store.EventTaskDeferred}})
+		require.Len(t, deferred, 1, "the reason is in the task's journal")
+		var why map[string]any
+		require.NoError(t, json.Unmarshal(deferred[0].Data, &why))
+		require.Equal(t, store.SpendRefusedNoRoom, why["reason"])
+		require.InDelta(t, 0.70, why["request_usd"], 1e-9)
+		require.Empty(t, b.budgetAlerts(t), "0.40 of 1.00 crosses no threshold")
+
+		g := b.guard(t, at(2*time.Minute))
+		require.False(t, g.Paused, "one large step pauses nothing")
+		require.Equal(t, store.SpendStateOpen, g.StateName())
+
+		// Handed back until tomorrow: the other task runs meanwhile.
+		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(big), Status: store.StatusPending, RunAt: limit.Until, Now: at(2 * time.Minute)}))
+		require.Equal(t, 1, b.guard(t, at(2*time.Minute)).Deferred)
+		other := b.claimOne(t, tasks[1].ID, store.TaskLeaseManyParams{Now: at(3 * time.Minute)})
+		require.NoError(t, b.paidStep(t, other, 1, 0.20, at(4*time.Minute)))
+		require.NoError(t, b.paidStep(t, other, 2, 0.20, at(5*time.Minute)))
+		require.Equal(t, []float64{0.5, 0.8}, thresholdsOf(b.budgetAlerts(t)), "alerts follow actual spend")
+		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(other), Status: store.StatusCompleted, Now: at(6 * time.Minute)}))
+		b.requireNoClaim(t, at(7*time.Minute))
+
+		// Tomorrow it runs, and once its step is reserved it is no longer
+		// deferred.
+		next := tomorrow.Add(time.Minute)
+		again := b.claimOne(t, big.ID, store.TaskLeaseManyParams{Now: &next})
+		require.NoError(t, b.reserve(again, 0.70, &next))
+		require.Zero(t, b.guard(t, &next).Deferred)
+	})
+
+	t.Run("RaisingTheLimitWakesDeferredTasks", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		b.setGuard(t, limits(1.00, 0, store.OnLimitPauseAll))
+		task := b.claimOne(t, b.insert(t, store.TaskInsertParams{}).ID, store.TaskLeaseManyParams{})
+		require.NoError(t, b.paidStep(t, task, 1, 0.90, at(time.Minute)))
+		err := b.reserve(task, 0.20, at(2*time.Minute))
+		var limit *store.SpendLimitError
+		require.ErrorAs(t, err, &limit)
+		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(task), Status: store.StatusPending, RunAt: limit.Until, Now: at(2 * time.Minute)}))
+		b.requireNoClaim(t, at(3*time.Minute))
+
+		// Lowering or keeping a limit changes nothing for it; raising it
+		// lets the task ask again at once.
+		_, _, err = b.store.SpendGuardSet(b.ctx, &store.SpendGuardSetParams{Limits: limits(2.00, 0, store.OnLimitPauseAll), Actor: store.ActorUser, Now: at(4 * time.Minute)})
+		require.NoError(t, err)
+		again := b.claimOne(t, task.ID, store.TaskLeaseManyParams{Now: at(5 * time.Minute)})
+		require.NoError(t, b.reserve(again, 0.20, at(5*time.Minute)))
+	})
+
+	t.Run("AStepLargerThanTheLimitNeverFits", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		b.setGuard(t, limits(1.00, 0, store.OnLimitPauseAll))
+		task := b.claimOne(t, b.insert(t, store.TaskInsertParams{}).ID, store.TaskLeaseManyParams{})
+		err := b.reserve(task, 1.50, at(time.Minute))
+		require.ErrorIs(t, err, store.ErrSpendTooLarge)
+		require.NotErrorIs(t, err, store.ErrSpendPaused)
+		require.Contains(t, err.Error(), "can never fit the daily spend limit")
+		require.Len(t, b.eventList(t, store.EventListParams{TaskID: task.ID, Types: []string{store.EventTaskBudgetExceeded}}), 1)
+		g := b.guard(t, at(time.Minute))
+		require.False(t, g.Paused)
+		require.Zero(t, g.Deferred)
+	})
+
+	t.Run("SpendReachingTheLimitPauses", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, newDatabase)
 		b.setGuard(t, limits(0.10, 0, store.OnLimitPauseAll))
 		tasks := b.insertN(t, 2, store.TaskInsertParams{SessionID: "s"})
 		task := b.claimOne(t, tasks[0].ID, store.TaskLeaseManyParams{Limit: 1})
-		for n := 1; n <= 3; n++ {
-			require.NoError(t, b.paidStep(t, task, n, 0.03, at(time.Duration(n)*time.Minute)))
+		for n := 1; n <= 2; n++ {
+			require.NoError(t, b.paidStep(t, task, n, 0.05, at(time.Duration(n)*time.Minute)))
 		}
-		require.Equal(t, []float64{0.5, 0.8, 0.9}, thresholdsOf(b.budgetAlerts(t)))
-
-		err := b.reserve(task, 0.03, at(5*time.Minute))
-		var limit *store.SpendLimitError
-		require.ErrorAs(t, err, &limit)
-		require.ErrorIs(t, err, store.ErrSpendPaused)
-		require.Equal(t, store.PeriodDay, limit.Period)
-		require.InDelta(t, 0.09, limit.SpentUSD, 1e-9)
-		tomorrow := time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC)
-		require.Equal(t, tomorrow, limit.Until.UTC())
-		if r := b.get(t, task.ID).Reserved; r != nil {
-			require.Zero(t, r.CostUSD, "nothing reserved")
-		}
-
 		alerts := b.budgetAlerts(t)
-		require.Equal(t, []float64{0.5, 0.8, 0.9, 1}, thresholdsOf(alerts), "the limit alerts once")
+		require.Equal(t, []float64{0.5, 0.8, 0.9, 1}, thresholdsOf(alerts), "each threshold alerts once")
+		tomorrow := time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC)
 		require.True(t, alerts[3].Paused)
 		require.Equal(t, tomorrow, alerts[3].PausedUntil.UTC())
-		require.ErrorIs(t, b.reserve(task, 0.01, at(6*time.Minute)), store.ErrSpendPaused, "paused: even a small step waits")
+
+		err := b.reserve(task, 0.01, at(3*time.Minute))
+		var limit *store.SpendLimitError
+		require.ErrorAs(t, err, &limit)
+		require.Equal(t, store.SpendRefusedPaused, limit.Reason, "paused: even a small step waits")
 		require.Len(t, b.budgetAlerts(t), 4)
 
 		// The owner's inbox has every alert.
@@ -135,8 +213,8 @@ func testSpendGuard(t *testing.T, newDatabase NewDatabaseFunc) {
 
 		g := b.guard(t, at(6*time.Minute))
 		require.True(t, g.Paused)
+		require.Equal(t, store.SpendStatePaused, g.StateName())
 		require.Equal(t, tomorrow, g.PausedUntil.UTC())
-		require.InDelta(t, 0.09, g.SpentDay, 1e-9)
 
 		// Paused: nothing is claimed, a task handed back waits.
 		b.requireNoClaim(t, at(7*time.Minute))
@@ -159,16 +237,20 @@ func testSpendGuard(t *testing.T, newDatabase NewDatabaseFunc) {
 		b.setGuard(t, limits(0.10, 0, store.OnLimitPauseAll))
 		got := b.claim(t, store.TaskLeaseManyParams{Now: at(0)})
 		require.Empty(t, got)
-		tasks := b.insertN(t, 3, store.TaskInsertParams{})
+		b.insertN(t, 3, store.TaskInsertParams{})
 		claimed := b.claim(t, store.TaskLeaseManyParams{})
 		require.NoError(t, b.reserve(claimed[0], 0.06, at(0)))
 		g := b.guard(t, at(0))
 		require.InDelta(t, 0.06, g.ReservedUSD, 1e-9)
-		require.ErrorIs(t, b.reserve(claimed[1], 0.06, at(0)), store.ErrSpendPaused)
+		err := b.reserve(claimed[1], 0.06, at(0))
+		var limit *store.SpendLimitError
+		require.ErrorAs(t, err, &limit)
+		require.Equal(t, store.SpendRefusedNoRoom, limit.Reason)
+		require.Equal(t, base.Add(store.SpendRecheck), limit.Until.UTC(), "it fits the day's spend: ask again soon")
+		require.False(t, b.guard(t, at(0)).Paused)
 
 		// A lease that ends (here: expires and is recovered) hands back
 		// what its steps held.
-		_ = tasks
 		recovered := b.recover(t, at(2*defaultTTL), "worker-1")
 		require.Len(t, recovered, 3)
 		require.Zero(t, b.guard(t, at(2*defaultTTL)).ReservedUSD)
@@ -208,12 +290,65 @@ func testSpendGuard(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.InDelta(t, 0.09, b.guard(t, at(time.Minute)).ReservedUSD, 1e-9)
 	})
 
+	// Two handles on one database are two daemons: each worker reserves
+	// an upper bound, spends less or all of it, and tries again while the
+	// guard lets it. Spend never crosses the limit.
+	t.Run("TwoDaemonsNeverCrossTheLimit", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		b.setGuard(t, limits(1.00, 0, store.OnLimitPauseAll))
+		b.insertN(t, 8, store.TaskInsertParams{})
+		claimed := b.claim(t, store.TaskLeaseManyParams{})
+		require.Len(t, claimed, 8)
+		daemons := []store.Store{b.store, b.open()}
+		var wg sync.WaitGroup
+		for i, task := range claimed {
+			s := daemons[i%2]
+			wg.Go(func() {
+				for n := 1; n <= 40; n++ {
+					reserve, cost := 0.05, 0.03+0.02*float64(n%2) // spends all or part of it
+					now := at(time.Minute)
+					err := s.TaskBudgetReserve(b.ctx, &store.TaskBudgetReserveParams{
+						Lease: leaseOf(task), Amount: store.Amount{CostUSD: reserve}, Actor: store.AgentActor(task.ID), Now: now,
+					})
+					var limit *store.SpendLimitError
+					if errors.As(err, &limit) {
+						if limit.Until.After(*now) && limit.SpentUSD+reserve > limit.LimitUSD+1e-12 {
+							return // no room left today
+						}
+						continue // running steps were in the way
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					key := stepKey(task.ID, n, 0)
+					if _, err := s.StepStart(b.ctx, &store.StepStartParams{Lease: leaseOf(task), StepNo: n, Type: store.StepLLMCall,
+						IdempotencyKey: key, Input: json.RawMessage(`{}`), Now: now}); err != nil {
+						t.Error(err)
+						return
+					}
+					if _, err := s.StepFinish(b.ctx, &store.StepFinishParams{Lease: leaseOf(task), IdempotencyKey: key, Status: store.StepDone,
+						CostUSD: cost, Release: store.Amount{CostUSD: reserve}, Actor: store.AgentActor(task.ID), Now: now}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		g := b.guard(t, at(time.Minute))
+		require.LessOrEqual(t, g.SpentDay, 1.00+1e-9, "spend never crosses the limit")
+		require.Greater(t, g.SpentDay, 0.95, "and the guard lets it come close")
+		require.Zero(t, g.ReservedUSD)
+	})
+
 	t.Run("PauseNonCriticalLetsCriticalTasksRun", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, newDatabase)
 		b.setGuard(t, limits(0.10, 0, store.OnLimitPauseNonCritical))
 		first := b.claimOne(t, b.insert(t, store.TaskInsertParams{Priority: 5}).ID, store.TaskLeaseManyParams{})
-		require.NoError(t, b.paidStep(t, first, 1, 0.09, at(time.Minute)))
+		require.NoError(t, b.paidStep(t, first, 1, 0.10, at(time.Minute)))
 		require.ErrorIs(t, b.reserve(first, 0.03, at(2*time.Minute)), store.ErrSpendPaused)
 		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(first), Status: store.StatusPending, Now: at(2 * time.Minute)}))
 
@@ -240,28 +375,48 @@ func testSpendGuard(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Len(t, b.claim(t, store.TaskLeaseManyParams{Now: at(time.Hour)}), 1)
 	})
 
-	t.Run("ResumeLiftsThePeriodsPause", func(t *testing.T) {
+	// Resume lifts a pause, never the limit: the day's spend stays within
+	// it, and alerts go on.
+	t.Run("ResumeLiftsThePauseNotTheLimit", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, newDatabase)
 		b.setGuard(t, limits(0.10, 0.20, store.OnLimitPauseAll))
 		_, err := b.store.SpendGuardResume(b.ctx, &store.SpendGuardResumeParams{Actor: "user", Now: at(0)})
 		require.ErrorIs(t, err, store.ErrSpendNotPaused)
 
-		task := b.claimOne(t, b.insert(t, store.TaskInsertParams{}).ID, store.TaskLeaseManyParams{})
+		tasks := b.insertN(t, 2, store.TaskInsertParams{})
+		task := b.claimOne(t, tasks[0].ID, store.TaskLeaseManyParams{Limit: 1})
 		require.NoError(t, b.paidStep(t, task, 1, 0.10, at(time.Minute)))
 		require.True(t, b.guard(t, at(time.Minute)).Paused, "reaching the limit pauses")
 		require.ErrorIs(t, b.reserve(task, 0.01, at(time.Minute)), store.ErrSpendPaused)
+		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(task), Status: store.StatusPending, Now: at(time.Minute)}))
+		b.requireNoClaim(t, at(time.Minute))
 
 		g, err := b.store.SpendGuardResume(b.ctx, &store.SpendGuardResumeParams{Actor: "user:owner", Now: at(2 * time.Minute)})
 		require.NoError(t, err)
 		require.False(t, g.Paused)
+		require.Equal(t, store.SpendStateResumed, g.StateName())
 		resumed := b.eventList(t, store.EventListParams{Types: []string{store.EventBudgetResumed}})
 		require.Len(t, resumed, 1)
 		require.Equal(t, "user:owner", resumed[0].Actor)
-		require.NoError(t, b.paidStep(t, task, 2, 0.05, at(3*time.Minute)), "the day's limit is lifted")
 
-		// The month's limit still holds: 0.15 spent, 0.06 does not fit 0.20.
-		err = b.reserve(task, 0.06, at(4*time.Minute))
+		// Claims go on, but a step that does not fit is deferred again.
+		again := b.claim(t, store.TaskLeaseManyParams{Now: at(3 * time.Minute)})
+		require.Len(t, again, 2)
+		for _, task := range again {
+			err := b.reserve(task, 0.01, at(3*time.Minute))
+			var limit *store.SpendLimitError
+			require.ErrorAs(t, err, &limit)
+			require.Equal(t, store.SpendRefusedNoRoom, limit.Reason)
+			require.Equal(t, time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC), limit.Until.UTC())
+		}
+		require.InDelta(t, 0.10, b.guard(t, at(3*time.Minute)).SpentDay, 1e-9, "never past the limit")
+
+		// Raised, the day has room again; the month's limit still holds:
+		// 0.15 spent, 0.06 does not fit 0.20.
+		b.setGuard(t, limits(0.30, 0.20, store.OnLimitPauseAll))
+		require.NoError(t, b.paidStep(t, again[0], 2, 0.05, at(4*time.Minute)))
+		err = b.reserve(again[0], 0.06, at(5*time.Minute))
 		var limit *store.SpendLimitError
 		require.ErrorAs(t, err, &limit)
 		require.Equal(t, store.PeriodMonth, limit.Period)

@@ -1,0 +1,3 @@
+ALTER TABLE schedules DROP COLUMN overlap;
+DROP INDEX tasks_spend_deferred;
+ALTER TABLE tasks DROP COLUMN spend_deferred;
