@@ -79,5 +79,10 @@
 // -32602 naming the field), an unknown task -32001, a task that has
 // ended -32002 on cancel, and errand's own failures -32603 (logged). A
 // body is at most Config.MaxBodyBytes (413 above), valid UTF-8, one
-// request: batches are refused.
+// request: batches are refused. A params field that the method, in the
+// version its name speaks, does not have is -32602 naming it (v0.3's
+// pushNotificationConfig sent to v1.0's SendMessage, a misspelt option)
+// and nothing is done: ignored, it would drop what the client asked for
+// without a word. A v0.3 name with v0.3's fields, or a v1.0 name with
+// v1.0's, is served as before.
 package a2a

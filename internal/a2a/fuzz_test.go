@@ -5,9 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +137,83 @@ func FuzzCard(f *testing.F) {
 		require.Contains(t, []int{http.StatusOK, http.StatusBadRequest}, rec.Code)
 		var v map[string]any
 		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &v), rec.Body.String())
+	})
+}
+
+// paramTypes are the params of every method, either version.
+var paramTypes = []func() any{
+	func() any { return &v1SendParams{} }, func() any { return &v03SendParams{} },
+	func() any { return &v1TaskParams{} }, func() any { return &v03TaskQueryParams{} },
+	func() any { return &v1ListParams{} }, func() any { return &v1CancelParams{} },
+	func() any { return &v03TaskIDParams{} }, func() any { return &v1SubscribeParams{} },
+	func() any { return &v1PushConfig{} }, func() any { return &v03TaskPushConfig{} },
+	func() any { return &v1PushTarget{} }, func() any { return &v03PushTarget{} },
+	func() any { return &v1PushListParams{} }, func() any { return &v1CardParams{} }, func() any { return &v03CardParams{} },
+}
+
+// FuzzParams sends any params object to every method: the answer is a
+// JSON-RPC answer with a known code; a params object refused for a field
+// it should not have changed nothing (the journal did not move); and
+// what decodeParams lets through, encoding/json would not call unknown.
+func FuzzParams(f *testing.F) {
+	s := fuzzServer(f)
+	names := slices.Sorted(maps.Keys(methods))
+	id := fuzzTaskID
+	for _, seed := range []struct{ method, params string }{
+		{"SendMessage", `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]},"configuration":{"pushNotificationConfig":{"url":"https://x.example"}}}`},
+		{"SendMessage", `{"message":{"messageId":"m2","role":"ROLE_USER","parts":[{"text":"hi","kind":"text"}]},"configuration":{"returnImmediately":true,"taskPushNotificationConfig":{"url":"https://x.example"}}}`},
+		{"SendMessage", `{"message":{"messageId":"m3","role":"ROLE_USER","parts":[{"text":"hi"}]},"Configuration":{"ReturnImmediately":true}}`},
+		{"message/send", `{"message":{"kind":"message","messageId":"m4","role":"user","parts":[{"kind":"text","text":"hi"}]},"configuration":{"blocking":false,"pushNotificationConfig":{"url":"https://x.example"}}}`},
+		{"message/send", `{"message":{"kind":"message","messageId":"m5","role":"user","parts":[{"kind":"text","text":"hi"}]},"configuration":{"taskPushNotificationConfig":{"url":"https://x.example"}}}`},
+		{"GetTask", `{"id":"` + id + `","historyLength":1,"tenant":""}`},
+		{"tasks/get", `{"id":"` + id + `","metadata":{"x":1}}`},
+		{"CancelTask", `{"id":"` + id + `","metadata":{},"extra":1}`},
+		{"tasks/cancel", `{"id":"` + id + `","tenant":""}`},
+		{"CreateTaskPushNotificationConfig", `{"taskId":"` + id + `","url":"https://h.example","authentication":{"scheme":"Bearer","schemes":["Basic"]}}`},
+		{"tasks/pushNotificationConfig/set", `{"taskId":"` + id + `","pushNotificationConfig":{"url":"https://h.example"},"url":"https://h.example"}`},
+		{"tasks/pushNotificationConfig/delete", `{"id":"` + id + `","pushNotificationConfigId":"p"}`},
+		{"DeleteTaskPushNotificationConfig", `{"taskId":"` + id + `","id":"p","pushNotificationConfigId":"p"}`},
+		{"ListTasks", `{"contextId":"ctx-1","status":"TASK_STATE_SUBMITTED","pageSize":1,"x":[{"y":1}]}`},
+		{"GetExtendedAgentCard", `{"tenant":"t"}`},
+		{"agent/getAuthenticatedExtendedCard", `{"metadata":{}}`},
+	} {
+		f.Add(uint8(slices.Index(names, seed.method)), []byte(seed.params))
+	}
+	f.Fuzz(func(t *testing.T, m uint8, params []byte) {
+		if !json.Valid(params) {
+			return // FuzzRPC sends bodies that do not parse
+		}
+		for _, newParams := range paramTypes {
+			v := newParams()
+			_, _, _, found := unknownField(params, reflect.TypeOf(v), "")
+			dec := json.NewDecoder(bytes.NewReader(params))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(v); err != nil && !found {
+				require.NotContains(t, err.Error(), "unknown field", "%T let %s through", v, params)
+			}
+		}
+		name := names[int(m)%len(names)]
+		body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": name, "params": json.RawMessage(params)})
+		require.NoError(t, err)
+		before, err := s.client.LastEventID(context.Background())
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		req := httptest.NewRequestWithContext(ctx, "POST", "/a2a", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, req)
+		require.NotEqual(t, http.StatusInternalServerError, rec.Code, rec.Body.String())
+		if rec.Header().Get("Content-Type") != "application/json" {
+			return // a stream: FuzzRPC checks its events
+		}
+		checkAnswer(t, rec.Body.Bytes())
+		var a rpcAnswer
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &a))
+		if a.Error != nil && a.Error.Code == CodeInvalidParams && strings.Contains(a.Error.Message, "unknown field") {
+			after, err := s.client.LastEventID(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, before, after, "%s(%s) was refused but wrote", name, params)
+		}
 	})
 }

@@ -19,7 +19,7 @@ const (
 // paged by errand's cursors, filtered by context (session) and state.
 func (s *Server) listTasks(ctx context.Context, req *request) (any, *rpcError) {
 	var p v1ListParams
-	if e := decodeParams(req.params, &p); e != nil {
+	if e := decodeParams(req, &p); e != nil {
 		return nil, e
 	}
 	lp := &errand.ListParams{SessionID: p.ContextID, Cursor: p.PageToken, Limit: DefaultPageSize}

@@ -116,7 +116,7 @@ func (s *Server) setPushConfig(ctx context.Context, req *request) (any, *rpcErro
 	var c *pushConfig
 	if req.method.dialect == dialectV03 {
 		var p v03TaskPushConfig
-		if e := decodeParams(req.params, &p); e != nil {
+		if e := decodeParams(req, &p); e != nil {
 			return nil, e
 		}
 		if p.PushConfig == nil {
@@ -126,7 +126,7 @@ func (s *Server) setPushConfig(ctx context.Context, req *request) (any, *rpcErro
 		c.TaskID = p.TaskID
 	} else {
 		var p v1PushConfig
-		if e := decodeParams(req.params, &p); e != nil {
+		if e := decodeParams(req, &p); e != nil {
 			return nil, e
 		}
 		c = pushConfigFromV1(&p)
@@ -156,17 +156,25 @@ func encodePushConfig(d dialect, c *pushConfig) any {
 // names; configID is empty when v0.3 names none.
 func (s *Server) pushTarget(ctx context.Context, req *request) (taskID, configID string, e *rpcError) {
 	if req.method.dialect == dialectV03 {
-		var p v03TaskParams
-		if e := decodeParams(req.params, &p); e != nil {
-			return "", "", e
-		}
-		taskID = p.ID
-		if p.PushConfigID != nil {
-			configID = *p.PushConfigID
+		if req.method.op == opPushList {
+			var p v03TaskIDParams
+			if e := decodeParams(req, &p); e != nil {
+				return "", "", e
+			}
+			taskID = p.ID
+		} else {
+			var p v03PushTarget
+			if e := decodeParams(req, &p); e != nil {
+				return "", "", e
+			}
+			taskID = p.ID
+			if p.PushConfigID != nil {
+				configID = *p.PushConfigID
+			}
 		}
 	} else {
-		var p v1PushParams
-		if e := decodeParams(req.params, &p); e != nil {
+		var p v1PushTarget
+		if e := decodeParams(req, &p); e != nil {
 			return "", "", e
 		}
 		taskID, configID = p.TaskID, p.ID
@@ -228,8 +236,8 @@ func (s *Server) listPushConfigs(ctx context.Context, req *request) (any, *rpcEr
 		}
 		return out, nil
 	}
-	var p v1PushParams
-	if e := decodeParams(req.params, &p); e != nil {
+	var p v1PushListParams
+	if e := decodeParams(req, &p); e != nil {
 		return nil, e
 	}
 	size := int(p.PageSize)

@@ -251,21 +251,6 @@ func requestedVersion(r *http.Request) string {
 	return strconv.Itoa(a) + "." + strconv.Itoa(b)
 }
 
-// decodeParams reads params into v; an empty params object is fine.
-func decodeParams(params json.RawMessage, v any) *rpcError {
-	if len(params) == 0 {
-		params = json.RawMessage("{}")
-	}
-	if err := json.Unmarshal(params, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return invalidParams(te.Field, "must be a JSON %s, not %s", jsonKind(te.Type.Kind().String()), te.Value)
-		}
-		return invalidParams("params", "%v", jsonProblem(err))
-	}
-	return nil
-}
-
 func jsonKind(goKind string) string {
 	switch goKind {
 	case "string":

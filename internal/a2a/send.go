@@ -51,14 +51,14 @@ type sendRequest struct {
 
 func (s *Server) readSend(req *request) (*sendRequest, *rpcError) {
 	if req.method.dialect == dialectV03 {
-		return readSendV03(req.params)
+		return readSendV03(req)
 	}
-	return readSendV1(req.params)
+	return readSendV1(req)
 }
 
-func readSendV1(params json.RawMessage) (*sendRequest, *rpcError) {
+func readSendV1(req *request) (*sendRequest, *rpcError) {
 	var p v1SendParams
-	if e := decodeParams(params, &p); e != nil {
+	if e := decodeParams(req, &p); e != nil {
 		return nil, e
 	}
 	if p.Message == nil {
@@ -119,9 +119,9 @@ func checkRoleV1(raw json.RawMessage) *rpcError {
 	return invalidParams("message.role", "must be ROLE_USER")
 }
 
-func readSendV03(params json.RawMessage) (*sendRequest, *rpcError) {
+func readSendV03(req *request) (*sendRequest, *rpcError) {
 	var p v03SendParams
-	if e := decodeParams(params, &p); e != nil {
+	if e := decodeParams(req, &p); e != nil {
 		return nil, e
 	}
 	if p.Message == nil {

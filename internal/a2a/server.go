@@ -188,6 +188,9 @@ func (s *Server) call(ctx context.Context, req *request) (any, *rpcError) {
 	case opPushDelete:
 		return s.deletePushConfig(ctx, req)
 	case opExtendedCard:
+		if e := s.readCardParams(req); e != nil {
+			return nil, e
+		}
 		return nil, rpcErr(CodeUnsupportedOperation, "this agent has no extended card: its public card (/.well-known/agent-card.json) is all there is")
 	}
 	return nil, rpcErr(CodeMethodNotFound, "method %s (A2A %s) is not served", req.name, d.version())
@@ -255,8 +258,14 @@ func historyOption(n *int32) (int, *rpcError) {
 }
 
 func (s *Server) getTask(ctx context.Context, req *request) (any, *rpcError) {
-	var p v1TaskParams // v0.3's TaskQueryParams has the same fields
-	if e := decodeParams(req.params, &p); e != nil {
+	var p v1TaskParams
+	if req.method.dialect == dialectV03 {
+		var q v03TaskQueryParams
+		if e := decodeParams(req, &q); e != nil {
+			return nil, e
+		}
+		p.ID, p.HistoryLength = q.ID, q.HistoryLength
+	} else if e := decodeParams(req, &p); e != nil {
 		return nil, e
 	}
 	hl, e := historyOption(p.HistoryLength)
@@ -275,8 +284,14 @@ func (s *Server) getTask(ctx context.Context, req *request) (any, *rpcError) {
 }
 
 func (s *Server) cancelTask(ctx context.Context, req *request) (any, *rpcError) {
-	var p v1TaskParams
-	if e := decodeParams(req.params, &p); e != nil {
+	var p v1CancelParams
+	if req.method.dialect == dialectV03 {
+		var q v03TaskIDParams
+		if e := decodeParams(req, &q); e != nil {
+			return nil, e
+		}
+		p.ID = q.ID
+	} else if e := decodeParams(req, &p); e != nil {
 		return nil, e
 	}
 	t, e := s.getTaskByID(ctx, req, "id", p.ID)
@@ -317,4 +332,12 @@ func notCancelable(t *errand.Task) *rpcError {
 	e := rpcErr(CodeTaskNotCancelable, "task %s has ended (%s): it cannot be canceled", t.ID, t.Status)
 	e.Data, _ = json.Marshal(map[string]string{"taskId": t.ID, "status": string(t.Status)})
 	return e
+}
+
+// readCardParams checks the params of the extended card's method.
+func (s *Server) readCardParams(req *request) *rpcError {
+	if req.method.dialect == dialectV03 {
+		return decodeParams(req, &v03CardParams{})
+	}
+	return decodeParams(req, &v1CardParams{})
 }

@@ -43,8 +43,15 @@ func (s *Server) sendStream(w http.ResponseWriter, r *http.Request, req *request
 // that has not ended.
 func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, req *request) {
 	ctx := r.Context()
-	var p v1TaskParams
-	if e := decodeParams(req.params, &p); e != nil {
+	var p v1SubscribeParams
+	if req.method.dialect == dialectV03 {
+		var q v03TaskIDParams
+		if e := decodeParams(req, &q); e != nil {
+			writeResponse(w, http.StatusOK, req.id, nil, e)
+			return
+		}
+		p.ID = q.ID
+	} else if e := decodeParams(req, &p); e != nil {
 		writeResponse(w, http.StatusOK, req.id, nil, e)
 		return
 	}

@@ -103,11 +103,11 @@ type v03SendParams struct {
 	Metadata json.RawMessage `json:"metadata"`
 }
 
-type v03TaskParams struct {
-	ID            string `json:"id"`
-	HistoryLength *int32 `json:"historyLength"`
-	// PushConfigID names a push config of the task (get, delete).
-	PushConfigID *string `json:"pushNotificationConfigId"`
+// v03PushTarget names a push config of a task (get, delete).
+type v03PushTarget struct {
+	ID           string          `json:"id"`
+	Metadata     json.RawMessage `json:"metadata"`
+	PushConfigID *string         `json:"pushNotificationConfigId"`
 }
 
 var v03States = map[state]string{

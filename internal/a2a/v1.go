@@ -40,14 +40,6 @@ type v1ListResult struct {
 	PageSize      int      `json:"pageSize"`
 }
 
-type v1PushParams struct {
-	Tenant    string `json:"tenant"`
-	TaskID    string `json:"taskId"`
-	ID        string `json:"id"`
-	PageSize  int32  `json:"pageSize"`
-	PageToken string `json:"pageToken"`
-}
-
 type v1PushList struct {
 	Configs       []v1PushConfig `json:"configs"`
 	NextPageToken string         `json:"nextPageToken"`

@@ -2,8 +2,10 @@
 // protocol read and write: errand's server (package a2a) and its client,
 // the a2a agent (package a2a/remote). They are protocol buffers in their
 // JSON form: fields in camelCase, enums by name, a oneof as the one field
-// that is set. Only what errand reads or writes is declared; unknown
-// fields are ignored.
+// that is set. The params errand's server takes declare every field the
+// spec gives them, since the server refuses a field it does not know; of
+// the rest only what errand reads or writes is declared, and the client
+// ignores unknown fields in answers.
 package wire
 
 import "encoding/json"
