@@ -45,6 +45,13 @@ func (c *Client) Schedules(ctx context.Context) ([]*Schedule, error) {
 	return c.engine.Schedules(ctx)
 }
 
+// SchedulePage lists up to limit schedules (1 to 1,000) named after
+// after, by name; next is the cursor (after) of the following page, ""
+// on the last.
+func (c *Client) SchedulePage(ctx context.Context, after string, limit int) (page []*Schedule, next string, err error) {
+	return c.engine.SchedulePage(ctx, after, limit)
+}
+
 // UpdateSchedule changes some fields of a schedule.
 func (c *Client) UpdateSchedule(ctx context.Context, idOrName string, patch *SchedulePatch) (*Schedule, error) {
 	return c.engine.UpdateSchedule(ctx, idOrName, patch)

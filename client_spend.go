@@ -3,6 +3,7 @@ package errand
 import (
 	"context"
 
+	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
@@ -16,6 +17,10 @@ type (
 	// SpendLimitError is a paid step refused because a daily or monthly
 	// limit holds its task.
 	SpendLimitError = store.SpendLimitError
+	// SpendHistory is the spend per day and per hour, in the guard's zone.
+	SpendHistory = engine.SpendHistory
+	// SpendSlot is what was spent in one day or hour.
+	SpendSlot = engine.SpendSlot
 )
 
 // Spend guard policies (SpendLimits.OnLimit).
@@ -59,4 +64,11 @@ func (c *Client) DeclareSpendLimits(ctx context.Context, l SpendLimits) (bool, e
 // journaling budget.resumed; ErrSpendNotPaused when nothing is paused.
 func (c *Client) ResumeSpend(ctx context.Context) (*SpendGuard, error) {
 	return c.engine.ResumeSpend(ctx, store.ActorUser)
+}
+
+// SpendHistory returns the spend of each of the last days days (1 to 400,
+// today last) and of each hour of today, in the spend guard's zone: what
+// a chart of spend shows.
+func (c *Client) SpendHistory(ctx context.Context, days int) (*SpendHistory, error) {
+	return c.engine.SpendHistory(ctx, days)
 }

@@ -367,3 +367,32 @@ func (d *BudgetAlertData) Text() string {
 	}
 	return fmt.Sprintf("[Budget] %s spend at %.0f%% of the limit: $%.2f of $%.2f", dailyOrMonthly(d.Period), d.Threshold*100, d.SpentUSD, d.LimitUSD)
 }
+
+// SpendListParams selects the spend buckets that start in [From, To).
+type SpendListParams struct {
+	From, To time.Time
+}
+
+// SpendAmount is what was spent in the SpendBucket that starts at Start.
+type SpendAmount struct {
+	Start   time.Time `json:"start"`
+	CostUSD float64   `json:"cost_usd"`
+}
+
+// SpendSeries sums buckets into the slots that start at starts (in order;
+// each ends where the next starts, the last at end): the spend per day or
+// per hour of a chart. Buckets outside [starts[0], end) are left out.
+func SpendSeries(buckets []*SpendAmount, starts []time.Time, end time.Time) []float64 {
+	out := make([]float64, len(starts))
+	for _, b := range buckets {
+		if len(starts) == 0 || b.Start.Before(starts[0]) || !b.Start.Before(end) {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(starts, b.Start, func(s, t time.Time) int { return s.Compare(t) })
+		if i == len(starts) || !starts[i].Equal(b.Start) {
+			i-- // within the slot before
+		}
+		out[i] += b.CostUSD
+	}
+	return out
+}

@@ -379,3 +379,19 @@ func TestSpendGuardRowSpentAlertOnly(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, int64(-1), floor)
 }
+
+func TestSpendSeries(t *testing.T) {
+	t.Parallel()
+	day := time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC)
+	starts := []time.Time{day, day.Add(time.Hour), day.Add(2 * time.Hour)}
+	end := day.Add(3 * time.Hour)
+	buckets := []*SpendAmount{
+		{Start: day.Add(-15 * time.Minute), CostUSD: 9}, // before the first slot
+		{Start: day, CostUSD: 1},
+		{Start: day.Add(45 * time.Minute), CostUSD: 2},
+		{Start: day.Add(2*time.Hour + 30*time.Minute), CostUSD: 4},
+		{Start: end, CostUSD: 8}, // at the end: out
+	}
+	require.Equal(t, []float64{3, 0, 4}, SpendSeries(buckets, starts, end))
+	require.Empty(t, SpendSeries(buckets, nil, end))
+}

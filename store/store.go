@@ -250,6 +250,10 @@ type Store interface {
 	// ErrSpendNotPaused when nothing is paused.
 	SpendGuardResume(ctx context.Context, params *SpendGuardResumeParams) (*SpendGuard, error)
 
+	// SpendList returns the spend of the SpendBuckets that start in
+	// [From, To), oldest first; buckets nothing was spent in are left out.
+	SpendList(ctx context.Context, params *SpendListParams) ([]*SpendAmount, error)
+
 	// BatchExport returns one page of tasks, in id order (oldest first),
 	// with every step, input request and dependency edge (from them) of
 	// those tasks, read in one transaction: steps by task id, step number

@@ -228,6 +228,23 @@ func (e *Engine) Schedules(ctx context.Context) ([]*store.Schedule, error) {
 	return e.store.ScheduleList(ctx, &store.ScheduleListParams{})
 }
 
+// SchedulePage lists up to limit schedules (1 to MaxListLimit) named after
+// after, by name; next is the cursor of the page after it, "" on the last.
+func (e *Engine) SchedulePage(ctx context.Context, after string, limit int) (page []*store.Schedule, next string, err error) {
+	if limit < 1 || limit > MaxListLimit {
+		return nil, "", invalid("limit", "must be 1 to %d", MaxListLimit)
+	}
+	page, err = e.store.ScheduleList(ctx, &store.ScheduleListParams{AfterName: after, Limit: limit + 1})
+	if err != nil {
+		return nil, "", err
+	}
+	if len(page) > limit {
+		page = page[:limit]
+		next = page[limit-1].Name
+	}
+	return page, next, nil
+}
+
 // UpdateSchedule changes some fields of a schedule. A changed spec, zone
 // or enabling computes the next run afresh from now.
 func (e *Engine) UpdateSchedule(ctx context.Context, idOrName string, patch *SchedulePatch) (*store.Schedule, error) {

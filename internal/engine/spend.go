@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/errandhq/errand/store"
 )
@@ -59,4 +60,55 @@ func (e *Engine) schedulesHeld(ctx context.Context) (bool, *store.SpendGuard) {
 		return false, nil // claims check the guard themselves
 	}
 	return g.Paused && g.Limits.OnLimit == store.OnLimitPauseAll, g
+}
+
+// SpendSlot is what was spent from Start until the next slot starts.
+type SpendSlot struct {
+	Start   time.Time `json:"start"`
+	CostUSD float64   `json:"cost_usd"`
+}
+
+// SpendHistory is the spend per day and per hour, in the guard's zone.
+type SpendHistory struct {
+	Days  []SpendSlot `json:"days"`  // the last days, oldest first, today last
+	Hours []SpendSlot `json:"hours"` // today's hours, from midnight
+}
+
+// SpendHistory returns the spend of each of the last days days (1 to 400,
+// today included) and of each hour of today, in the spend guard's zone.
+func (e *Engine) SpendHistory(ctx context.Context, days int) (*SpendHistory, error) {
+	if days < 1 || days > 400 {
+		return nil, invalid("days", "must be 1 to 400")
+	}
+	g, err := e.store.SpendGuardGet(ctx, e.now())
+	if err != nil {
+		return nil, err
+	}
+	loc, err := store.SpendLocation(&g.Limits)
+	if err != nil {
+		loc = time.UTC // as the guard counts
+	}
+	today := g.Day.Start.In(loc)
+	y, m, d := today.Date()
+	dayStarts := make([]time.Time, days)
+	for i := range days {
+		dayStarts[i] = time.Date(y, m, d-(days-1-i), 0, 0, 0, 0, loc)
+	}
+	var hourStarts []time.Time
+	for h := today; h.Before(g.Day.End); h = h.Add(time.Hour) {
+		hourStarts = append(hourStarts, h)
+	}
+	buckets, err := e.store.SpendList(ctx, &store.SpendListParams{From: dayStarts[0], To: g.Day.End})
+	if err != nil {
+		return nil, err
+	}
+	slots := func(starts []time.Time) []SpendSlot {
+		sums := store.SpendSeries(buckets, starts, g.Day.End)
+		out := make([]SpendSlot, len(starts))
+		for i, s := range starts {
+			out[i] = SpendSlot{Start: s, CostUSD: sums[i]}
+		}
+		return out
+	}
+	return &SpendHistory{Days: slots(dayStarts), Hours: slots(hourStarts)}, nil
 }

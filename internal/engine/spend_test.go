@@ -304,3 +304,46 @@ func TestSpendLimitsValidation(t *testing.T) {
 	require.True(t, errors.As(err, &ve), "%v", err)
 	require.Equal(t, "on_limit", ve.Field)
 }
+
+// The money chart's figures: spend per day of the last days and per hour
+// of today, in the guard's zone, including days nothing was spent.
+func TestSpendHistory(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, _, err := b.engine.SetSpendLimits(ctx, store.SpendLimits{OnLimit: store.OnLimitAlertOnly, Timezone: "Europe/Berlin"}, false, store.ActorUser)
+	require.NoError(t, err)
+	var started atomic.Int64
+	startPool(t, b.engine, &PoolConfig{Workers: 1, Handlers: map[string]taskrun.Handler{"paid": paidSteps(&started)}})
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+
+	// Two steps yesterday at 10:xx, three today at 09:xx (Berlin).
+	y, m, d := b.clock.Now().In(berlin).Date()
+	d++ // today is the day after the clock's start; yesterday 10:30 lies ahead of it
+	b.clock.Set(time.Date(y, m, d-1, 10, 30, 0, 0, berlin))
+	waitForStatus(t, b.engine, submit(t, b.engine, &SubmitParams{Goal: "12", Agent: "paid"}).ID, store.StatusCompleted)
+	b.clock.Set(time.Date(y, m, d, 9, 5, 0, 0, berlin))
+	waitForStatus(t, b.engine, submit(t, b.engine, &SubmitParams{Goal: "123", Agent: "paid"}).ID, store.StatusCompleted)
+
+	h, err := b.engine.SpendHistory(ctx, 30)
+	require.NoError(t, err)
+	require.Len(t, h.Days, 30)
+	require.True(t, h.Days[29].Start.Equal(time.Date(y, m, d, 0, 0, 0, 0, berlin)), "today last: %v", h.Days[29].Start)
+	require.InDelta(t, 3*stepCost, h.Days[29].CostUSD, 1e-9)
+	require.InDelta(t, 2*stepCost, h.Days[28].CostUSD, 1e-9)
+	require.Zero(t, h.Days[27].CostUSD)
+	require.GreaterOrEqual(t, len(h.Hours), 23)
+	require.True(t, h.Hours[9].Start.Equal(time.Date(y, m, d, 9, 0, 0, 0, berlin)))
+	require.InDelta(t, 3*stepCost, h.Hours[9].CostUSD, 1e-9)
+	var total float64
+	for _, s := range h.Hours {
+		total += s.CostUSD
+	}
+	require.InDelta(t, 3*stepCost, total, 1e-9, "only today's hours")
+
+	_, err = b.engine.SpendHistory(ctx, 0)
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "days", ve.Field)
+}

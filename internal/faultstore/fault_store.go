@@ -54,6 +54,7 @@ var Points = [...]string{
 	"SpendGuardGet",
 	"SpendGuardSet",
 	"SpendGuardResume",
+	"SpendList",
 	"BatchExport",
 	"BatchImport",
 	"ScheduleInsert",

@@ -332,3 +332,27 @@ func claimFloor(ctx context.Context, tx *txn, at time.Time) (floor int64, ok boo
 // minPriority is the lowest priority the priority column (integer) holds,
 // so a claim compares it without overflow.
 const minPriority = math.MinInt32
+
+// SpendList implements store.Store.
+func (s *Store) SpendList(ctx context.Context, p *store.SpendListParams) ([]*store.SpendAmount, error) {
+	rows, err := s.pool.Query(ctx, `SELECT bucket, cost_usd FROM spend WHERE bucket >= $1 AND bucket < $2 ORDER BY bucket`,
+		p.From.UTC().Truncate(time.Microsecond), p.To.UTC().Truncate(time.Microsecond))
+	if err != nil {
+		return nil, fmt.Errorf("list spend: %w", err)
+	}
+	out, err := collect(rows, func(r pgx.Row) (*store.SpendAmount, error) {
+		var (
+			a      store.SpendAmount
+			bucket time.Time
+		)
+		if err := r.Scan(&bucket, &a.CostUSD); err != nil {
+			return nil, err
+		}
+		a.Start = fromDB(bucket)
+		return &a, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list spend: %w", err)
+	}
+	return out, nil
+}

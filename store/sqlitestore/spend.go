@@ -308,3 +308,27 @@ func claimFloor(ctx context.Context, tx *sql.Tx, at time.Time) (floor int64, ok 
 }
 
 const minPriority = -1 << 62
+
+// SpendList implements store.Store.
+func (s *Store) SpendList(ctx context.Context, p *store.SpendListParams) ([]*store.SpendAmount, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT bucket, cost_usd FROM spend WHERE bucket >= ? AND bucket < ? ORDER BY bucket`,
+		micros(p.From), micros(p.To))
+	if err != nil {
+		return nil, fmt.Errorf("list spend: %w", err)
+	}
+	out, err := collect(rows, func(r rowScanner) (*store.SpendAmount, error) {
+		var (
+			a      store.SpendAmount
+			bucket int64
+		)
+		if err := r.Scan(&bucket, &a.CostUSD); err != nil {
+			return nil, err
+		}
+		a.Start = fromMicros(bucket)
+		return &a, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list spend: %w", err)
+	}
+	return out, nil
+}

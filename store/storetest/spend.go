@@ -481,6 +481,29 @@ func testSpendGuard(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.InDelta(t, 0.25, b.guard(t, &before).SpentDay, 1e-9)
 	})
 
+	t.Run("ListBuckets", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		task := b.claimOne(t, b.insert(t, store.TaskInsertParams{}).ID, store.TaskLeaseManyParams{})
+		// base is 03:04:05: its bucket starts at 03:00.
+		require.NoError(t, b.paidStep(t, task, 1, 0.10, at(0)))
+		require.NoError(t, b.paidStep(t, task, 2, 0.05, at(5*time.Minute)))  // 03:09, the same bucket
+		require.NoError(t, b.paidStep(t, task, 3, 0.20, at(20*time.Minute))) // 03:24, the next
+		require.NoError(t, b.paidStep(t, task, 4, 0.40, at(26*time.Hour)))   // the next day
+		three := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+		got, err := b.store.SpendList(b.ctx, &store.SpendListParams{From: three, To: three.Add(24 * time.Hour)})
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+		requireTime(t, three, got[0].Start, "first bucket")
+		require.InDelta(t, 0.15, got[0].CostUSD, 1e-9)
+		requireTime(t, three.Add(store.SpendBucket), got[1].Start, "second bucket")
+		require.InDelta(t, 0.20, got[1].CostUSD, 1e-9)
+		got, err = b.store.SpendList(b.ctx, &store.SpendListParams{From: three.Add(time.Minute), To: three.Add(48 * time.Hour)})
+		require.NoError(t, err)
+		require.Len(t, got, 2, "a bucket that starts before From is left out")
+		require.InDelta(t, 0.40, got[1].CostUSD, 1e-9)
+	})
+
 	t.Run("SpendOutlivesPurgedTasks", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, newDatabase)
