@@ -74,7 +74,10 @@
 // in parallel, so a receiver that is down holds back its own pushes
 // only. A push is tried up to PushConfig.MaxAttempts times, with the
 // webhooks' backoff, then dropped: configs are made by clients, and one
-// that is gone must not hold the others back for ever. The cursor moves
+// that is gone must not hold the others back for ever. A push to an
+// address the guard refuses (see below), named in the URL or resolved at
+// connect time, is dropped at its first attempt: a refusal is not an
+// outage, and trying again would only knock on the same door. The cursor moves
 // past an event once all its pushes were sent or dropped, so a restart
 // sends again at most the pushes in flight.
 //

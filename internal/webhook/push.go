@@ -465,7 +465,8 @@ func (r *pushRun) work(ctx context.Context, queue string) {
 }
 
 // deliver tries q until it is sent or MaxAttempts attempts failed, and
-// reports false if ctx ended first.
+// reports false if ctx ended first. A push to an address the guard
+// refuses, literal or resolved, is dropped after its first attempt.
 func (r *pushRun) deliver(ctx context.Context, q *queued) bool {
 	p, cfg := q.push, r.d.cfg
 	log := r.d.log.With(slog.Int64("event_id", q.eventID), slog.String("queue", p.Queue))
@@ -484,6 +485,13 @@ func (r *pushRun) deliver(ctx context.Context, q *queued) bool {
 		}
 		if ctx.Err() != nil {
 			return false
+		}
+		if errors.Is(err, ErrPrivateAddress) {
+			// The guard refused the address the URL's name resolves to: a
+			// refusal, not an outage, that no retry would change.
+			log.WarnContext(ctx, "push dropped: its receiver's address is refused", slog.Int("attempt", attempt), slog.Any("error", err))
+			r.notify(p.URL, q.eventID, err)
+			return true
 		}
 		attrs := []any{slog.Int("attempt", attempt), slog.Any("error", err)}
 		if se := (*StatusError)(nil); errors.As(err, &se) {

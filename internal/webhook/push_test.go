@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -349,4 +353,66 @@ func TestCheckURL(t *testing.T) {
 	require.Error(t, CheckURL("ftp://hooks.example.com/x", true))
 	require.Error(t, CheckURL("http:///x", true))
 	require.Error(t, CheckURL("http://0x7f.1/x", true))
+}
+
+// A push the guard refuses when it connects (the receiver's name
+// resolves to a loopback address) is dropped at once: the refusal is
+// permanent, so it is reported and logged once and never tried again.
+func TestPushRefusedAtConnectIsDroppedAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rc := newReceiver(t, nil)
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(rc.srv.URL, "http://"))
+	require.NoError(t, err)
+	url := "http://hook.errand.test.:" + port + "/hook"
+	b.pushFrom(0)
+	b.journal.add(store.EventTaskCompleted, store.EventTaskCompleted)
+	cfg := b.pushConfig(t, &fakeSource{pushes: pushTo(url)})
+	cfg.AllowPrivate = false
+	cfg.resolver = fakeResolver(netip.MustParseAddr("127.0.0.1"))
+	logs := &recordLog{}
+	cfg.Logger = slog.New(logs)
+	b.startPush(t, cfg)
+
+	// Each push is tried once, without a backoff between them: the clock
+	// never moves.
+	for _, id := range []int64{1, 2} {
+		a := b.nextAttempt(t)
+		require.Equal(t, id, a.eventID)
+		require.ErrorIs(t, a.err, ErrPrivateAddress)
+	}
+	require.Eventually(t, func() bool {
+		id, _, _ := b.journal.Cursor(context.Background(), PushCursor)
+		return id == 2
+	}, waitTimeout, time.Millisecond, "the refused pushes are dropped")
+	require.Equal(t, 0, rc.count())
+	require.Empty(t, b.clock.timers(DefaultTimeout), "a backoff was armed")
+	select {
+	case a := <-b.attempts:
+		t.Fatalf("tried again: %+v", a)
+	default:
+	}
+	require.Equal(t, []string{"push dropped: its receiver's address is refused", "push dropped: its receiver's address is refused"}, logs.warnings())
+}
+
+// recordLog keeps the messages of the warnings and errors logged.
+type recordLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *recordLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h *recordLog) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, r.Message)
+	return nil
+}
+func (h *recordLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordLog) WithGroup(string) slog.Handler      { return h }
+
+func (h *recordLog) warnings() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.msgs)
 }
