@@ -304,6 +304,9 @@ func TestScheduleValidation(t *testing.T) {
 		field string
 	}{
 		{"bad cron", ScheduleParams{Name: "a", Kind: "cron", Spec: "61 * * * *", Task: task}, "spec"},
+		{"cron that never fires", ScheduleParams{Name: "a", Kind: "cron", Spec: "0 0 30 2 *", Task: task}, "spec"},
+		{"cron that never fires in short months", ScheduleParams{Name: "a", Kind: "cron", Spec: "0 0 31 4,6,9,11 *", Task: task}, "spec"},
+		{"unknown overlap", ScheduleParams{Name: "a", Kind: "interval", Spec: "1m", Overlap: "sometimes", Task: task}, "overlap"},
 		{"bad zone", ScheduleParams{Name: "a", Kind: "cron", Spec: "@hourly", Timezone: "Mars/Olympus", Task: task}, "timezone"},
 		{"short interval", ScheduleParams{Name: "a", Kind: "interval", Spec: "500ms", Task: task}, "spec"},
 		{"bad kind", ScheduleParams{Name: "a", Kind: "weekly", Spec: "1h", Task: task}, "kind"},

@@ -323,6 +323,26 @@ func compile(segs []string) (*cronExpr, error) {
 	return &c, nil
 }
 
+// fires reports whether any day matches: some month it allows has, in a
+// month of some length and starting weekday, a day it allows (30 February
+// never comes).
+func (c *cronExpr) fires() bool {
+	for m := time.January; m <= time.December; m++ {
+		if c.months&(1<<m) == 0 {
+			continue
+		}
+		shortest, longest := daysIn(2001, m), daysIn(2000, m) // February has 28 and 29
+		for n := shortest; n <= longest; n++ {
+			for _, days := range c.days[n-28] {
+				if days != 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // slot is a wall-clock minute in the schedule's zone, free of any zone.
 type slot struct{ year, month, day, hour, minute int }
 

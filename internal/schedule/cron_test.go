@@ -159,7 +159,16 @@ func TestNextCronNever(t *testing.T) {
 	} {
 		t.Run(spec, func(t *testing.T) {
 			t.Parallel()
-			s := mustParse(t, "cron", spec, "Europe/Berlin", "")
+			// Refused where it enters, naming the field.
+			_, err := Parse("cron", spec, "Europe/Berlin", "")
+			var fe *FieldError
+			require.ErrorAs(t, err, &fe)
+			require.Equal(t, "spec", fe.Field)
+			require.Contains(t, fe.Message, "never fires")
+			// The search itself ends, finding nothing.
+			c, _, err := parseCron(spec)
+			require.NoError(t, err)
+			s := &Spec{Kind: KindCron, cron: c, Location: time.UTC}
 			for _, after := range []time.Time{
 				{},
 				ts(t, "2026-01-01T00:00:00Z"),

@@ -85,6 +85,9 @@ func Parse(kind, spec, timezone, activeHours string) (*Spec, error) {
 		if err != nil {
 			return nil, &FieldError{Field: "spec", Message: err.Error()}
 		}
+		if !c.fires() {
+			return nil, &FieldError{Field: "spec", Message: fmt.Sprintf("cron expression %q never fires: no day of its months matches it (such as 30 February)", expr)}
+		}
 		s.cron, s.Expr = c, expr
 	case KindInterval, KindHeartbeat:
 		every, err := parseEvery(s.Kind, spec)

@@ -64,7 +64,7 @@ func TestParse(t *testing.T) {
 		{name: "CronSecondMonday", kind: "cron", spec: "0 0 * * MON#2", wantExpr: "0 0 * * MON#2", wantLoc: time.UTC},
 		{name: "CronSundaySeven", kind: "cron", spec: "0 0 * * 5-7", wantExpr: "0 0 * * 5-7", wantLoc: time.UTC},
 		{name: "CronStepFrom", kind: "cron", spec: "7/15 */2 1-31/10 */3 1-7/2", wantExpr: "7/15 */2 1-31/10 */3 1-7/2", wantLoc: time.UTC},
-		{name: "CronFebruary30", kind: "cron", spec: "0 0 30 2 *", wantExpr: "0 0 30 2 *", wantLoc: time.UTC},
+		{name: "CronFebruary29", kind: "cron", spec: "0 0 29 2 *", wantExpr: "0 0 29 2 *", wantLoc: time.UTC}, // leap years
 		{name: "Shortcut", kind: "cron", spec: "@DAILY", wantExpr: "@daily", wantLoc: time.UTC},
 		{name: "Zone", kind: "cron", spec: "30 2 * * *", tz: "Europe/Berlin", wantExpr: "30 2 * * *", wantLoc: berlin},
 		{name: "ZoneUTC", kind: "cron", spec: "@hourly", tz: "UTC", wantExpr: "@hourly", wantLoc: time.UTC},
