@@ -36,7 +36,8 @@ var paidAgent = errand.AgentFunc(func(ctx context.Context, run *errand.TaskRun) 
 })
 
 // The spend guard over HTTP: shown, set (bad settings are 400s naming the
-// field), paused by a paid step that does not fit, resumed by the owner.
+// field); a paid step that does not fit is deferred until the limit rises;
+// spend reaching the limit pauses, and the owner resumes.
 func TestBudgetRoutes(t *testing.T) {
 	f := newFixture(t, map[string]errand.Agent{"paid": paidAgent})
 	b := f.budget()
@@ -69,26 +70,31 @@ func TestBudgetRoutes(t *testing.T) {
 	require.InDelta(t, 0.05, b.DailyUSD, 0)
 	require.Equal(t, "Europe/Berlin", b.Timezone)
 
+	// The second step does not fit what is left of 0.05: it is deferred,
+	// and the guard stays open for other work.
 	task := f.submit(`{"goal":"spend","agent":"paid"}`)
-	var got *api.BudgetSummary
-	require.Eventually(t, func() bool {
-		got = f.budget()
-		return got.State == api.BudgetPaused
-	}, 30*time.Second, time.Millisecond)
+	events, _ := f.openStream(t.Context(), "/api/tasks/"+task.ID+"/events", "")
+	waitFor(t, events, "task.deferred")
+	got := f.budget()
+	require.Equal(t, api.BudgetOpen, got.State)
+	require.Equal(t, 1, got.DeferredTasks)
 	require.InDelta(t, 0.04, got.SpendTodayUSD, 1e-9)
+
+	// A limit raised to 0.08 lets it finish, and its spend reaches the
+	// limit: the guard pauses until the day turns or the owner resumes.
+	res, body = f.do("PATCH", "/api/tasks/budget", `{"daily_usd":0.08}`)
+	require.Equal(t, http.StatusOK, res.StatusCode, string(body))
+	waitFor(t, events, "task.completed")
+	got = f.budget()
+	require.Equal(t, api.BudgetPaused, got.State)
+	require.InDelta(t, 0.08, got.SpendTodayUSD, 1e-9)
+	require.Zero(t, got.DeferredTasks)
 	require.NotNil(t, got.PausedUntil)
 	require.Greater(t, got.PausedUntil.Sub(time.Now()), time.Duration(0))
 
 	res, body = f.do("POST", "/api/tasks/budget/resume", "")
 	require.Equal(t, http.StatusOK, res.StatusCode, string(body))
 	require.NoError(t, json.Unmarshal(body, b))
-	require.Equal(t, api.BudgetOpen, b.State)
+	require.Equal(t, api.BudgetResumed, b.State)
 	require.Nil(t, b.PausedUntil)
-	require.Eventually(t, func() bool {
-		res, body := f.do("GET", "/api/tasks/"+task.ID, "")
-		var tk api.Task
-		require.NoError(t, json.Unmarshal(body, &tk))
-		return res.StatusCode == http.StatusOK && tk.Status == "completed"
-	}, 30*time.Second, time.Millisecond)
-	require.InDelta(t, 0.08, f.budget().SpendTodayUSD, 1e-9)
 }

@@ -34,8 +34,15 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return // the client went away; there is nobody to answer
 	}
 	status, detail := s.classify(err, r.Method+" "+r.URL.Path)
-	if status == http.StatusNotFound && detail.Message == "" {
-		detail.Message = notFoundMessage(r)
+	switch status {
+	case http.StatusNotFound:
+		if detail.Message == "" {
+			detail.Message = notFoundMessage(r)
+		}
+	case http.StatusRequestTimeout, http.StatusRequestEntityTooLarge:
+		// What is left of the body is not wanted: it is not read, and
+		// the connection not reused.
+		w.Header().Set("Connection", "close")
 	}
 	s.writeJSON(w, status, api.ErrorBody{Error: detail})
 }
@@ -50,6 +57,7 @@ func (s *Server) classify(err error, what string) (int, api.ErrorDetail) {
 		tr    *errand.TransitionError
 		big   *http.MaxBytesError
 		limit *store.BudgetExceededError
+		slow  *bodyTimeoutError
 	)
 	d := func(code, msg, field string) api.ErrorDetail {
 		return api.ErrorDetail{Code: code, Message: msg, Field: field}
@@ -58,11 +66,13 @@ func (s *Server) classify(err error, what string) (int, api.ErrorDetail) {
 	case errors.As(err, &bad):
 		return http.StatusBadRequest, d(api.CodeBadRequest, bad.msg, bad.field)
 	case errors.As(err, &big):
-		return http.StatusRequestEntityTooLarge, d(api.CodeTooLarge, fmt.Sprintf("the request body is larger than %d bytes", big.Limit), "")
+		return http.StatusRequestEntityTooLarge, d(api.CodeTooLarge, tooLargeMessage(big.Limit), "")
+	case errors.As(err, &slow):
+		return http.StatusRequestTimeout, d(api.CodeTimeout, slow.Error(), "")
 	case errors.As(err, &inv) && inv.Unprocessable:
-		return http.StatusUnprocessableEntity, d(api.CodeInvalid, inv.Error(), inv.Field)
+		return http.StatusUnprocessableEntity, d(api.CodeInvalid, invalidMessage(inv), inv.Field)
 	case errors.As(err, &inv):
-		return http.StatusBadRequest, d(api.CodeInvalid, inv.Error(), inv.Field)
+		return http.StatusBadRequest, d(api.CodeInvalid, invalidMessage(inv), inv.Field)
 	case errors.Is(err, errand.ErrParentEnded):
 		return http.StatusConflict, d(api.CodeParentEnded, err.Error(), "parent_id")
 	case errors.Is(err, errDuplicate):
@@ -89,6 +99,16 @@ func (s *Server) classify(err error, what string) (int, api.ErrorDetail) {
 		s.log.Error("request failed", "request", what, "err", err)
 		return http.StatusInternalServerError, d(api.CodeInternal, "internal error", "")
 	}
+}
+
+// invalidMessage is a validation error's message: "errand: invalid goal:
+// …" names its field, and one with no single field at fault reads
+// "errand: invalid request: …", not "errand: invalid : …".
+func invalidMessage(inv *errand.ValidationError) string {
+	if inv.Field == "" {
+		return "errand: invalid request: " + inv.Message
+	}
+	return inv.Error()
 }
 
 func (s *Server) writeError(w http.ResponseWriter, status int, code, msg, field string) {

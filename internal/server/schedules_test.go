@@ -65,11 +65,11 @@ func TestScheduleCRUD(t *testing.T) {
 	require.Equal(t, http.StatusCreated, res.StatusCode, string(b))
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal(b, &raw))
-	for _, key := range []string{"id", "name", "kind", "spec", "timezone", "catch_up", "active_hours", "stuck_after", "enabled", "declared",
+	for _, key := range []string{"id", "name", "kind", "spec", "timezone", "catch_up", "active_hours", "overlap", "stuck_after", "enabled", "declared",
 		"task", "next_run_at", "last_run_at", "last_task_id", "fire_count", "created_at", "updated_at"} {
 		require.Contains(t, raw, key)
 	}
-	require.Len(t, raw, 17, "no field beyond the documented ones: %s", b)
+	require.Len(t, raw, 18, "no field beyond the documented ones: %s", b)
 	for _, key := range []string{"last_run_at", "last_task_id", "stuck_after"} {
 		require.Nil(t, raw[key], key)
 	}

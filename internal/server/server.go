@@ -9,11 +9,10 @@ import (
 	"crypto/subtle"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
@@ -26,6 +25,9 @@ const (
 	DefaultKeepAlive     = 15 * time.Second
 	DefaultWriteTimeout  = 10 * time.Second
 	DefaultStreamBacklog = 256
+	DefaultBodyTimeout   = 30 * time.Second
+	DefaultMaxConns      = 1024
+	DefaultMaxConnsPerIP = 256
 
 	// HealthCacheTTL is how long /healthz reuses a store check, so a probe
 	// storm does not queue behind the store's writes.
@@ -71,8 +73,24 @@ type Config struct {
 	// cannot take its events that fast is disconnected and resumes from
 	// its last event id.
 	WriteTimeout time.Duration
-	Clock        clock.Clock
-	Logger       *slog.Logger
+	// BodyTimeout bounds reading one request body, from the moment its
+	// headers are read: a client that sends slower is answered 408 and
+	// disconnected, so a trickle of bytes cannot hold a connection (and a
+	// goroutine) for ever. Streams (SSE, WebSocket) have no body and are
+	// not bounded by it. Default DefaultBodyTimeout; -1 disables.
+	BodyTimeout time.Duration
+	// MaxConns and MaxConnsPerIP cap the open connections Listener lets
+	// through, in all and from one client address; one more is answered
+	// 503 and closed at once. Defaults DefaultMaxConns and
+	// DefaultMaxConnsPerIP; -1 disables either.
+	MaxConns, MaxConnsPerIP int
+	// PublicURL is where clients reach errand from elsewhere (the
+	// config's a2a.base_url), if set. On a loopback listener a request
+	// must name localhost, a loopback address or this URL's host in its
+	// Host header: any other name is a DNS rebinding (421).
+	PublicURL string
+	Clock     clock.Clock
+	Logger    *slog.Logger
 }
 
 // Server is the HTTP API. Create one with New.
@@ -86,6 +104,17 @@ type Server struct {
 	// is a 405 naming the right ones.
 	shapes  *http.ServeMux
 	methods map[string][]string
+	// params lists the query parameters each /api route reads, by
+	// pattern; any other is a 400.
+	params map[string][]string
+
+	// publicHost is PublicURL's host name, lower case; offLoopback is set
+	// once Listener is given a listener not on a loopback address.
+	publicHost  string
+	offLoopback atomic.Bool
+	// connClosed, when set (tests), is called after Listener releases a
+	// connection's place.
+	connClosed func()
 
 	streams streams
 	health  health
@@ -102,6 +131,15 @@ func New(cfg Config) *Server {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.MaxConnsPerIP == 0 {
+		cfg.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.New()
 	}
@@ -112,17 +150,45 @@ func New(cfg Config) *Server {
 		cfg.OnStream = func(bool) {}
 	}
 	s := &Server{cfg: cfg, client: cfg.Client, log: cfg.Logger, mux: http.NewServeMux(), shapes: http.NewServeMux(), methods: map[string][]string{},
-		streams: streams{done: make(chan struct{})}}
+		params: map[string][]string{}, publicHost: publicHost(cfg.PublicURL), streams: streams{done: make(chan struct{})}}
 	s.routes()
 	return s
 }
 
-// Handler returns the root handler: recovery, then auth, then routes.
-func (s *Server) Handler() http.Handler { return s.recoverer(s.mux) }
+// Handler returns the root handler: recovery, then the Host check and the
+// body's deadline, then auth, then routes.
+func (s *Server) Handler() http.Handler { return s.recoverer(s.guard(s.mux)) }
+
+// guard checks what every route shares before the route runs: the Host
+// (on a loopback listener) and how long the body may take.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.hostAllowed(r) {
+			s.refuse(w, r, http.StatusMisdirectedRequest, api.CodeMisdirected, s.hostMessage(r.Host), "Host")
+			return
+		}
+		next.ServeHTTP(w, s.bodyDeadline(w, r))
+	})
+}
+
+// Query parameters the routes share.
+var (
+	listQueryParams = []string{"status", "session", "parent", "agent", "tag", "q", "limit", "cursor"}
+	streamParams    = []string{"after", "types"}
+	memoryParams    = []string{"task_id", "agent", "source", "q", "limit", "cursor"}
+	limitParam      = []string{"limit"}
+	inputsParams    = []string{"status", "task_id"}
+	inboxParams     = []string{"session", "all", "limit"}
+	wsParams        = []string{"token", "after"}
+	cancelParams    = []string{"reason"}
+)
 
 func (s *Server) routes() {
-	api := func(pattern string, h http.HandlerFunc) {
-		s.mux.Handle(pattern, s.authed(h))
+	// api mounts a route behind the token; params are the query
+	// parameters it reads.
+	api := func(pattern string, h http.HandlerFunc, params ...string) {
+		s.params[pattern] = params
+		s.mux.Handle(pattern, s.authed(s.apiRoute(pattern, params, h)))
 		if method, path, ok := strings.Cut(pattern, " "); ok {
 			if _, seen := s.methods[path]; !seen {
 				s.shapes.HandleFunc(path, func(http.ResponseWriter, *http.Request) {})
@@ -132,22 +198,22 @@ func (s *Server) routes() {
 	}
 
 	api("POST /api/tasks", s.createTask)
-	api("GET /api/tasks", s.listTasks)
-	api("GET /api/tasks/ready", s.readyTasks)
-	api("GET /api/tasks/blocked", s.blockedTasks)
+	api("GET /api/tasks", s.listTasks, listQueryParams...)
+	api("GET /api/tasks/ready", s.readyTasks, limitParam...)
+	api("GET /api/tasks/blocked", s.blockedTasks, limitParam...)
 	api("GET /api/tasks/budget", s.budget)
 	api("PATCH /api/tasks/budget", s.patchBudget)
 	api("POST /api/tasks/budget/resume", s.resumeBudget)
 	api("GET /api/tasks/{id}", s.getTask)
-	api("DELETE /api/tasks/{id}", s.cancelTask)
+	api("DELETE /api/tasks/{id}", s.cancelTask, cancelParams...)
 	api("POST /api/tasks/{id}/retry", s.retryTask)
 	api("POST /api/tasks/{id}/pause", s.pauseTask)
 	api("POST /api/tasks/{id}/resume", s.resumeTask)
 	api("POST /api/tasks/{id}/dependencies", s.addDependency)
 	api("POST /api/tasks/{id}/input", s.answer)
 	api("GET /api/tasks/{id}/steps", s.steps)
-	api("GET /api/tasks/{id}/events", s.taskEvents)
-	api("GET /api/events", s.allEvents)
+	api("GET /api/tasks/{id}/events", s.taskEvents, streamParams...)
+	api("GET /api/events", s.allEvents, streamParams...)
 	api("POST /api/events", s.postEvent)
 	api("POST /api/schedules", s.createSchedule)
 	api("GET /api/schedules", s.listSchedules)
@@ -155,18 +221,18 @@ func (s *Server) routes() {
 	api("PATCH /api/schedules/{id}", s.patchSchedule)
 	api("DELETE /api/schedules/{id}", s.deleteSchedule)
 	api("POST /api/schedules/{id}/run", s.runSchedule)
-	api("GET /api/memories", s.listMemories)
+	api("GET /api/memories", s.listMemories, memoryParams...)
 	api("GET /api/memories/{id}", s.getMemory)
 	api("DELETE /api/memories/{id}", s.deleteMemory)
 	api("POST /api/memories/purge", s.purgeMemories)
-	api("GET /api/inputs", s.inputs)
-	api("GET /api/inbox", s.inbox)
+	api("GET /api/inputs", s.inputs, inputsParams...)
+	api("GET /api/inbox", s.inbox, inboxParams...)
 	api("POST /api/inbox/ack", s.ackInbox)
 	api("GET /api/status", s.status)
-	api("GET /api/ws", s.websocket)
+	api("GET /api/ws", s.websocket, wsParams...)
 	// Anything else under /api is a JSON 404 (or 405), behind the token
 	// too, so probing reveals nothing.
-	api("/api/", s.unknownRoute)
+	s.mux.Handle("/api/", s.authed(s.unknownRoute))
 
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	if s.cfg.MCP != nil {
@@ -191,8 +257,25 @@ func (s *Server) routes() {
 	}
 }
 
+// apiRoute refuses, before h runs, a query parameter the route does not
+// read and a body announced larger than the limit (unread).
+func (s *Server) apiRoute(pattern string, params []string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := checkParams(r.URL.RawQuery, pattern, params); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if r.ContentLength > s.cfg.MaxBodyBytes {
+			s.refuse(w, r, http.StatusRequestEntityTooLarge, api.CodeTooLarge, tooLargeMessage(s.cfg.MaxBodyBytes), "")
+			return
+		}
+		h(w, r)
+	}
+}
+
 // authed requires the bearer token (or, for the WebSocket, which browsers
-// cannot give headers, ?token=).
+// cannot give headers, ?token=). A request without it is answered at once,
+// its body unread, and its connection closed.
 func (s *Server) authed(h http.HandlerFunc) http.Handler {
 	want := []byte(s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -204,7 +287,7 @@ func (s *Server) authed(h http.HandlerFunc) http.Handler {
 		}
 		if !ok || len(want) == 0 || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="errand"`)
-			s.writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "a valid bearer token is required (Authorization: Bearer <token>; see $ERRAND_HOME/token)", "")
+			s.refuse(w, r, http.StatusUnauthorized, api.CodeUnauthorized, "a valid bearer token is required (Authorization: Bearer <token>; see $ERRAND_HOME/token)", "")
 			return
 		}
 		if err := checkQuery(r.URL.RawQuery); err != nil {
@@ -230,34 +313,6 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
-}
-
-// checkQuery refuses a query string that does not parse as a whole. Go's
-// own parser drops the pairs it cannot read (a ";" separator, a bad
-// escape) and keeps the rest, so a filter would silently vanish and a list
-// answer with everything.
-func checkQuery(raw string) error {
-	for pair := range strings.SplitSeq(raw, "&") {
-		if pair == "" {
-			continue
-		}
-		rawName, rawValue, _ := strings.Cut(pair, "=")
-		name, err := url.QueryUnescape(rawName)
-		if err != nil || !utf8.ValidString(name) {
-			return malformed("", "the query string does not parse: parameter name %q is not a valid escaped UTF-8 string", rawName)
-		}
-		if strings.Contains(pair, ";") {
-			return malformed(name, "query parameter %s holds a \";\": separate parameters with \"&\", and write a literal \";\" as %%3B", name)
-		}
-		value, err := url.QueryUnescape(rawValue)
-		if err != nil {
-			return malformed(name, "query parameter %s does not parse: %v", name, err)
-		}
-		if !utf8.ValidString(value) {
-			return malformed(name, "query parameter %s is not valid UTF-8", name)
-		}
-	}
-	return nil
 }
 
 func (s *Server) unknownRoute(w http.ResponseWriter, r *http.Request) {

@@ -47,11 +47,22 @@ type fixture struct {
 // registered and run by an engine.
 func newFixture(t *testing.T, agents map[string]errand.Agent) *fixture {
 	t.Helper()
+	return newFixtureConfig(t, agents, nil)
+}
+
+// newFixtureConfig is newFixture with the server's config changed by
+// configure (when not nil) before the server is made.
+func newFixtureConfig(t *testing.T, agents map[string]errand.Agent, configure func(*Config)) *fixture {
+	t.Helper()
 	dbPath := filepath.Join(t.TempDir(), "errand.db")
 	c, err := errand.Open(t.Context(), dbPath, &errand.Config{Agents: agents})
 	require.NoError(t, err)
 	f := &fixture{t: t, dbPath: dbPath, client: c, clock: clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))}
-	f.server = New(Config{Client: c, Token: testToken, Clock: f.clock, Metrics: http.NotFoundHandler(), Logger: slog.New(failOnError{t: t, Handler: slog.NewTextHandler(os.Stderr, nil)})})
+	cfg := Config{Client: c, Token: testToken, Clock: f.clock, Metrics: http.NotFoundHandler(), Logger: slog.New(failOnError{t: t, Handler: slog.NewTextHandler(os.Stderr, nil)})}
+	if configure != nil {
+		configure(&cfg)
+	}
+	f.server = New(cfg)
 	f.http = httptest.NewServer(f.server.Handler())
 	var engine *errand.Engine
 	if len(agents) > 0 {
