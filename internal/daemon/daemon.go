@@ -242,6 +242,7 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		MetricsNeedToken: cfg.Auth.ProtectMetrics,
 		Status:           d.status,
 		Health:           d.client.CheckWritable,
+		PublicURL:        cfg.A2A.BaseURL,
 		MCP:              mcpHandler(d.client, log),
 		OnStream: func(open bool) {
 			if open {
@@ -290,7 +291,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	partsCtx, stopParts := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopParts()
 	wg.Go(func() {
-		if err := d.http.Serve(d.listener); !errors.Is(err, http.ErrServerClosed) {
+		if err := d.http.Serve(d.api.Listener(d.listener)); !errors.Is(err, http.ErrServerClosed) {
 			fail("http", err)
 		}
 	})
