@@ -104,7 +104,11 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	for _, tc := range []struct {
 		catchUp        string
 		fired, skipped int
-	}{{"one", 1, 35}, {"none", 0, 36}} {
+		skippedFrom    time.Time // the first slot skipped: not the one fired
+	}{
+		{"one", 1, 35, time.Date(2026, 5, 6, 10, 10, 0, 0, time.UTC)},
+		{"none", 0, 36, time.Date(2026, 5, 6, 10, 5, 0, 0, time.UTC)},
+	} {
 		t.Run(tc.catchUp, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
@@ -114,7 +118,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 				Task: json.RawMessage(`{"goal": "Write the report", "agent": "reporter"}`),
 			})
 			b.clock.Advance(3 * time.Hour) // down: no engine fires anything
-			startPool(t, b.engine, &PoolConfig{Handlers: handlers(idle), Schedules: true})
+			startPool(t, b.engine, &PoolConfig{Handlers: map[string]taskrun.Handler{"reporter": taskrun.HandlerFunc(idle)}, Schedules: true})
 			sc = caughtUp(t, b.engine, b.clock, sc.ID)
 
 			require.EqualValues(t, tc.fired, sc.FireCount)
@@ -126,6 +130,16 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 			require.NoError(t, json.Unmarshal(skipped[0].Data, &data))
 			require.Equal(t, tc.skipped, data.Skipped)
 			require.Equal(t, sc.ID, data.ScheduleID)
+			require.Equal(t, tc.skippedFrom, data.From.UTC(), "the skipped slots are counted from the first not fired")
+			if tc.fired > 0 {
+				fired := eventsOfType(t, b.engine, store.EventScheduleFired)
+				require.Len(t, fired, 1)
+				var f firedData
+				require.NoError(t, json.Unmarshal(fired[0].Data, &f))
+				require.Equal(t, time.Date(2026, 5, 6, 10, 5, 0, 0, time.UTC), f.ScheduledFor.UTC(), "it fires for the oldest slot")
+				// Ended, so the next firing is not an overlap.
+				waitForStatus(t, b.engine, fired[0].TaskID, store.StatusCompleted)
+			}
 
 			b.clock.Advance(5 * time.Minute)
 			sc = caughtUp(t, b.engine, b.clock, sc.ID)

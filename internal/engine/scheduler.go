@@ -141,6 +141,11 @@ func (e *Engine) fireTimed(ctx context.Context, sc *store.Schedule, now time.Tim
 	}
 	if skipped > 0 {
 		skip.Skipped = skipped
+		if params.Task != nil {
+			// The firing stands for the oldest slot; the skipped ones
+			// follow it.
+			skip.From, _ = spec.Next(sc.NextRunAt)
+		}
 		params.Skipped, params.SkippedData = skipped, skip
 	}
 	return e.fire(ctx, sc, params, now.Sub(sc.NextRunAt))
