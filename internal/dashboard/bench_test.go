@@ -218,7 +218,7 @@ func BenchmarkPages(b *testing.B) {
 		b.Run(page.name, func(b *testing.B) {
 			for b.Loop() {
 				req := httptest.NewRequest(http.MethodGet, page.path, nil)
-				req.AddCookie(&http.Cookie{Name: sessionCookie, Value: cookie})
+				req.AddCookie(&http.Cookie{Name: d.sessions.name, Value: cookie})
 				rec := httptest.NewRecorder()
 				d.ServeHTTP(rec, req)
 				if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), page.shows) {

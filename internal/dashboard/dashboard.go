@@ -14,8 +14,12 @@
 // # Auth
 //
 // The API token logs in once (POST /login) and becomes a signed session
-// cookie (HttpOnly, SameSite=Strict) whose key is derived from the token:
-// a new token ends every session. Every state-changing request carries
+// cookie (HttpOnly, SameSite=Strict) whose key is derived from the token
+// and a secret drawn at start: a new token, or a restart, ends every
+// session. Logging out ends the session on the server too: an old copy of
+// its cookie is refused. The cookie's name is the daemon's own (a hash of
+// its data directory and token), as browsers send a host's cookies to
+// all its ports. Every state-changing request carries
 // the session's CSRF token (a form field, or X-CSRF-Token from htmx) and
 // must come from this origin (Sec-Fetch-Site). Text from tasks (goals,
 // results, questions, errors) is only ever rendered as text.
@@ -92,7 +96,7 @@ func New(cfg Config) (*Dashboard, error) {
 	}
 	d := &Dashboard{
 		cfg: cfg, client: cfg.Client, log: cfg.Logger,
-		sessions: newSessions(cfg.Token, cfg.SessionTTL, cfg.Clock.Now),
+		sessions: newSessions(cfg.Token, cfg.SessionTTL, cfg.Clock.Now).forDaemon(cfg.Home),
 		mux:      http.NewServeMux(),
 	}
 	if err := d.parseTemplates(); err != nil {
@@ -198,7 +202,7 @@ func (d *Dashboard) change(h handler) http.Handler {
 }
 
 func (d *Dashboard) session(r *http.Request) (session, bool) {
-	c, err := r.Cookie(sessionCookie)
+	c, err := r.Cookie(d.sessions.name)
 	if err != nil {
 		return session{}, false
 	}
@@ -226,14 +230,17 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	}
 	sess, value := d.sessions.issue()
 	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: value, Path: "/", Expires: sess.expires,
+		Name: d.sessions.name, Value: value, Path: "/", Expires: sess.expires,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, _ *view) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
+	if sess, ok := d.session(r); ok {
+		d.sessions.revoke(sess)
+	}
+	http.SetCookie(w, &http.Cookie{Name: d.sessions.name, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
