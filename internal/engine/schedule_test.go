@@ -78,6 +78,7 @@ func TestCronFiresOncePerSlotAcrossEngines(t *testing.T) {
 
 	sc := createSchedule(t, b.engine, &ScheduleParams{
 		Name: "report", Kind: "cron", Spec: "*/5 * * * *", Task: json.RawMessage(`{"goal": "Write the report", "agent": "reporter"}`),
+		Overlap: "allow_all", // no worker runs "reporter": every firing makes a task
 	})
 	require.Equal(t, time.Date(2026, 5, 6, 10, 5, 0, 0, time.UTC), sc.NextRunAt)
 	for range 12 {
@@ -171,7 +172,8 @@ func TestCronAcrossDaylightSaving(t *testing.T) {
 			startPool(t, b.engine, &PoolConfig{Handlers: handlers(idle), Schedules: true})
 			sc := createSchedule(t, b.engine, &ScheduleParams{
 				Name: "nightly", Kind: "cron", Spec: "30 2 * * *", Timezone: "Europe/Berlin",
-				Task: json.RawMessage(`{"goal": "Nightly", "agent": "nightly"}`),
+				Task:    json.RawMessage(`{"goal": "Nightly", "agent": "nightly"}`),
+				Overlap: "allow_all", // no worker runs "nightly": every firing makes a task
 			})
 			require.True(t, sc.NextRunAt.Equal(tc.first), "first run %s, want %s", sc.NextRunAt, tc.first)
 			var fired []time.Time
