@@ -595,3 +595,19 @@ func TestSubtaskForUnknownAgentIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, page.Tasks)
 }
+
+// The library refuses errand's own event types as the API does, in any
+// case and in any of its namespaces: an event schedule trusts them.
+func TestPostEventRefusesErrandsOwnTypes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, typ := range []string{"task.completed", "Task.completed", "memory.created", "memory.purged", "a2a.push_config_set", "budget.alert", "alert", "schedule.fired", "task.deferred"} {
+		_, err := b.engine.PostEvent(context.Background(), typ, nil)
+		var ve *ValidationError
+		require.ErrorAs(t, err, &ve, typ)
+		require.Equal(t, "type", ve.Field)
+	}
+	ev, err := b.engine.PostEvent(context.Background(), "deploy.finished", nil)
+	require.NoError(t, err)
+	require.Equal(t, "deploy.finished", ev.Type)
+}

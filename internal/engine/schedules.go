@@ -385,13 +385,8 @@ func (e *Engine) PostEvent(ctx context.Context, typ string, data json.RawMessage
 	if err := checkEventType("type", typ); err != nil {
 		return nil, err
 	}
-	for _, reserved := range []string{"task.", "schedule.", "heartbeat.", "budget."} {
-		if strings.HasPrefix(typ, reserved) {
-			return nil, invalid("type", "%q: types starting with %s are errand's own", typ, reserved)
-		}
-	}
-	if typ == store.EventAlert {
-		return nil, invalid("type", "alert is errand's own type")
+	if store.IsOwnEventType(typ) {
+		return nil, invalid("type", "%q is errand's own event type (or in one of its namespaces: task., schedule., heartbeat., budget., memory., a2a.); name an event of yours", typ)
 	}
 	obj, err := jsonObject("data", data, e.cfg.MaxInputBytes)
 	if err != nil {

@@ -30,6 +30,9 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string {
+	if e.Field == "" {
+		return "errand: invalid request: " + e.Message
+	}
 	return "errand: invalid " + e.Field + ": " + e.Message
 }
 
