@@ -15,10 +15,26 @@ func (c *Client) CreateSchedule(ctx context.Context, p *api.CreateSchedule) (*ap
 	return &out, c.do(ctx, http.MethodPost, "/api/schedules", p, &out)
 }
 
-// ListSchedules lists every schedule by name: GET /api/schedules.
+// ListSchedules lists every schedule by name, following the pages of GET
+// /api/schedules.
 func (c *Client) ListSchedules(ctx context.Context) (*api.ScheduleList, error) {
-	var out api.ScheduleList
-	return &out, c.do(ctx, http.MethodGet, "/api/schedules", nil, &out)
+	all := &api.ScheduleList{Schedules: []*api.Schedule{}}
+	cursor := ""
+	for {
+		var page api.ScheduleList
+		path := "/api/schedules?limit=1000"
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		if err := c.do(ctx, http.MethodGet, path, nil, &page); err != nil {
+			return nil, err
+		}
+		all.Schedules = append(all.Schedules, page.Schedules...)
+		if page.NextCursor == "" || page.NextCursor == cursor {
+			return all, nil
+		}
+		cursor = page.NextCursor
+	}
 }
 
 // GetSchedule returns a schedule by id or name: GET /api/schedules/{id}.

@@ -99,13 +99,22 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, http.StatusCreated, api.FromSchedule(sc))
 }
 
+// defaultSchedulePage is how many schedules a list answers without a
+// limit.
+const defaultSchedulePage = 100
+
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
-	scs, err := s.client.Schedules(r.Context())
+	limit, err := queryLimit(r, defaultSchedulePage)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.writeJSON(w, http.StatusOK, api.ScheduleList{Schedules: api.FromSchedules(scs)})
+	scs, next, err := s.client.SchedulePage(r.Context(), r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, api.ScheduleList{Schedules: api.FromSchedules(scs), NextCursor: next})
 }
 
 func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) {

@@ -307,3 +307,40 @@ func TestPostedEventFiresAnEventSchedule(t *testing.T) {
 	require.Equal(t, "Check the deploy", task.Goal)
 	require.EqualValues(t, 1, f.getSchedule("on-deploy").FireCount, "the staging event did not match")
 }
+
+// GET /api/schedules answers a page at a time, by name, with a cursor to
+// the next: thousands of schedules never make one huge answer.
+func TestScheduleListPages(t *testing.T) {
+	f := newScheduleFixture(t)
+	for _, name := range []string{"e", "a", "d", "c", "b"} {
+		f.createSchedule(`{"name": "` + name + `", "kind": "interval", "spec": "1h", "task": {"goal": "x"}}`)
+	}
+	var names []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 5)
+		path := "/api/schedules?limit=2"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		res, b := f.do("GET", path, "")
+		require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+		var list api.ScheduleList
+		require.NoError(t, json.Unmarshal(b, &list))
+		require.LessOrEqual(t, len(list.Schedules), 2)
+		for _, sc := range list.Schedules {
+			names = append(names, sc.Name)
+		}
+		if list.NextCursor == "" {
+			break
+		}
+		cursor = list.NextCursor
+	}
+	require.Equal(t, []string{"a", "b", "c", "d", "e"}, names)
+	require.Len(t, f.listSchedules(), 5, "the default page holds them all")
+
+	for _, bad := range []string{"limit=0", "limit=1001", "limit=ten", "page=2"} {
+		res, b := f.do("GET", "/api/schedules?"+bad, "")
+		require.Equal(t, http.StatusBadRequest, res.StatusCode, bad+": "+string(b))
+	}
+}

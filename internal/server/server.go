@@ -216,7 +216,7 @@ func (s *Server) routes() {
 	api("GET /api/events", s.allEvents, streamParams...)
 	api("POST /api/events", s.postEvent)
 	api("POST /api/schedules", s.createSchedule)
-	api("GET /api/schedules", s.listSchedules)
+	api("GET /api/schedules", s.listSchedules, "limit", "cursor")
 	api("GET /api/schedules/{id}", s.getSchedule)
 	api("PATCH /api/schedules/{id}", s.patchSchedule)
 	api("DELETE /api/schedules/{id}", s.deleteSchedule)
