@@ -20,6 +20,7 @@ func TestScheduleRoutes(t *testing.T) {
 		call   func(ctx context.Context, c *Client) (any, error)
 		method string
 		path   string
+		query  string
 		body   string // JSON the request carries; "" for none
 		status int
 		resp   string
@@ -60,7 +61,7 @@ func TestScheduleRoutes(t *testing.T) {
 		{
 			name:   "ListSchedules",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListSchedules(ctx) },
-			method: "GET", path: "/api/schedules", status: 200, resp: `{"schedules":[` + schedule + `]}`,
+			method: "GET", path: "/api/schedules", query: "limit=1000", status: 200, resp: `{"schedules":[` + schedule + `]}`,
 			check: func(t *testing.T, got any) { require.Equal(t, "digest", got.(*api.ScheduleList).Schedules[0].Name) },
 		},
 		{
@@ -121,7 +122,7 @@ func TestScheduleRoutes(t *testing.T) {
 			req := <-b.reqs
 			require.Equal(t, tc.method, req.Method)
 			require.Equal(t, tc.path, req.Path)
-			require.Empty(t, req.Query)
+			require.Equal(t, tc.query, req.Query)
 			require.Equal(t, "Bearer sekret", req.Auth)
 			if tc.body == "" {
 				require.Empty(t, req.Body)
