@@ -108,6 +108,45 @@ func PlanOverlap(overlap string, last *Task) OverlapPlan {
 	return OverlapPlan{Skip: true}
 }
 
+// OverlapOps are what a driver does, inside a firing's transaction, for
+// the overlap policy: read a task (ErrNotFound once purged), journal a
+// skipped firing, cancel a task and the tasks below it.
+type OverlapOps struct {
+	GetTask func(id string) (*Task, error)
+	Skip    func(data *OverlapSkippedData) error
+	Cancel  func(id, reason string) error
+}
+
+// FireOverlap decides what a firing of sc that would make task does about
+// the schedule's last task (PlanOverlap) and carries it out through ops.
+// It returns the task to insert: task itself, task waiting for the last
+// one, or nil when the firing is skipped.
+func FireOverlap(sc *Schedule, task *TaskInsertParams, ops OverlapOps) (*TaskInsertParams, error) {
+	var last *Task
+	if sc.LastTaskID != "" {
+		var err error
+		last, err = ops.GetTask(sc.LastTaskID)
+		if errors.Is(err, ErrNotFound) {
+			last = nil // purged
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	plan := PlanOverlap(sc.Overlap, last)
+	switch {
+	case plan.Skip:
+		return nil, ops.Skip(&OverlapSkippedData{
+			ScheduleID: sc.ID, Name: sc.Name, Skipped: 1, Reason: SkipReasonOverlap,
+			Overlap: sc.Overlap, PreviousTaskID: sc.LastTaskID,
+		})
+	case plan.After != "":
+		return AfterTask(task, plan.After), nil
+	case plan.Cancel != "":
+		return task, ops.Cancel(plan.Cancel, "the schedule "+sc.Name+" fired again")
+	}
+	return task, nil
+}
+
 // AfterTask is a copy of p that waits for the task after to end, whatever
 // its outcome: the firing buffered behind it.
 func AfterTask(p *TaskInsertParams, after string) *TaskInsertParams {

@@ -61,14 +61,20 @@ func alertThresholds(t *testing.T, e *Engine) []float64 {
 	return out
 }
 
-// waitReleased waits until the task was handed back n times.
-func waitReleased(t *testing.T, e *Engine, taskID string, n int) {
+// waitEvents waits until the task's journal holds n events of type typ.
+func waitEvents(t *testing.T, e *Engine, taskID, typ string, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		evs, err := e.store.EventList(context.Background(), &store.EventListParams{TaskID: taskID, Types: []string{store.EventTaskReleased}, Limit: 100})
+		evs, err := e.store.EventList(context.Background(), &store.EventListParams{TaskID: taskID, Types: []string{typ}, Limit: 100})
 		require.NoError(t, err)
 		return len(evs) >= n
 	}, waitTimeout, time.Millisecond)
+}
+
+// waitReleased waits until the task was handed back n times.
+func waitReleased(t *testing.T, e *Engine, taskID string, n int) {
+	t.Helper()
+	waitEvents(t, e, taskID, store.EventTaskReleased, n)
 }
 
 func spentToday(t *testing.T, e *Engine) float64 {
@@ -81,11 +87,7 @@ func spentToday(t *testing.T, e *Engine) float64 {
 // waitDeferred waits until the task was deferred n times.
 func waitDeferred(t *testing.T, e *Engine, taskID string, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		evs, err := e.store.EventList(context.Background(), &store.EventListParams{TaskID: taskID, Types: []string{store.EventTaskDeferred}, Limit: 100})
-		require.NoError(t, err)
-		return len(evs) >= n
-	}, waitTimeout, time.Millisecond)
+	waitEvents(t, e, taskID, store.EventTaskDeferred, n)
 }
 
 // With a daily limit of 0.09 and steps costing 0.03, the third step

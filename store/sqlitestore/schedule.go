@@ -206,25 +206,17 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 		var taskID sql.NullString
 		task := p.Task
 		if task != nil && !p.Manual {
-			plan, err := s.planOverlap(ctx, tx, cur)
+			var err error
+			task, err = store.FireOverlap(cur, task, store.OverlapOps{
+				GetTask: func(id string) (*store.Task, error) { return getTask(ctx, tx, id) },
+				Skip: func(data *store.OverlapSkippedData) error {
+					out.OverlapSkipped = true
+					return s.appendEvent(ctx, tx, "", store.EventScheduleSkipped, p.Actor, data, at)
+				},
+				Cancel: func(id, reason string) error { return s.cancelTree(ctx, tx, id, reason, p.Actor, at) },
+			})
 			if err != nil {
 				return err
-			}
-			switch {
-			case plan.Skip:
-				task, out.OverlapSkipped = nil, true
-				if err := s.appendEvent(ctx, tx, "", store.EventScheduleSkipped, p.Actor, &store.OverlapSkippedData{
-					ScheduleID: cur.ID, Name: cur.Name, Skipped: 1, Reason: store.SkipReasonOverlap,
-					Overlap: cur.Overlap, PreviousTaskID: cur.LastTaskID,
-				}, at); err != nil {
-					return err
-				}
-			case plan.After != "":
-				task = store.AfterTask(task, plan.After)
-			case plan.Cancel != "":
-				if err := s.cancelTree(ctx, tx, plan.Cancel, "the schedule "+cur.Name+" fired again", p.Actor, at); err != nil {
-					return err
-				}
 			}
 		}
 		if task != nil {
@@ -265,22 +257,6 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 		return nil, fmt.Errorf("fire schedule %s: %w", p.ID, err)
 	}
 	return out, nil
-}
-
-// planOverlap reads the schedule's last task and decides what a firing
-// does about it (see store.PlanOverlap).
-func (s *Store) planOverlap(ctx context.Context, tx *sql.Tx, sc *store.Schedule) (store.OverlapPlan, error) {
-	if sc.LastTaskID == "" {
-		return store.PlanOverlap(sc.Overlap, nil), nil
-	}
-	last, err := getTask(ctx, tx, sc.LastTaskID)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.PlanOverlap(sc.Overlap, nil), nil // purged
-	}
-	if err != nil {
-		return store.OverlapPlan{}, err
-	}
-	return store.PlanOverlap(sc.Overlap, last), nil
 }
 
 // EventInsert implements store.Store.
