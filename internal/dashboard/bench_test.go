@@ -24,14 +24,16 @@ import (
 const (
 	benchTasks        = 100_000
 	benchStepsPerTask = 10
+	benchSchedules    = 3_000
 )
 
 // benchStore opens a SQLite store holding benchTasks tasks and
-// benchTasks×benchStepsPerTask steps (see writeBenchExport), made once (by
+// benchTasks×benchStepsPerTask steps and benchSchedules schedules (see
+// writeBenchExport), made once (by
 // import) and kept in the temporary directory for the next run.
 func benchStore(b *testing.B) *errand.Client {
 	b.Helper()
-	path := filepath.Join(os.TempDir(), fmt.Sprintf("errand-dashboard-bench-v3-%d-%d.db", benchTasks, benchStepsPerTask))
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("errand-dashboard-bench-v4-%d-%d-%d.db", benchTasks, benchStepsPerTask, benchSchedules))
 	if _, err := os.Stat(path); err != nil {
 		tmp := path + ".building"
 		_ = os.Remove(tmp)
@@ -83,7 +85,7 @@ func benchInTree(i int) bool { return i > benchTreeRoot && i < benchTreeRoot+ben
 // writeBenchExport writes the benchmark's store as an export: tasks in
 // every status, each with its steps, two events and (if it asked) an open
 // question; a notification for every ended task; one run drawn as a tree
-// and a chain of dependencies.
+// and a chain of dependencies; benchSchedules schedules.
 func writeBenchExport(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	enc := json.NewEncoder(bw)
@@ -173,6 +175,18 @@ func writeBenchExport(w io.Writer) error {
 			return err
 		}
 	}
+	overlaps := []string{store.OverlapSkip, store.OverlapBufferOne, store.OverlapAllowAll, store.OverlapCancelPrevious}
+	for i := range benchSchedules {
+		sc := &store.Schedule{
+			ID: fmt.Sprintf("sch_%026d", i+1), Name: fmt.Sprintf("schedule-%05d", i), Kind: store.ScheduleCron, Spec: "0 3 * * *",
+			CatchUp: "one", Overlap: overlaps[i%len(overlaps)], Enabled: true, Task: json.RawMessage(`{"goal":"tidy up"}`),
+			NextRunAt: start.Add(24 * time.Hour), LastRunAt: start, LastTaskID: benchTaskID(i), FireCount: int64(i),
+			CreatedAt: start, UpdatedAt: start,
+		}
+		if err := write("schedule", sc); err != nil {
+			return err
+		}
+	}
 	return bw.Flush()
 }
 
@@ -211,8 +225,9 @@ func BenchmarkPages(b *testing.B) {
 		{"task_in_chain", "/tasks/" + benchTaskID(benchChainTask), "<h2>Dependencies</h2>"},
 		{"task_live", "/tasks/" + benchTaskID(benchChainTask) + "/live", "progress"},
 		{"queue", "/queue", "tasks wait for an answer"},
-		{"money", "/money", "Most expensive"},
-		{"schedules", "/schedules", ""},
+		{"money", "/money", "Spend per hour today"},
+		{"schedules", "/schedules", "Next page"},
+		{"schedules_deep", "/schedules?cursor=schedule-02000", "schedule-02049"},
 		{"health", "/health", "upstream_down"},
 	} {
 		b.Run(page.name, func(b *testing.B) {

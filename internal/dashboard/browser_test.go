@@ -46,8 +46,28 @@ func TestDashboardInChromium(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
 	advance := make(chan struct{})
+	holding := make(chan struct{}) // the news monitor holds a reservation
+	// paid is what each step of a paying task costs; each reserves a cent
+	// more than it costs.
+	paid := map[string][]float64{
+		"Summarise the supplier contracts": {0.06, 0.05, 0.04},
+		"Research competitor pricing":      {0.07, 0.05},
+		"Translate the handbook":           {0.04, 0.03},
+		"Tag the support tickets":          {0.02, 0.03},
+		"Monitor the news feed":            {0.03},
+	}
 	agent := errand.AgentFunc(func(ctx context.Context, run *errand.TaskRun) (errand.Result, error) {
-		switch run.Task().Goal {
+		goal := run.Task().Goal
+		if costs, ok := paid[goal]; ok {
+			for n, cost := range costs {
+				if _, err := run.PaidStep(ctx, n+1, "model", cost+0.01, func(context.Context, string) (any, float64, error) {
+					return "ok", cost, nil
+				}); err != nil {
+					return errand.Result{}, err
+				}
+			}
+		}
+		switch goal {
 		case "Write the quarterly report":
 			for step := 1; step <= 4; step++ {
 				if err := run.Progress(ctx, step, 4, fmt.Sprintf("section %d of 4", step)); err != nil {
@@ -82,9 +102,24 @@ func TestDashboardInChromium(t *testing.T) {
 			return errand.Result{}, ctx.Err()
 		case "Chart last quarter's revenue":
 			return errand.Result{Output: "chart.png"}, nil
+		case "Monitor the news feed": // holds its next step's reservation until the test ends
+			_, err := run.PaidStep(ctx, len(paid[goal])+1, "model", 0.05, func(ctx context.Context, _ string) (any, float64, error) {
+				close(holding)
+				<-ctx.Done()
+				return nil, 0, ctx.Err()
+			})
+			return errand.Result{}, err
+		case "Write the annual review": // does not fit what is left of the day: deferred
+			_, err := run.PaidStep(ctx, 1, "model", 0.20, func(context.Context, string) (any, float64, error) {
+				return "ok", 0.18, nil
+			})
+			return errand.Result{}, err
 		case "Watch the build queue", "Draft the announcement":
 			<-ctx.Done()
 			return errand.Result{}, ctx.Err()
+		case "Summarise the supplier contracts", "Research competitor pricing", "Translate the handbook", "Tag the support tickets",
+			"Sort the shared inbox":
+			return errand.Result{Output: "done"}, nil
 		default: // fails on its first attempt
 			if run.Task().Attempt <= 1 {
 				return errand.Result{}, errand.NonRetryable("upstream_down", errors.New("the weather service answered 503"))
@@ -92,7 +127,9 @@ func TestDashboardInChromium(t *testing.T) {
 			return errand.Result{Output: "sunny"}, nil
 		}
 	})
-	require.NoError(t, client.RegisterAgent("default", agent))
+	for _, name := range []string{"default", "research", "writer"} {
+		require.NoError(t, client.RegisterAgent(name, agent))
+	}
 	engine, err := errand.NewEngine(client, &errand.EngineConfig{Workers: 8})
 	require.NoError(t, err)
 	require.NoError(t, engine.Start(t.Context()))
@@ -232,16 +269,59 @@ func TestDashboardInChromium(t *testing.T) {
 		chromedp.WaitVisible(`#status.status-completed`),
 	)
 
-	_, err = client.CreateSchedule(t.Context(), &errand.ScheduleParams{
-		Name: "morning-brief", Kind: "cron", Spec: "0 8 * * 1-5", Task: []byte(`{"goal":"Summarise the overnight alerts"}`)})
+	// Real spend against a daily limit of $0.50, one paid step after
+	// another: $0.42 spent (alerts at 50 % and 80 %), $0.05 held by a
+	// running step, and a task whose $0.20 step does not fit what is left.
+	_, err = client.SetSpendLimits(t.Context(), errand.SpendLimits{DailyUSD: 0.50, MonthlyUSD: 5,
+		AlertThresholds: []float64{0.5, 0.8}, OnLimit: errand.OnLimitPauseAll, Timezone: "UTC"})
 	require.NoError(t, err)
+	for _, p := range []*errand.SubmitParams{
+		{Goal: "Summarise the supplier contracts", Agent: "research"},
+		{Goal: "Research competitor pricing", Agent: "research"},
+		{Goal: "Translate the handbook", Agent: "writer"},
+		{Goal: "Tag the support tickets"},
+	} {
+		waitEvent(t, client, submitWith(p), "task.completed")
+	}
+	submitWith(&errand.SubmitParams{Goal: "Monitor the news feed", Agent: "research"})
+	select {
+	case <-holding:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the news monitor did not start its held step")
+	}
+	review := submitWith(&errand.SubmitParams{Goal: "Write the annual review", Agent: "writer"})
+	waitEvent(t, client, review, "task.deferred")
+	waitEvent(t, client, review, "task.released") // back to pending, to wait for room
+	guard, err := client.SpendGuard(t.Context())
+	require.NoError(t, err)
+	require.InDelta(t, 0.42, guard.SpentDay, 1e-9)
+	require.InDelta(t, 0.05, guard.ReservedUSD, 1e-9)
+	require.Equal(t, 1, guard.Deferred)
+	require.Len(t, guard.AlertsThisPeriod(), 2)
+
+	// Schedules of every overlap policy.
+	for _, p := range []*errand.ScheduleParams{
+		{Name: "morning-brief", Kind: "cron", Spec: "0 8 * * 1-5", Timezone: "Europe/Berlin", Task: []byte(`{"goal":"Summarise the overnight alerts"}`)},
+		{Name: "inbox-sweep", Kind: "interval", Spec: "15m", Overlap: "buffer_one", Task: []byte(`{"goal":"Sort the shared inbox"}`)},
+		{Name: "nightly-backup", Kind: "cron", Spec: "0 2 * * *", Overlap: "cancel_previous", Task: []byte(`{"goal":"Back up the wiki"}`)},
+		{Name: "on-deploy", Kind: "event", Spec: `{"type":"deploy.finished"}`, Task: []byte(`{"goal":"Smoke-test the deploy"}`)},
+		{Name: "weekly-report", Kind: "cron", Spec: "0 9 * * 1", Enabled: new(false), Task: []byte(`{"goal":"Write the weekly report"}`)},
+	} {
+		_, err = client.CreateSchedule(t.Context(), p)
+		require.NoError(t, err)
+	}
+	swept, err := client.RunSchedule(t.Context(), "inbox-sweep")
+	require.NoError(t, err)
+	waitEvent(t, client, swept.ID, "task.completed")
 	run("the other pages",
-		chromedp.Navigate(base+"/money"), chromedp.WaitVisible("svg.chart"), shot("money"),
+		chromedp.Navigate(base+"/money"), chromedp.WaitVisible("svg.spend-chart rect.chart-bar"),
+		chromedp.WaitVisible("line.chart-limit"), chromedp.WaitVisible("table.alerts"), shot("money"),
 		chromedp.Navigate(base+"/schedules"), chromedp.WaitVisible(`td code`), shot("schedules"),
 		chromedp.Navigate(base+"/health"), chromedp.WaitVisible(`table.counts`), shot("health"),
 		chromedp.EmulateViewport(390, 844),
 		chromedp.Navigate(base+"/"), chromedp.WaitVisible("tbody#rows"), shot("tasks-phone"),
 		chromedp.Navigate(base+"/tasks/"+booking), chromedp.WaitVisible(".artifact pre"), shot("task-phone"),
+		chromedp.Navigate(base+"/money"), chromedp.WaitVisible("svg.spend-chart rect.chart-bar"), shot("money-phone"),
 	)
 
 	mu.Lock()
@@ -249,5 +329,5 @@ func TestDashboardInChromium(t *testing.T) {
 	require.Empty(t, problems, "script errors in the pages:\n%s", strings.Join(problems, "\n"))
 	entries, err := os.ReadDir(shots)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(entries), 12)
+	require.GreaterOrEqual(t, len(entries), 13)
 }

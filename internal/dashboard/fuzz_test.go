@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -52,6 +53,13 @@ func FuzzPages(f *testing.F) {
 	if _, err := client.Submit(f.Context(), &errand.SubmitParams{Goal: "child", ParentID: task.ID, DependsOn: []string{task.ID}}); err != nil {
 		f.Fatal(err)
 	}
+	// More schedules than a page shows: the schedules page links on.
+	for i := range schedulePageSize + 1 {
+		if _, err := client.CreateSchedule(f.Context(), &errand.ScheduleParams{Name: fmt.Sprintf("fuzz-%02d", i), Kind: "cron", Spec: "0 3 * * *",
+			Overlap: "buffer_one", Task: []byte(`{"goal":"fuzzed"}`)}); err != nil {
+			f.Fatal(err)
+		}
+	}
 	d, err := New(Config{Client: client, Token: testToken, Home: f.TempDir()})
 	if err != nil {
 		f.Fatal(err)
@@ -60,12 +68,15 @@ func FuzzPages(f *testing.F) {
 	csrf := d.sessions.csrf(sess)
 	for _, seed := range []string{"/", "/?status=running&agent=a&session=s", "/?cursor=zz", "/tasks/" + task.ID, "/tasks/rows?status=%ff",
 		"/tasks/" + task.ID + "/live", "/queue", "/health", "/money", "/schedules", "/tasks/nope", "/static/app.css", "/../etc/passwd",
-		"/?q=%25_%5C", "/?q=%00", "/tasks/" + task.ID + "/artifact", "/tasks/..%2F..%2Fetc/artifact"} {
+		"/?q=%25_%5C", "/?q=%00", "/tasks/" + task.ID + "/artifact", "/tasks/..%2F..%2Fetc/artifact",
+		"/schedules?cursor=fuzz-49", "/schedules?cursor=%ff", "/schedules?cursor=a&cursor=b", "/schedules?page=2", "/schedules?cursor=%00"} {
 		f.Add("GET", seed, "")
 	}
 	f.Add("POST", "/tasks/"+task.ID+"/answer", "answer=%00%ff")
 	f.Add("POST", "/tasks/"+task.ID+"/pause", "")
 	f.Add("POST", "/tasks/"+task.ID+"/frobnicate", "")
+	f.Add("POST", "/schedules/fuzz-00/disable", "cursor=fuzz-49")
+	f.Add("POST", "/schedules/fuzz-00/enable", "cursor=%ff")
 	f.Fuzz(func(t *testing.T, method, target, form string) {
 		if method != "GET" && method != "POST" {
 			return
@@ -88,6 +99,36 @@ func FuzzPages(f *testing.F) {
 		d.ServeHTTP(rec, req)
 		if rec.Code >= 500 {
 			t.Fatalf("%s %s (%q): %d %s", method, target, form, rec.Code, rec.Body.String())
+		}
+	})
+}
+
+// The schedules page's query is refused or read as a cursor that its
+// next link carries back unchanged.
+func FuzzScheduleCursor(f *testing.F) {
+	for _, seed := range []string{"", "cursor=nightly-tidy", "cursor=%ff", "cursor=a%00", "cursor=a&cursor=b", "page=2",
+		"cursor=caf%C3%A9+du+matin", "cursor=%E2%80%AE", "cursor=a;b"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return // not a query a browser sends
+		}
+		cursor, err := scheduleCursor(q)
+		if err != nil {
+			return
+		}
+		if !validCursor(cursor) {
+			t.Fatalf("accepted %q", cursor)
+		}
+		// The link the page writes, read back.
+		back, err := url.ParseQuery(url.Values{"cursor": {cursor}}.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := scheduleCursor(back); err != nil || again != cursor {
+			t.Fatalf("cursor %q came back as %q, %v", cursor, again, err)
 		}
 	})
 }

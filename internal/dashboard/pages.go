@@ -9,10 +9,12 @@ import (
 	"html/template"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/errandhq/errand"
@@ -47,6 +49,11 @@ func (d *Dashboard) parseTemplates() error {
 		"mul":      func(a, b int) int { return a * b },
 		"planMark": planMark,
 		"budget":   budgetText,
+		"alert":    alertWhat,
+		"alertsAt": thresholdsText,
+		"held":     heldUSD,
+		"share":    shareOf,
+		"overlap":  overlapOf,
 		"planWord": planWord,
 	}
 	d.pages = map[string]*template.Template{}
@@ -644,14 +651,22 @@ func (d *Dashboard) healthPage(w http.ResponseWriter, r *http.Request, v *view) 
 	d.render(w, r, http.StatusOK, "health", v)
 }
 
-// moneyData is the money page.
+// moneyData is the money page: what errand budget shows, spend per day
+// and per hour, and where the money went.
 type moneyData struct {
-	Guard     *errand.SpendGuard
-	Bars      []spendBar
-	Running   []*errand.Task
-	TopTasks  []*errand.Task
-	TopAgents []agentSpend
-	Looked    int
+	Guard *errand.SpendGuard
+	Bars  []spendBar
+	// State is the guard's: open, paused, or paused then resumed.
+	State  string
+	Alerts []store.FiredAlert // of this day and month, oldest first
+	// Zone is the guard's time zone: its days, hours and alerts are
+	// shown in it.
+	Zone        *time.Location
+	Days, Hours *spendChart
+	Running     []*errand.Task
+	TopTasks    []*errand.Task
+	TopAgents   []agentSpend
+	Looked      int
 }
 
 // spendBar is one bar of the chart: spent against a limit, Width of 400.
@@ -659,6 +674,7 @@ type spendBar struct {
 	Label        string
 	Spent, Limit float64
 	Width        int
+	Over         bool // the limit is reached
 }
 
 type agentSpend struct {
@@ -672,7 +688,7 @@ type agentSpend struct {
 const moneyLooked = 1000
 
 func barOf(label string, spent, limit float64) spendBar {
-	b := spendBar{Label: label, Spent: spent, Limit: limit}
+	b := spendBar{Label: label, Spent: spent, Limit: limit, Over: limit > 0 && spent >= limit-1e-12}
 	switch {
 	case limit > 0:
 		b.Width = int(math.Round(min(spent/limit, 1) * 400))
@@ -682,6 +698,31 @@ func barOf(label string, spent, limit float64) spendBar {
 	return b
 }
 
+// alertWhat names what an alert says: the share of the daily or monthly
+// limit spend crossed, or that the limit was reached.
+func alertWhat(a store.FiredAlert) string {
+	limit := "daily limit"
+	if a.Period == store.PeriodMonth {
+		limit = "monthly limit"
+	}
+	if a.Threshold >= 1 {
+		return limit + " reached"
+	}
+	return fmt.Sprintf("%.0f%% of the %s", a.Threshold*100, limit)
+}
+
+// thresholdsText lists the shares of a limit the guard alerts at; the
+// limit itself always alerts.
+func thresholdsText(ts []float64) string {
+	var parts []string
+	for _, t := range ts {
+		if t < 1 {
+			parts = append(parts, fmt.Sprintf("%.0f%%", t*100))
+		}
+	}
+	return strings.Join(append(parts, "the limit"), ", ")
+}
+
 func (d *Dashboard) moneyPage(w http.ResponseWriter, r *http.Request, v *view) {
 	ctx := r.Context()
 	guard, err := d.client.SpendGuard(ctx)
@@ -689,17 +730,29 @@ func (d *Dashboard) moneyPage(w http.ResponseWriter, r *http.Request, v *view) {
 		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
 		return
 	}
-	data := &moneyData{Guard: guard, Bars: []spendBar{
+	zone, err := store.SpendLocation(&guard.Limits)
+	if err != nil {
+		zone = time.UTC // as the guard counts
+	}
+	data := &moneyData{Guard: guard, State: guard.StateName(), Alerts: guard.AlertsThisPeriod(), Zone: zone, Bars: []spendBar{
 		barOf("Today", guard.SpentDay, guard.Limits.DailyUSD),
 		barOf("This month", guard.SpentMonth, guard.Limits.MonthlyUSD),
 	}}
+	history, err := d.client.SpendHistory(ctx, chartDays)
+	if err != nil {
+		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
+		return
+	}
+	data.Days, data.Hours = dayChart(history.Days, guard.Limits.DailyUSD), hourChart(history.Hours)
 	running, err := d.client.List(ctx, &errand.ListParams{Statuses: []store.Status{store.StatusRunning}, Limit: 200})
 	if err != nil {
 		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
 		return
 	}
 	data.Running = running.Tasks
-	slices.SortStableFunc(data.Running, func(a, b *errand.Task) int { return cmp.Compare(taskCost(b), taskCost(a)) })
+	slices.SortStableFunc(data.Running, func(a, b *errand.Task) int {
+		return cmp.Compare(taskCost(b)+heldUSD(b), taskCost(a)+heldUSD(a))
+	})
 
 	latest, err := d.client.List(ctx, &errand.ListParams{Limit: moneyLooked})
 	if err != nil {
@@ -734,13 +787,85 @@ func (d *Dashboard) moneyPage(w http.ResponseWriter, r *http.Request, v *view) {
 	d.render(w, r, http.StatusOK, "money", v)
 }
 
+// heldUSD is what a running task holds reserved for the step it runs.
+func heldUSD(t *errand.Task) float64 {
+	if t.Reserved == nil {
+		return 0
+	}
+	return t.Reserved.CostUSD
+}
+
+// shareOf is spent as a whole percentage of limit, or "" without a limit.
+func shareOf(spent, limit float64) string {
+	if limit <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.0f%%", 100*spent/limit)
+}
+
+// schedulesData is one page of the schedules, by name.
+type schedulesData struct {
+	Schedules []*errand.Schedule
+	// Cursor is the name this page starts after ("" on the first); Next
+	// the cursor of the following page, "" on the last.
+	Cursor, Next string
+}
+
+// schedulePageSize is how many schedules a page shows.
+const schedulePageSize = 50
+
+// maxScheduleCursor bounds a cursor, a schedule's name: errand's names
+// are at most 100 bytes, imported ones may be longer.
+const maxScheduleCursor = 1000
+
+// scheduleCursor reads the schedules page's query: only cursor, once, a
+// schedule name (text with no control characters).
+func scheduleCursor(q url.Values) (string, error) {
+	for k, vs := range q {
+		if k != "cursor" {
+			return "", fmt.Errorf("the schedules page takes no %q parameter, only cursor", k)
+		}
+		if len(vs) > 1 {
+			return "", errors.New("give one cursor")
+		}
+	}
+	c := q.Get("cursor")
+	if !validCursor(c) {
+		return "", errors.New("the cursor is not a schedule name")
+	}
+	return c, nil
+}
+
+// validCursor reports whether c could be a schedule's name, or is empty.
+func validCursor(c string) bool {
+	return len(c) <= maxScheduleCursor && utf8.ValidString(c) && !strings.ContainsFunc(c, unicode.IsControl)
+}
+
+// overlapOf is the overlap policy a schedule fires with: a stored empty
+// one is its kind's default.
+func overlapOf(s *errand.Schedule) string {
+	switch {
+	case s.Overlap != "":
+		return s.Overlap
+	case s.Kind == store.ScheduleEvent:
+		return store.OverlapAllowAll
+	}
+	return store.OverlapSkip
+}
+
 func (d *Dashboard) schedulesPage(w http.ResponseWriter, r *http.Request, v *view) {
-	schedules, err := d.client.Schedules(r.Context())
+	cursor, err := scheduleCursor(r.URL.Query())
+	if err != nil {
+		d.fail(w, r, v, http.StatusBadRequest, err.Error())
+		return
+	}
+	data := &schedulesData{Cursor: cursor}
+	data.Schedules, data.Next, err = d.client.SchedulePage(r.Context(), cursor, schedulePageSize)
 	if err != nil {
 		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
 		return
 	}
-	v.Title, v.Data = "Schedules", schedules
+	v.Title, v.Data = "Schedules", data
 	d.render(w, r, http.StatusOK, "schedules", v)
 }
 
@@ -754,7 +879,12 @@ func (d *Dashboard) scheduleAct(w http.ResponseWriter, r *http.Request, v *view)
 			d.fail(w, r, v, actionStatus(err), err.Error())
 			return
 		}
-		http.Redirect(w, r, "/schedules", http.StatusSeeOther)
+		// Back to the page the button was on.
+		back := "/schedules"
+		if c := r.PostFormValue("cursor"); c != "" && validCursor(c) {
+			back += "?" + url.Values{"cursor": {c}}.Encode()
+		}
+		http.Redirect(w, r, back, http.StatusSeeOther)
 	case "run":
 		task, err := d.client.RunSchedule(ctx, id)
 		if err != nil {

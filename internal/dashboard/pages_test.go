@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -220,4 +223,190 @@ func TestTaskTreeOfABigRunReachesTheRoot(t *testing.T) {
 		require.Contains(t, page, `<a href="/tasks/`+task.ID+`"><g class="node`, task.Title)
 	}
 	require.Contains(t, page, "Only part of it is drawn")
+}
+
+// The money page shows what errand budget shows, from real paid steps
+// against a daily limit: the state (open, paused, paused then resumed),
+// spend and what it is of the limits, what running steps hold, how many
+// tasks wait for room, the alerts of the period, and spend per day and
+// per hour as bars with their figures, the daily limit's line and a
+// summary in words.
+func TestMoneyPageShowsTheGuardItsAlertsAndSpendCharts(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	// Each goal is one paid step: what it reserves and what it costs.
+	steps := map[string][2]float64{"spend": {0.06, 0.06}, "big": {0.08, 0.08}, "finish": {0.03, 0.04}}
+	agent := errand.AgentFunc(func(ctx context.Context, run *errand.TaskRun) (errand.Result, error) {
+		step := steps[run.Task().Goal]
+		_, err := run.PaidStep(ctx, 1, "model", step[0], func(context.Context, string) (any, float64, error) {
+			return "ok", step[1], nil
+		})
+		return errand.Result{Output: "done"}, err
+	})
+	require.NoError(t, h.client.RegisterAgent("default", agent))
+	engine, err := errand.NewEngine(h.client, &errand.EngineConfig{Workers: 2})
+	require.NoError(t, err)
+	require.NoError(t, engine.Start(t.Context()))
+	t.Cleanup(func() { _ = engine.Stop(context.Background()) })
+	_, err = h.client.SetSpendLimits(t.Context(), errand.SpendLimits{DailyUSD: 0.10, AlertThresholds: []float64{0.5},
+		OnLimit: errand.OnLimitPauseAll, Timezone: "UTC"})
+	require.NoError(t, err)
+	submit := func(goal string) string {
+		t.Helper()
+		task, err := h.client.Submit(t.Context(), &errand.SubmitParams{Goal: goal})
+		require.NoError(t, err)
+		return task.ID
+	}
+
+	// $0.06 spent (an alert at 50 %); $0.08 more does not fit: deferred.
+	waitEvent(t, h.client, submit("spend"), "task.completed")
+	big := submit("big")
+	waitEvent(t, h.client, big, "task.deferred")
+	waitEvent(t, h.client, big, "task.released")
+	resp, page := get(t, b, h.srv.URL+"/money")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	history, err := h.client.SpendHistory(t.Context(), chartDays)
+	require.NoError(t, err)
+	today := history.Days[len(history.Days)-1].Start.Format(time.DateOnly)
+	var hour time.Time
+	for _, s := range history.Hours {
+		if s.CostUSD > 0 {
+			hour = s.Start
+		}
+	}
+	for _, want := range []string{
+		`<span class="badge guard-open">open</span>`,
+		"<dd>$0.0600 of $0.1000 (60%)</dd>",
+		`<span class="note">no monthly limit</span>`,
+		"<dt>Waiting for room</dt><dd>1 task <span",
+		"<dt>Held by running steps</dt><dd>$0.0000</dd>",
+		"<dt>Alerts at</dt><dd>50%, the limit</dd>",
+		"<td>50% of the daily limit</td><td>$0.0600 of $0.1000</td><td>" + today + "</td>",
+		"<title>" + today + ": $0.0600</title>",
+		"<title>" + hourSpan(hour) + ": $0.0600</title>",
+		`class="chart-limit"`, "daily limit $0.1000",
+		"$0.0600 spent in the last 30 days; the most in a day was $0.0600, on " + today + ". No day reached the daily limit of $0.1000.",
+		"$0.0600 spent today; the most in an hour was $0.0600, " + hourSpan(hour) + ".",
+	} {
+		require.Contains(t, page, want)
+	}
+	require.Equal(t, chartDays+len(history.Hours), strings.Count(page, `<g class="chart-slot"><title>`), "a bar and its figure for every day and hour")
+	require.Equal(t, 2, strings.Count(page, `<rect class="chart-bar" x=`), "today and this hour")
+	require.NotContains(t, page, "chart-over")
+	require.NotContains(t, page, "holds work")
+
+	// $0.04 more reaches the limit: work pauses until the day ends.
+	waitEvent(t, h.client, submit("finish"), "task.completed")
+	_, page = get(t, b, h.srv.URL+"/money")
+	for _, want := range []string{
+		`<span class="badge guard-paused">paused</span>`, "The spend guard holds work until",
+		`<tr class="reached"><td>`, "<td>daily limit reached</td><td>$0.1000 of $0.1000</td>", "<title>" + today + ": $0.1000</title>",
+		`class="chart-bar chart-over"`, "1 day reached the daily limit of $0.1000.",
+	} {
+		require.Contains(t, page, want)
+	}
+	_, err = h.client.ResumeSpend(t.Context())
+	require.NoError(t, err)
+	_, page = get(t, b, h.srv.URL+"/money")
+	require.Contains(t, page, `<span class="badge guard-resumed">paused then resumed</span> <span class="note">the limit still holds</span>`)
+	require.NotContains(t, page, "holds work")
+}
+
+// The schedules page shows 50 schedules a page, by name, each with its
+// overlap policy, and a next link that walks all of them: 3,000
+// schedules are 60 small pages, not one of megabytes. A bad cursor or
+// an unknown parameter is refused with a 400.
+func TestSchedulesArePagedAndShowTheirOverlap(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	const schedules = 3000
+	overlaps := []string{store.OverlapSkip, store.OverlapBufferOne, store.OverlapAllowAll, store.OverlapCancelPrevious}
+	var export strings.Builder
+	enc := json.NewEncoder(&export)
+	at := time.Now().UTC().Truncate(time.Second)
+	for i := range schedules {
+		require.NoError(t, enc.Encode(map[string]any{"kind": "schedule", "data": &store.Schedule{
+			ID: fmt.Sprintf("sch_%026d", i+1), Name: fmt.Sprintf("sweep-%04d", i), Kind: store.ScheduleCron, Spec: "0 3 * * *",
+			CatchUp: "one", Overlap: overlaps[i%len(overlaps)], Enabled: true, Task: json.RawMessage(`{"goal":"sweep"}`),
+			NextRunAt: at.Add(time.Hour), CreatedAt: at, UpdatedAt: at,
+		}}))
+	}
+	_, err := h.client.Import(t.Context(), strings.NewReader(export.String()))
+	require.NoError(t, err)
+
+	names := regexp.MustCompile(`<td>(sweep-\d{4})</td>\s*<td>cron</td>\s*<td><code>0 3 \* \* \*</code></td>\s*<td>([a-z_]+)</td>`)
+	nextLink := regexp.MustCompile(`<a href="/schedules\?cursor=([^"]*)" rel="next">Next page</a>`)
+	path, seen, pages := "/schedules", 0, 0
+	for path != "" {
+		resp, page := get(t, b, h.srv.URL+path)
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		require.Less(t, len(page), 64<<10, "a page of %d schedules is small", schedulePageSize)
+		rows := names.FindAllStringSubmatch(page, -1)
+		require.Len(t, rows, min(schedulePageSize, schedules-seen), path)
+		for _, row := range rows {
+			require.Equal(t, fmt.Sprintf("sweep-%04d", seen), row[1], "by name, none left out or repeated")
+			require.Equal(t, overlaps[seen%len(overlaps)], row[2])
+			seen++
+		}
+		pages++
+		path = ""
+		if m := nextLink.FindStringSubmatch(page); m != nil {
+			cursor, err := url.QueryUnescape(html.UnescapeString(m[1]))
+			require.NoError(t, err)
+			require.Equal(t, rows[len(rows)-1][1], cursor, "the next page starts after this one's last")
+			path = "/schedules?cursor=" + url.QueryEscape(cursor)
+		}
+	}
+	require.Equal(t, schedules, seen)
+	require.Equal(t, schedules/schedulePageSize, pages)
+
+	// A button on a later page comes back to that page.
+	_, page := get(t, b, h.srv.URL+"/schedules?cursor=sweep-0049")
+	require.Contains(t, page, `<a href="/schedules">First page</a>`)
+	resp, _ := post(t, b, h.srv.URL+"/schedules/"+fmt.Sprintf("sch_%026d", 51)+"/disable",
+		url.Values{"csrf": {csrfOf(t, page)}, "cursor": {"sweep-0049"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/schedules?cursor=sweep-0049", resp.Header.Get("Location"))
+	_, page = get(t, b, h.srv.URL+"/schedules?cursor=sweep-0049")
+	require.Contains(t, page, `<tr class="disabled">`+"\n      <td>sweep-0050</td>")
+	_, page = get(t, b, h.srv.URL+"/schedules?cursor=zzz")
+	require.Contains(t, page, "No schedules after <code>zzz</code>.")
+
+	for _, bad := range []string{"?cursor=%ff", "?cursor=a%00b", "?cursor=" + strings.Repeat("a", maxScheduleCursor+1),
+		"?page=2", "?cursor=a&cursor=b", "?cursor=a&status=running"} {
+		resp, page := get(t, b, h.srv.URL+"/schedules"+bad)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, bad)
+		require.Contains(t, page, "<h1>Bad Request</h1>", bad)
+	}
+}
+
+// A schedule stored without an overlap policy fires with its kind's
+// default.
+func TestOverlapOfDefaultsByKind(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ kind, overlap, want string }{
+		{store.ScheduleCron, "", store.OverlapSkip},
+		{store.ScheduleInterval, "", store.OverlapSkip},
+		{store.ScheduleHeartbeat, "", store.OverlapSkip},
+		{store.ScheduleEvent, "", store.OverlapAllowAll},
+		{store.ScheduleEvent, store.OverlapBufferOne, store.OverlapBufferOne},
+		{store.ScheduleCron, store.OverlapCancelPrevious, store.OverlapCancelPrevious},
+	} {
+		require.Equal(t, c.want, overlapOf(&errand.Schedule{Kind: c.kind, Overlap: c.overlap}), "%s %q", c.kind, c.overlap)
+	}
+}
+
+// An alert names its share of the daily or monthly limit, or the limit
+// reached; the guard alerts at its thresholds and always at the limit.
+func TestAlertWords(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "50% of the daily limit", alertWhat(store.FiredAlert{Period: store.PeriodDay, Threshold: 0.5}))
+	require.Equal(t, "monthly limit reached", alertWhat(store.FiredAlert{Period: store.PeriodMonth, Threshold: 1}))
+	require.Equal(t, "80% of the monthly limit", alertWhat(store.FiredAlert{Period: store.PeriodMonth, Threshold: 0.8}))
+	require.Equal(t, "the limit", thresholdsText(nil))
+	require.Equal(t, "50%, 80%, the limit", thresholdsText([]float64{0.5, 0.8, 1}))
 }
