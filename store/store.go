@@ -382,6 +382,7 @@ type Store interface {
 
 	// Close releases the store's connections.
 	Close() error
+	OverheadStore // learned prompt overheads: overhead.go
 }
 
 // TaskInsertParams describes a task to write. The engine has validated it.

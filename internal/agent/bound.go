@@ -15,8 +15,8 @@ import (
 
 // A model call reserves its worst case before it is made (see
 // reserveModelCall): the reply is capped by max_tokens, and the prompt by
-// promptBound, the smallest of several bounds that each hold on their own,
-// so their minimum holds too:
+// promptBound, the least of several bounds that each hold on their own, so
+// their minimum holds too:
 //
 //   - Bytes. A token is at least one byte (provider.ByteBound). It holds
 //     for every model and is loose: about 3,100 tokens for the first
@@ -27,19 +27,29 @@ import (
 //     tool results, answers, nudges. It is bounded by the input tokens
 //     reported, plus the reply's reported output tokens with the framing
 //     of a turn and of each call (the model's own tokens, sent back; the
-//     call ids errand or the server chose, and the few bytes JSON escaping
-//     may add to arguments, are counted apart), plus the bound of each
-//     later turn. If the system prompt or the tools changed, the new ones
-//     are added whole, the old ones never taken off. The count rides on
-//     the last turn of the prompt it was made for (Turn.Usage), so it is
-//     in the checkpoint, and a replayed call's record carries it too: a
+//     call ids errand or the server chose, and the bytes JSON escaping may
+//     add to arguments, are counted apart), plus the bound of each later
+//     turn. If the system prompt or the tools changed, the new ones are
+//     added whole, the old ones never taken off. The count rides on the
+//     last turn of the prompt it was made for (Turn.Usage), so it is in
+//     the checkpoint, and a replayed call's record carries it too: a
 //     resumed task keeps it.
 //   - The model's tokenizer, where errand has it (provider.TokenBounder:
 //     OpenAI's models): the text's exact count plus framing allowances.
 //   - What the agent learned (taskrun.PromptOverheads): the input tokens a
-//     server reported for a call whose fixed part (model, system prompt,
-//     tools) was the same bound that fixed part, since the call's messages
-//     took at least none; the new messages are bounded on their own.
+//     server counted for a call whose fixed part (agent, provider, model,
+//     system prompt, tools) was the same bound that fixed part, since the
+//     call's messages took at least none; the new messages are bounded on
+//     their own, plus a little slack for templates that vary (a date).
+//
+// The last two trust the server's count to be of the whole prompt. Servers
+// that cache a prompt's prefix may report only the tokens they processed
+// (some Ollama and llama.cpp versions did), and such a count bounds
+// nothing. So a count is taken only if it is plausible: at least one token
+// for every maxBytesPerToken bytes of the prompt's text (a cached tools
+// prefix leaves far fewer), not more than the bound the call reserved, and
+// not less than an earlier count of a prompt it extends. Once one fails,
+// the attempt trusts no count and bounds by bytes and the tokenizer.
 //
 // A server that reports no usage gets bytes (and the tokenizer) only: the
 // usage FillUsage estimates is not a count, so it is not carried on.
@@ -53,6 +63,13 @@ type PromptUsage struct {
 	OutputTokens int64  `json:"output_tokens"`
 	Fixed        string `json:"fixed,omitempty"`
 }
+
+// maxBytesPerToken bounds the bytes of text a whole prompt's tokens hold on
+// average in a count errand believes. Tokenizers average 2 to 5 (English,
+// code, JSON); only long runs of one character pack more, and a prompt
+// whose count is refused for that is bounded by bytes instead, which is
+// safe.
+const maxBytesPerToken = 10
 
 // escapedRunes are the characters encoding/json writes as a six-byte
 // \uXXXX escape (HTML-safe output): a tool call's arguments may come back
@@ -75,38 +92,34 @@ type fixedPart struct {
 	digest string
 }
 
-func fixedOf(req *provider.Request) *fixedPart {
-	return &fixedPart{system: req.System, tools: req.Tools, digest: fixedDigest(req)}
-}
-
-// fixedDigest identifies a request's system prompt and tools.
-func fixedDigest(req *provider.Request) string {
+// fixedDigest identifies what every prompt of one phase of one agent
+// shares: the agent, the kind of provider that sends it, the model, the
+// system prompt and the tools. It keys learned overheads, and tells
+// whether a count was of the same fixed part.
+func fixedDigest(agent, kind string, req *provider.Request) string {
 	h := sha256.New()
 	write := func(s string) {
 		h.Write(binary.AppendUvarint(nil, uint64(len(s))))
 		h.Write([]byte(s))
 	}
+	write("errand prompt fixed part v1")
+	write(agent)
+	write(kind)
+	write(req.Model)
 	write(req.System)
 	for _, t := range req.Tools {
 		write(t.Name)
 		write(t.Description)
 		write(string(t.Parameters))
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-// overheadKey is the key of the overhead learned for the fixed part of
-// req, sent by agent through a provider of type kind: one figure per
-// agent, model and fixed part, so a changed definition starts afresh.
-func overheadKey(agent, kind string, req *provider.Request) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "errand prompt overhead v1\x00%s\x00%s\x00%s\x00%s", agent, kind, req.Model, fixedDigest(req))
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// boundInput is what promptBound works from.
+// boundInput is what bounds works from.
 type boundInput struct {
 	req *provider.Request
+	// digest is fixedDigest of req.
+	digest string
 	// turns are the transcript req.Messages were made from, one for one.
 	turns []Turn
 	// prev is the fixed part of the attempt's previous call, if any.
@@ -116,6 +129,8 @@ type boundInput struct {
 	// learned bounds the fixed part, when an earlier call taught it (0:
 	// nothing learned).
 	learned int64
+	// distrust is set once a count was implausible: no count is used.
+	distrust bool
 }
 
 // boundParts are the bounds promptBound takes the least of; 0 where one
@@ -141,27 +156,33 @@ func (p boundParts) min() int64 {
 func bounds(in *boundInput) boundParts {
 	p := boundParts{bytes: provider.ByteBound.Request(in.req)}
 	var fixedSame bool
-	p.last, fixedSame = lastCount(in)
+	if !in.distrust {
+		p.last, fixedSame = lastCount(in)
+	}
 	if in.tok != nil && !fixedSame {
 		p.tokenizer = in.tok.Request(in.req)
 	}
-	if in.learned > 0 {
+	if in.learned > 0 && !in.distrust {
 		p.learned = in.learned + learnedSlack + counter(in.tok).Messages(in.req.Messages, 0)
 	}
 	return p
+}
+
+// lastUsage is the index of the last turn with a count, or -1.
+func lastUsage(turns []Turn) int {
+	for i := len(turns) - 1; i >= 0; i-- {
+		if turns[i].Usage != nil {
+			return i
+		}
+	}
+	return -1
 }
 
 // lastCount is the bound from the last count in the transcript, or 0 when
 // there is none. fixedSame says whether that count was of the same fixed
 // part.
 func lastCount(in *boundInput) (bound int64, fixedSame bool) {
-	last := -1
-	for i := len(in.turns) - 1; i >= 0; i-- {
-		if in.turns[i].Usage != nil {
-			last = i
-			break
-		}
-	}
+	last := lastUsage(in.turns)
 	if last < 0 || len(in.turns) != len(in.req.Messages) {
 		return 0, false
 	}
@@ -175,8 +196,8 @@ func lastCount(in *boundInput) (bound int64, fixedSame bool) {
 		next++
 	}
 	bound += count.Messages(msgs, next)
-	switch digest := fixedDigest(in.req); {
-	case u.Fixed == digest:
+	switch {
+	case u.Fixed == in.digest:
 		fixedSame = true
 	case in.prev != nil && in.prev.digest == u.Fixed:
 		bound += fixedGrowth(count, in.prev, in.req)
@@ -236,11 +257,33 @@ func fixedGrowth(b *provider.Bound, prev *fixedPart, req *provider.Request) int6
 	return total
 }
 
+// textBytes are the bytes of req's text, without framing.
+var textBytes = &provider.Bound{TextFunc: provider.MaxTextTokens}
+
+// plausible reports whether a server's count of req's prompt may be a count
+// of the whole prompt (see the top of this file): enough tokens for its
+// text, no more than bound (0: not known), and no fewer than the count of
+// an earlier prompt of turns it extends, with the same fixed part.
+func plausible(req *provider.Request, digest string, turns []Turn, in, bound int64) bool {
+	if in*maxBytesPerToken < textBytes.Request(req) || (bound > 0 && in > bound) {
+		return false
+	}
+	if i := lastUsage(turns); i >= 0 && turns[i].Usage.Fixed == digest && in < turns[i].Usage.InputTokens {
+		return false
+	}
+	return true
+}
+
 // overheadLearning is where a call's count may teach the agent's overhead.
 type overheadLearning struct {
 	keeper taskrun.PromptOverheads
 	key    string
 	tokens int64 // the figure kept before the call; 0: none
+}
+
+// digest is fixedDigest of req as this task's agent sends it.
+func (a *LLM) digest(req *provider.Request) string {
+	return fixedDigest(a.agent, fmt.Sprintf("%T", a.cfg.Provider), req)
 }
 
 // promptBound bounds the input tokens of req, made from turns (see the top
@@ -250,13 +293,13 @@ type overheadLearning struct {
 //
 // Errors are the store's, from that look-up; no call was made.
 func (a *LLM) promptBound(ctx context.Context, run taskrun.Run, req *provider.Request, turns []Turn) (prompt int64, learn *overheadLearning, err error) {
-	in := &boundInput{req: req, turns: turns, prev: a.fixed}
+	in := &boundInput{req: req, digest: a.digest(req), turns: turns, prev: a.fixed, distrust: a.distrust}
 	if tb, ok := a.cfg.Provider.(provider.TokenBounder); ok {
 		in.tok = tb.TokenBound(req.Model)
 	}
-	if _, fixedSame := lastCount(in); !fixedSame {
+	if _, fixedSame := lastCount(in); !fixedSame && !a.distrust {
 		if keeper, ok := run.(taskrun.PromptOverheads); ok {
-			learn = &overheadLearning{keeper: keeper, key: overheadKey(run.Task().Agent, fmt.Sprintf("%T", a.cfg.Provider), req)}
+			learn = &overheadLearning{keeper: keeper, key: in.digest}
 			tokens, found, err := keeper.PromptOverhead(ctx, learn.key)
 			if err != nil {
 				return 0, nil, fmt.Errorf("look up prompt overhead: %w", err)
@@ -269,20 +312,27 @@ func (a *LLM) promptBound(ctx context.Context, run taskrun.Run, req *provider.Re
 	return bounds(in).min(), learn, nil
 }
 
-// counted notes the fixed part of a call to req and, when the server
-// counted its usage, puts that on the last turn of the prompt, for the next
-// prompt's bound. It reports whether the usage was a count: not estimated
-// by FillUsage, with input tokens, and with output tokens unless the reply
-// is empty (a server that counts only the prompt says nothing of the
-// reply).
-func (a *LLM) counted(state *TaskState, req *provider.Request, u provider.Usage, reply *modelReply) bool {
-	a.fixed = fixedOf(req)
+// counted notes the fixed part of a call to req, whose prompt was bound
+// (0: not known, a replayed call) and, when the server counted its usage
+// plausibly, puts that on the last turn of the prompt, for the next
+// prompt's bound. It reports whether the usage was such a count: not
+// estimated by FillUsage, with input tokens, with output tokens unless the
+// reply is empty (a server that counts only the prompt says nothing of the
+// reply), and plausible. An implausible count makes the attempt distrust
+// every count.
+func (a *LLM) counted(state *TaskState, req *provider.Request, u provider.Usage, reply *modelReply, bound int64) bool {
+	digest := a.digest(req)
+	a.fixed = &fixedPart{system: req.System, tools: req.Tools, digest: digest}
 	empty := reply.Content == "" && len(reply.ToolCalls) == 0
 	if u.Estimated || u.InputTokens <= 0 || u.OutputTokens < 0 || (u.OutputTokens == 0 && !empty) || len(state.Transcript) == 0 {
 		return false
 	}
+	if a.distrust || !plausible(req, digest, state.Transcript, u.InputTokens, bound) {
+		a.distrust = true
+		return false
+	}
 	turns := slices.Clone(state.Transcript)
-	turns[len(turns)-1].Usage = &PromptUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Fixed: a.fixed.digest}
+	turns[len(turns)-1].Usage = &PromptUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Fixed: digest}
 	state.Transcript = turns
 	return true
 }

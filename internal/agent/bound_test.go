@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -163,6 +164,67 @@ func TestLLMAnsweredTaskKeepsTheLastCount(t *testing.T) {
 	require.Less(t, bound, provider.MaxRequestTokens(second)/2, "the count of the first prompt bounds the second")
 }
 
+// A model errand has no tokenizer for: the first task's first call
+// reserves a token per byte, and teaches the agent what the server counted
+// for its prompt. The next task's first call is bounded by that, so a
+// 2,000-token budget makes two 800-token calls, warns and stops before a
+// third. A task whose system prompt differs learned nothing yet.
+func TestLLMLearnsThePromptOverhead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	work := func(id string, in int64) provider.Response {
+		return provider.Response{ToolCalls: []provider.ToolCall{toolCall(id, "work", `{}`)}, Usage: provider.Usage{InputTokens: in, OutputTokens: 20}}
+	}
+	model := &scriptedModel{script: []provider.Response{
+		work("a1", 780),
+		{ToolCalls: []provider.ToolCall{toolCall("a2", "finish_task", `{"result":"done"}`)}, Usage: provider.Usage{InputTokens: 830, OutputTokens: 20}},
+		work("b1", 780), work("b2", 820), work("b3", 860),
+	}}
+	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m", SystemPrompt: "Be brief.", Tools: []Tool{workTool}, MaxSteps: 10})
+	require.NoError(t, err)
+	b.start(t, agent)
+	const goal = "Summarize the open issues of the errand repository."
+
+	first, err := b.engine.Submit(ctx, &engine.SubmitParams{Goal: goal})
+	require.NoError(t, err)
+	require.Equal(t, store.StatusCompleted, b.waitEnd(t, first.ID).Status)
+	model.mu.Lock()
+	req := model.requests[0]
+	model.mu.Unlock()
+	require.Greater(t, provider.MaxRequestTokens(req), int64(3000), "a token per byte")
+	learned, err := b.engine.Store().PromptOverheadGet(ctx, fixedDigest("default", "*agent.scriptedModel", req))
+	require.NoError(t, err)
+	require.Equal(t, int64(780), learned.Tokens, "the first call's count")
+	require.Equal(t, "default", learned.Agent)
+
+	const budget = 2000
+	second, err := b.engine.Submit(ctx, &engine.SubmitParams{Goal: goal, Budget: &store.Budget{MaxTokens: budget}})
+	require.NoError(t, err)
+	done := b.waitEnd(t, second.ID)
+	require.Equal(t, store.StatusFailed, done.Status)
+	require.Equal(t, taskrun.CodeBudgetExceeded, done.Error.Code, done.Error.Message)
+	require.Equal(t, 4, model.calls(), "two calls fit; the third would not")
+	require.Equal(t, int64(800+840), done.Consumed.Tokens)
+	model.mu.Lock()
+	bound := budget - int64(model.requests[2].MaxTokens)
+	model.mu.Unlock()
+	require.GreaterOrEqual(t, bound, int64(780), "the learned figure bounds the prompt")
+	require.Less(t, bound, int64(1000))
+	events, err := b.engine.Store().EventList(ctx, &store.EventListParams{TaskID: second.ID, Limit: 1000})
+	require.NoError(t, err)
+	warned := slices.ContainsFunc(events, func(ev *store.Event) bool { return ev.Type == store.EventTaskBudgetWarning })
+	require.True(t, warned, "warned at 80 %%")
+
+	// Another system prompt is another fixed part: nothing learned for it,
+	// a token per byte does not fit, no call is made.
+	third, err := b.engine.Submit(ctx, &engine.SubmitParams{Goal: goal, SystemPrompt: "Be thorough.", Budget: &store.Budget{MaxTokens: budget}})
+	require.NoError(t, err)
+	done = b.waitEnd(t, third.ID)
+	require.Equal(t, taskrun.CodeBudgetExceeded, done.Error.Code)
+	require.Equal(t, 4, model.calls())
+}
+
 // The bound's arithmetic: the least of the bounds that apply.
 func TestPromptBound(t *testing.T) {
 	t.Parallel()
@@ -191,7 +253,7 @@ func TestPromptBound(t *testing.T) {
 		}
 		return req
 	}
-	fixed := fixedDigest(request("Be brief.", tools))
+	fixed := fixedDigest("a", "k", request("Be brief.", tools))
 	// The reply's bound: its output tokens, the framing of the turn and
 	// of its call, the call's id and name.
 	reply := func(out int64) int64 { return 8 + out + 8 + int64(len("call_1")+len("work")) }
@@ -201,14 +263,15 @@ func TestPromptBound(t *testing.T) {
 	wider = append(wider, tool("search", `{"type":"object"}`))
 
 	for _, tc := range []struct {
-		name    string
-		turns   []Turn
-		system  string
-		tools   []provider.Tool
-		prev    *fixedPart
-		tok     *provider.Bound
-		learned int64
-		want    func(req *provider.Request) boundParts
+		name     string
+		turns    []Turn
+		system   string
+		tools    []provider.Tool
+		prev     *fixedPart
+		tok      *provider.Bound
+		learned  int64
+		distrust bool
+		want     func(req *provider.Request) boundParts
 	}{{
 		name:  "first call: bytes",
 		turns: []Turn{goal},
@@ -259,6 +322,12 @@ func TestPromptBound(t *testing.T) {
 		turns: []Turn{counted(goal, 500, 40, fixed), call(`{}`)},
 		want:  func(req *provider.Request) boundParts { return boundParts{bytes: bytes.Request(req)} },
 	}, {
+		name:     "distrusted: no count is used",
+		turns:    []Turn{counted(goal, 500, 40, fixed), call(`{}`), result},
+		learned:  300,
+		distrust: true,
+		want:     func(req *provider.Request) boundParts { return boundParts{bytes: bytes.Request(req)} },
+	}, {
 		name:    "learned: the figure, slack and the messages",
 		turns:   []Turn{goal},
 		learned: 300,
@@ -297,12 +366,63 @@ func TestPromptBound(t *testing.T) {
 			if tc.name == "a transcript that does not match the request is not used" {
 				req.Messages = append(req.Messages, provider.Message{Role: provider.RoleUser, Content: "more"})
 			}
-			got := bounds(&boundInput{req: req, turns: turns, prev: tc.prev, tok: tc.tok, learned: tc.learned})
+			got := bounds(&boundInput{req: req, digest: fixedDigest("a", "k", req), turns: turns, prev: tc.prev, tok: tc.tok,
+				learned: tc.learned, distrust: tc.distrust})
 			want := tc.want(req)
 			require.Equal(t, want, got)
 			require.LessOrEqual(t, got.min(), got.bytes)
 		})
 	}
+}
+
+// Which counts are taken for the whole prompt's.
+func TestPlausibleCount(t *testing.T) {
+	t.Parallel()
+	req := &provider.Request{Model: "m", System: strings.Repeat("s", 600), Messages: []provider.Message{{Role: provider.RoleUser, Content: strings.Repeat("u", 400)}}}
+	digest := fixedDigest("a", "k", req)
+	counted := []Turn{{Role: provider.RoleUser, Content: strings.Repeat("u", 400), Usage: &PromptUsage{InputTokens: 300, OutputTokens: 5, Fixed: digest}}}
+	other := []Turn{{Role: provider.RoleUser, Usage: &PromptUsage{InputTokens: 300, OutputTokens: 5, Fixed: "other"}}}
+	for _, tc := range []struct {
+		name      string
+		turns     []Turn
+		in, bound int64
+		want      bool
+	}{
+		{"a token per 10 bytes of text", nil, 100, 0, true},
+		{"fewer: a cached prefix left out", nil, 99, 0, false},
+		{"within the bound reserved", nil, 250, 250, true},
+		{"beyond the bound reserved", nil, 251, 250, false},
+		{"no less than a count of a prompt it extends", counted, 300, 0, true},
+		{"less than a count of a prompt it extends", counted, 299, 0, false},
+		{"less than a count of another fixed part", other, 200, 0, true},
+	} {
+		require.Equal(t, tc.want, plausible(req, digest, tc.turns, tc.in, tc.bound), tc.name)
+	}
+}
+
+// A server that counts only what it did not cache: the count of the second
+// call is less than the first's, though its prompt holds the first's. The
+// attempt trusts no count after that, and reserves by bytes again.
+func TestLLMDistrustsAPartialCount(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	work := func(id string, in int64) provider.Response {
+		return provider.Response{ToolCalls: []provider.ToolCall{toolCall(id, "work", `{}`)}, Usage: provider.Usage{InputTokens: in, OutputTokens: 20}}
+	}
+	model := &scriptedModel{script: []provider.Response{work("a", 800), work("b", 60), work("c", 900)}}
+	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m", Tools: []Tool{workTool}, MaxSteps: 3, MaxOutputTokens: 1 << 20})
+	require.NoError(t, err)
+	b.start(t, agent)
+	const budget = 20000
+	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "g", Budget: &store.Budget{MaxTokens: budget}})
+	require.NoError(t, err)
+	b.waitEnd(t, task.ID)
+	require.Equal(t, 3, model.calls())
+	model.mu.Lock()
+	defer model.mu.Unlock()
+	second, third := model.requests[1], model.requests[2]
+	require.Less(t, budget-820-int64(second.MaxTokens), provider.MaxRequestTokens(second)/2, "the first count bounds the second prompt")
+	require.Equal(t, budget-820-80-int64(third.MaxTokens), provider.MaxRequestTokens(third), "bytes bound the third")
 }
 
 // The first prompt of an agent with errand's built-in tools, as reserved

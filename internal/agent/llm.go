@@ -64,9 +64,13 @@ type LLM struct {
 	scout bool
 	// sourced are the ToolSource's tools of the last request, by name.
 	sourced map[string]Tool
-	// fixed is the fixed part (system prompt, tools) of the attempt's last
-	// model call, for bounding the next prompt (see bound.go).
-	fixed *fixedPart
+	// agent is the task's agent name, fixed is the fixed part (system
+	// prompt, tools) of the attempt's last model call, and distrust is set
+	// once a server's count was implausible: they bound the next prompt
+	// (see bound.go).
+	agent    string
+	fixed    *fixedPart
+	distrust bool
 }
 
 var _ taskrun.Handler = (*LLM)(nil)
@@ -141,7 +145,7 @@ func (a *LLM) Handle(ctx context.Context, run taskrun.Run) (taskrun.Result, erro
 // agent's, and its tools_deny adds to the agent's. A heartbeat scout runs
 // in react mode, without cancel_task, ask_user and update_plan.
 func (a *LLM) forTask(info *taskrun.Info) *LLM {
-	t := &LLM{cfg: a.cfg, tools: a.tools, spent: info.Spent, budget: info.Budget, scout: info.Options.Scout}
+	t := &LLM{cfg: a.cfg, tools: a.tools, spent: info.Spent, budget: info.Budget, scout: info.Options.Scout, agent: info.Agent}
 	o := info.Options
 	t.cfg.MaxSteps = cmp.Or(o.MaxSteps, a.cfg.MaxSteps)
 	t.cfg.SystemPrompt = cmp.Or(o.SystemPrompt, a.cfg.SystemPrompt)
@@ -269,7 +273,7 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		}
 		// The record's usage is what the server counted for this very
 		// prompt, rebuilt from the same state.
-		a.counted(state, req, provider.Usage{InputTokens: rec.TokensIn, OutputTokens: rec.TokensOut, Estimated: reply.UsageEstimated}, &reply)
+		a.counted(state, req, provider.Usage{InputTokens: rec.TokensIn, OutputTokens: rec.TokensOut, Estimated: reply.UsageEstimated}, &reply, 0)
 		return &reply, nil
 	}
 
@@ -321,7 +325,7 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		seen[id] = true
 		reply.ToolCalls = append(reply.ToolCalls, TurnCall{ID: id, Name: names.name(c.Name), Arguments: c.Arguments})
 	}
-	if a.counted(state, req, resp.Usage, &reply) && learn != nil && (learn.tokens == 0 || resp.Usage.InputTokens < learn.tokens) {
+	if a.counted(state, req, resp.Usage, &reply, prompt) && learn != nil && (learn.tokens == 0 || resp.Usage.InputTokens < learn.tokens) {
 		// A figure to bound this agent's next first prompts by. Losing it
 		// costs only a looser bound later, so a failed write does not fail
 		// the step, which the server has answered.

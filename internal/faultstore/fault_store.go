@@ -79,6 +79,8 @@ var Points = [...]string{
 	"PushConfigGet",
 	"PushConfigList",
 	"PushConfigDelete",
+	"PromptOverheadGet",
+	"PromptOverheadRecord",
 }
 
 // When says on which side of the inner call an injected fault strikes.

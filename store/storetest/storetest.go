@@ -76,6 +76,7 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"Memories", testMemory},
 		{"Leader", testLeader},
 		{"PushConfig", testPushConfig},
+		{"PromptOverhead", testPromptOverhead},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

@@ -1,0 +1,1 @@
+DROP TABLE prompt_overheads;
