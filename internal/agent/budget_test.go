@@ -237,7 +237,8 @@ func TestLLMToolCallsUsedUpLeaveOnlyFinish(t *testing.T) {
 
 // The global spend limit stops the llm agent before a model call whose
 // reservation does not fit: no call is made, the step stays unrecorded,
-// and the task waits, pending. Resumed, it makes that call and goes on.
+// and the task waits, pending, deferred. With the limit raised, it makes
+// that call and goes on.
 func TestLLMWaitsForTheSpendLimit(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -273,10 +274,11 @@ func TestLLMWaitsForTheSpendLimit(t *testing.T) {
 	require.Equal(t, 1, open, "the refused call's step is left to run again")
 	g, err := b.engine.SpendGuard(ctx)
 	require.NoError(t, err)
-	require.True(t, g.Paused)
+	require.False(t, g.Paused, "a call that does not fit defers its task; it pauses nothing")
+	require.Equal(t, 1, g.Deferred)
 	require.InDelta(t, 0.03, g.SpentDay, 1e-9)
 
-	_, err = b.engine.ResumeSpend(ctx, store.ActorUser)
+	_, _, err = b.engine.SetSpendLimits(ctx, store.SpendLimits{DailyUSD: 0.10, OnLimit: store.OnLimitPauseAll, Timezone: "UTC"}, false, store.ActorUser)
 	require.NoError(t, err)
 	end := b.waitEnd(t, task.ID)
 	require.Equal(t, store.StatusCompleted, end.Status, "max_steps ends it")
