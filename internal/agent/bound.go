@@ -36,11 +36,12 @@ import (
 //     resumed task keeps it.
 //   - The model's tokenizer, where errand has it (provider.TokenBounder:
 //     OpenAI's models): the text's exact count plus framing allowances.
-//   - What the agent learned (taskrun.PromptOverheads): the input tokens a
-//     server counted for a call whose fixed part (agent, provider, model,
-//     system prompt, tools) was the same bound that fixed part, since the
-//     call's messages took at least none; the new messages are bounded on
-//     their own, plus a little slack for templates that vary (a date).
+//   - What the agent learned (taskrun.PromptOverheads), for the first
+//     prompt of a conversation: the input tokens a server counted for a
+//     call whose fixed part (agent, provider, model, system prompt, tools)
+//     was the same bound that fixed part, since the call's messages took
+//     at least none; the new messages are bounded on their own, plus a
+//     little slack for templates that vary (a date).
 //
 // The last two trust the server's count to be of the whole prompt. Servers
 // that cache a prompt's prefix may report only the tokens they processed
@@ -287,9 +288,11 @@ func (a *LLM) digest(req *provider.Request) string {
 }
 
 // promptBound bounds the input tokens of req, made from turns (see the top
-// of this file). Unless the last count is of the same fixed part, it looks
-// up the overhead learned for req's fixed part, and learn says where to
-// keep what the call teaches.
+// of this file). For the first prompt of a conversation (no count in
+// turns), it looks up the overhead learned for req's fixed part, and learn
+// says where to keep what the call teaches. Later prompts have the last
+// count; a fixed part that changed within a task (a plan in the system
+// prompt) is bounded on its own, and not learned: no other task shares it.
 //
 // Errors are the store's, from that look-up; no call was made.
 func (a *LLM) promptBound(ctx context.Context, run taskrun.Run, req *provider.Request, turns []Turn) (prompt int64, learn *overheadLearning, err error) {
@@ -297,7 +300,7 @@ func (a *LLM) promptBound(ctx context.Context, run taskrun.Run, req *provider.Re
 	if tb, ok := a.cfg.Provider.(provider.TokenBounder); ok {
 		in.tok = tb.TokenBound(req.Model)
 	}
-	if _, fixedSame := lastCount(in); !fixedSame && !a.distrust {
+	if lastUsage(turns) < 0 && !a.distrust {
 		if keeper, ok := run.(taskrun.PromptOverheads); ok {
 			learn = &overheadLearning{keeper: keeper, key: in.digest}
 			tokens, found, err := keeper.PromptOverhead(ctx, learn.key)

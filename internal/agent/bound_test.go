@@ -225,6 +225,34 @@ func TestLLMLearnsThePromptOverhead(t *testing.T) {
 	require.Equal(t, 4, model.calls())
 }
 
+// Only first prompts teach: a prompt whose system prompt holds the task's
+// plan is bounded by the last count, and leaves nothing in the store.
+func TestLLMLearnsFirstPromptsOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	model := &scriptedModel{script: []provider.Response{
+		{ToolCalls: []provider.ToolCall{toolCall("p", "update_plan", `{"steps":[{"title":"Work"}]}`)}, Usage: provider.Usage{InputTokens: 700, OutputTokens: 30}},
+		{ToolCalls: []provider.ToolCall{toolCall("f", "finish_task", `{"result":"done"}`)}, Usage: provider.Usage{InputTokens: 760, OutputTokens: 20}},
+	}}
+	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m"})
+	require.NoError(t, err)
+	b.start(t, agent)
+	task, err := b.engine.Submit(ctx, &engine.SubmitParams{Goal: "g"})
+	require.NoError(t, err)
+	require.Equal(t, store.StatusCompleted, b.waitEnd(t, task.ID).Status)
+
+	model.mu.Lock()
+	first, second := model.requests[0], model.requests[1]
+	model.mu.Unlock()
+	require.Contains(t, second.System, "Current plan:")
+	learned, err := b.engine.Store().PromptOverheadGet(ctx, fixedDigest("default", "*agent.scriptedModel", first))
+	require.NoError(t, err)
+	require.Equal(t, int64(700), learned.Tokens)
+	_, err = b.engine.Store().PromptOverheadGet(ctx, fixedDigest("default", "*agent.scriptedModel", second))
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
 // The bound's arithmetic: the least of the bounds that apply.
 func TestPromptBound(t *testing.T) {
 	t.Parallel()
