@@ -215,7 +215,6 @@ type periodLimit struct {
 	limit   float64
 	spent   float64
 	reached *string
-	resumed *string
 	alerted *string  // the period whose alerts level counts
 	level   *float64 // the highest threshold alerted
 }
@@ -224,7 +223,7 @@ type periodLimit struct {
 func (g *SpendGuardRow) periodLimits(day, month SpendPeriod, spentDay, spentMonth float64) []periodLimit {
 	st := &g.State
 	return []periodLimit{
-		{day, g.Limits.DailyUSD, spentDay, &st.ReachedDay, &st.ResumedDay, &st.AlertedDay, &st.AlertedDayLevel},
-		{month, g.Limits.MonthlyUSD, spentMonth, &st.ReachedMonth, &st.ResumedMonth, &st.AlertedMonth, &st.AlertedMonthLevel},
+		{day, g.Limits.DailyUSD, spentDay, &st.ReachedDay, &st.AlertedDay, &st.AlertedDayLevel},
+		{month, g.Limits.MonthlyUSD, spentMonth, &st.ReachedMonth, &st.AlertedMonth, &st.AlertedMonthLevel},
 	}
 }

@@ -162,11 +162,11 @@ type Store interface {
 	// An amount with a cost must also fit the global spend guard: the
 	// period's spend plus every running step's reservation plus the amount
 	// stays within the daily and monthly limits. A refusal there is a
-	// *SpendLimitError: nothing is reserved, the guard records the limit as
-	// reached (pausing work, see SpendGuard) and, the first time in the
-	// period, journals a budget.alert at threshold 1. A paused guard
-	// refuses every paid reservation of a task it holds (see
-	// SpendLimits.Holds).
+	// *SpendLimitError (see SpendGuardRow.Refusal): nothing is reserved,
+	// the task is marked deferred and task.deferred journals why (a step
+	// larger than a whole limit: task.budget_exceeded); no limit is marked
+	// reached, as only spend pauses. A paused guard refuses every paid
+	// reservation of a task it holds (see SpendLimits.Holds).
 	TaskBudgetReserve(ctx context.Context, params *TaskBudgetReserveParams) error
 
 	// InputAnswer records the answer to a pending input request and makes
@@ -241,8 +241,9 @@ type Store interface {
 	SpendGuardGet(ctx context.Context, now *time.Time) (*SpendGuard, error)
 
 	// SpendGuardSet replaces the guard's settings (a *SpendLimitsError when
-	// they are wrong) and journals budget.updated when they changed. It
-	// returns the guard and whether anything changed.
+	// they are wrong) and journals budget.updated when they changed; then
+	// every deferred pending task may run at once, to ask again. It returns
+	// the guard and whether anything changed.
 	SpendGuardSet(ctx context.Context, params *SpendGuardSetParams) (*SpendGuard, bool, error)
 
 	// SpendGuardResume lifts, for the rest of its period, every reached
