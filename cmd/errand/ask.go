@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -28,7 +30,8 @@ With --wait it follows the task's events: a live progress line on a terminal,
 one line per event otherwise. When the task completes it prints the result's
 output (a string as it is, other JSON indented) and exits 0; when it fails or
 is cancelled it prints the error and exits 1. If the task asks a question, ask
-prints it with the command that answers it, and keeps waiting.
+prints it with the command that answers it, and keeps waiting. Ctrl-C stops
+the waiting (exit status 130), not the task, and prints how to follow it again.
 
 With --json it prints the task as JSON instead: the new task, or with --wait
 the finished one.`,
@@ -75,7 +78,12 @@ the finished one.`,
 			if !a.asJSON {
 				fmt.Fprintln(a.stdout, task.ID)
 			}
-			return a.follow(ctx, c, task.ID, false)
+			err = a.follow(ctx, c, task.ID, false)
+			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				// Ctrl-C stops the waiting, not the task.
+				return &exitError{code: exitInterrupted, err: &stoppedWaitingError{taskID: task.ID}}
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -90,4 +98,12 @@ the finished one.`,
 	f.StringVar(&input, "input", "", "input for the agent, as JSON")
 	f.BoolVar(&wait, "wait", false, "follow the task until it ends; exit 0 if it completes, 1 if not")
 	return cmd
+}
+
+// stoppedWaitingError is ask --wait's error when it is interrupted: the
+// task goes on without it.
+type stoppedWaitingError struct{ taskID string }
+
+func (e *stoppedWaitingError) Error() string {
+	return fmt.Sprintf("stopped waiting; task %s goes on: errand tasks watch %s", e.taskID, e.taskID)
 }
