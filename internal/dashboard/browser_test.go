@@ -320,7 +320,7 @@ func TestDashboardInChromium(t *testing.T) {
 		chromedp.Navigate(base+"/health"), chromedp.WaitVisible(`table.counts`), shot("health"),
 		chromedp.EmulateViewport(390, 844),
 		chromedp.Navigate(base+"/"), chromedp.WaitVisible("tbody#rows"), shot("tasks-phone"),
-		chromedp.Navigate(base+"/tasks/"+booking), chromedp.WaitVisible(".artifact pre"), shot("task-phone"),
+		chromedp.Navigate(base+"/tasks/"+booking), chromedp.WaitVisible(".result pre"), shot("task-phone"),
 		chromedp.Navigate(base+"/money"), chromedp.WaitVisible("svg.spend-chart rect.chart-bar"), shot("money-phone"),
 	)
 

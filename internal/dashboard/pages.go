@@ -142,9 +142,13 @@ type taskData struct {
 	Task     *errand.Task
 	Plan     []planStep
 	Artifact *artifact
-	Steps    []*errand.Step
-	Events   []*errand.Event
-	Inputs   []*errand.InputRequest
+	// Result is the task's result as shown; ArtifactSame is set when the
+	// artifact holds just that output, so its text is not shown again.
+	Result       *resultView
+	ArtifactSame bool
+	Steps        []*errand.Step
+	Events       []*errand.Event
+	Inputs       []*errand.InputRequest
 	// Tree is the task's run drawn as a tree, when the run has more than
 	// this task; Graph its dependencies, when it has any.
 	Tree, Graph *diagram
@@ -190,7 +194,8 @@ func (d *Dashboard) loadTask(r *http.Request) (*taskData, int, error) {
 	if err != nil {
 		return nil, http.StatusInternalServerError, err
 	}
-	data := &taskData{After: after, Task: t, Plan: planOf(t), Artifact: d.artifactOf(t)}
+	data := &taskData{After: after, Task: t, Plan: planOf(t), Artifact: d.artifactOf(t), Result: resultOf(t.Result)}
+	data.ArtifactSame = data.Result != nil && sameArtifact(data.Artifact, t)
 	if data.Inputs, err = d.client.Inputs(ctx, "pending", t.ID); err != nil {
 		return nil, http.StatusInternalServerError, err
 	}
@@ -492,6 +497,66 @@ func taskTitle(t *errand.Task) string {
 		return string(r[:79]) + "…"
 	}
 	return s
+}
+
+// resultView is a task's result for reading: its output as text when it
+// is a JSON string (Markdown, say, shown as preformatted text), else as
+// indented JSON; and the result's other fields, if any, as indented JSON.
+type resultView struct {
+	Text string
+	JSON string
+	More string
+}
+
+// resultOf returns the result's view, or nil when it holds nothing to show.
+// A result {"output": …} shows its output; anything else is the output.
+func resultOf(raw json.RawMessage) *resultView {
+	if len(raw) == 0 {
+		return nil
+	}
+	out, v := raw, &resultView{}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) == nil {
+		if o, ok := fields["output"]; ok {
+			out = o
+			delete(fields, "output")
+			for k, f := range fields {
+				if string(f) == "null" {
+					delete(fields, k)
+				}
+			}
+			if len(fields) > 0 {
+				rest, err := json.Marshal(fields)
+				if err == nil {
+					v.More = pretty(rest)
+				}
+			}
+		}
+	}
+	var s string
+	if json.Unmarshal(out, &s) == nil {
+		v.Text = s
+	} else {
+		v.JSON = pretty(out)
+	}
+	if strings.TrimSpace(v.Text) == "" && v.JSON == "" && v.More == "" {
+		return nil
+	}
+	return v
+}
+
+// sameArtifact reports whether a holds only t's output, as the daemon
+// writes it (a title heading, then the output): the page then shows the
+// output once.
+func sameArtifact(a *artifact, t *errand.Task) bool {
+	if a == nil {
+		return false
+	}
+	want := "# " + t.Title + "\n\n" + api.ResultText(t.Result) + "\n"
+	if a.Cut {
+		return strings.HasPrefix(want, a.Text)
+	}
+	return a.Text == want
 }
 
 // pretty indents a JSON document for reading; anything else is shown as

@@ -410,3 +410,97 @@ func TestAlertWords(t *testing.T) {
 	require.Equal(t, "the limit", thresholdsText(nil))
 	require.Equal(t, "50%, 80%, the limit", thresholdsText([]float64{0.5, 0.8, 1}))
 }
+
+// The task page shows a result once: a text output as text (its line
+// breaks real, not \n), a JSON output as indented JSON, and an artifact
+// that holds the same output only as its download.
+func TestTaskPageShowsResultOnce(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	outputs := map[string]any{
+		"text":   "## Findings\n\n- <b>one</b>\n- two",
+		"object": map[string]any{"rows": 12, "source": "a\nb"},
+	}
+	agent := errand.AgentFunc(func(ctx context.Context, run *errand.TaskRun) (errand.Result, error) {
+		return errand.Result{Output: outputs[run.Task().Goal]}, nil
+	})
+	require.NoError(t, h.client.RegisterAgent("default", agent))
+	engine, err := errand.NewEngine(h.client, &errand.EngineConfig{Workers: 2})
+	require.NoError(t, err)
+	require.NoError(t, engine.Start(t.Context()))
+	t.Cleanup(func() { _ = engine.Stop(context.Background()) })
+	run := func(goal string) *errand.Task {
+		t.Helper()
+		task, err := h.client.Submit(t.Context(), &errand.SubmitParams{Goal: goal, Title: "Report"})
+		require.NoError(t, err)
+		waitEvent(t, h.client, task.ID, "task.completed")
+		task, err = h.client.Get(t.Context(), task.ID)
+		require.NoError(t, err)
+		return task
+	}
+	writeArtifact := func(id, body string) {
+		t.Helper()
+		dir := filepath.Join(h.home, "artifacts", id)
+		require.NoError(t, os.MkdirAll(dir, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "output.md"), []byte(body), 0o600))
+	}
+
+	text := run("text")
+	writeArtifact(text.ID, "# Report\n\n## Findings\n\n- <b>one</b>\n- two\n") // as the daemon writes it
+	_, page := get(t, b, h.srv.URL+"/tasks/"+text.ID)
+	require.Contains(t, page, "<h3>Result</h3>")
+	require.Contains(t, page, "<pre class=\"text\">## Findings\n\n- &lt;b&gt;one&lt;/b&gt;\n- two</pre>")
+	shown := resultPart(t, page) // the event history keeps the raw result
+	require.NotContains(t, shown, `\n`, "no JSON escapes")
+	require.NotContains(t, shown, "&#34;output&#34;", "no raw result JSON")
+	require.Equal(t, 1, strings.Count(shown, "## Findings"), "the output is shown once")
+	require.Contains(t, page, "<h3>Artifact</h3>")
+	require.Contains(t, page, "(the result above)")
+	require.Contains(t, page, `href="/tasks/`+text.ID+`/artifact" download`)
+
+	// An artifact that differs from the output is shown too.
+	writeArtifact(text.ID, "# Report\n\nsomething else\n")
+	_, page = get(t, b, h.srv.URL+"/tasks/"+text.ID)
+	require.Equal(t, 1, strings.Count(resultPart(t, page), "## Findings"))
+	require.Contains(t, page, "<pre class=\"text\"># Report\n\nsomething else\n</pre>")
+	require.NotContains(t, page, "(the result above)")
+
+	object := run("object")
+	_, page = get(t, b, h.srv.URL+"/tasks/"+object.ID)
+	require.Contains(t, page, "<pre class=\"json\">{\n  &#34;rows&#34;: 12,\n  &#34;source&#34;: &#34;a\\nb&#34;\n}</pre>")
+	require.NotContains(t, resultPart(t, page), "&#34;output&#34;")
+}
+
+// resultPart is the part of a task page that shows its result and artifact.
+func resultPart(t *testing.T, page string) string {
+	t.Helper()
+	_, after, ok := strings.Cut(page, `<div class="result">`)
+	require.True(t, ok, "no result shown")
+	part, _, ok := strings.Cut(after, `<div class="actions">`)
+	require.True(t, ok)
+	return part
+}
+
+func TestResultOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		raw  string
+		want *resultView
+	}{
+		{``, nil},
+		{`null`, nil},
+		{`{}`, nil},
+		{`{"output":""}`, nil},
+		{`{"output":null}`, nil},
+		{`{"output":"a\nb","warning":null}`, &resultView{Text: "a\nb"}},
+		{`{"output":"done","warning":"cut short"}`, &resultView{Text: "done", More: "{\n  \"warning\": \"cut short\"\n}"}},
+		{`{"output":[1,2]}`, &resultView{JSON: "[\n  1,\n  2\n]"}},
+		{`{"output":{"a":1}}`, &resultView{JSON: "{\n  \"a\": 1\n}"}},
+		{`{"rows":3}`, &resultView{JSON: "{\n  \"rows\": 3\n}"}},
+		{`"plain"`, &resultView{Text: "plain"}},
+		{`not json`, &resultView{JSON: "not json"}},
+	} {
+		require.Equal(t, tc.want, resultOf(json.RawMessage(tc.raw)), tc.raw)
+	}
+}
