@@ -372,8 +372,8 @@ func TestStrictDecoding(t *testing.T) {
 		{"TopLevelList", "- a\n- b\n", "the file must be a mapping of keys to values (line 1)"},
 		{"TopLevelScalar", "hello\n", "the file must be a mapping of keys to values (line 1)"},
 		{"TwoDocuments", "workers: 1\n---\nworkers: 2\n", "the file holds more than one YAML document (line 2)"},
-		{"Syntax", "workers: [1\n", "yaml: line 1: did not find expected ',' or ']'"},
-		{"Tab", "agents:\n\tdefault: {}\n", "yaml: line 2: found character that cannot start any token"},
+		{"Syntax", "workers: [1\n", "YAML syntax error at line 1, column 11: did not find expected ',' or ']'\n  1 | workers: [1\n    |           ^"},
+		{"Tab", "agents:\n\tdefault: {}\n", "YAML syntax error at line 2, column 1: found character that cannot start any token\n  2 | \tdefault: {}\n    | ^"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

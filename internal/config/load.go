@@ -17,7 +17,8 @@ import (
 // Parse decodes errand.yaml strictly, fills the defaults and validates the
 // result. Empty data is the default configuration. It does not read the
 // environment: see ApplyEnv and Load. The error lists every problem, each
-// a *FieldError, except a YAML syntax error, which stops decoding.
+// a *FieldError, except a YAML syntax error, which stops decoding and is a
+// *SyntaxError giving the line and column and quoting the line.
 func Parse(data []byte) (*Config, error) {
 	c, probs, err := decode(data)
 	if err != nil {
@@ -103,14 +104,14 @@ func decode(data []byte) (c *Config, probs []error, err error) {
 		if errors.Is(err, io.EOF) {
 			return c, nil, nil
 		}
-		return nil, nil, err
+		return nil, nil, syntaxError(data, err)
 	}
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case err == nil:
 		return nil, nil, &FieldError{Line: next.Line, Message: "the file holds more than one YAML document"}
 	case !errors.Is(err, io.EOF):
-		return nil, nil, err
+		return nil, nil, syntaxError(data, err)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
 		return c, nil, nil
