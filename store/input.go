@@ -11,6 +11,10 @@ const (
 	InputPending  = "pending"
 	InputAnswered = "answered"
 	InputExpired  = "expired"
+	// InputCancelled closes the open question of a task that ended
+	// (cancelled, failed, or otherwise) while it asked: it is never left
+	// pending.
+	InputCancelled = "cancelled"
 )
 
 // Events of input requests.
@@ -20,7 +24,7 @@ const (
 )
 
 // ErrInputClosed is returned for an answer to a request that is not
-// pending: answered already, or expired.
+// pending: answered already, expired, or cancelled with its task.
 var ErrInputClosed = errors.New("errand: input request is not pending")
 
 // InputRequest is a question an agent asked a person.

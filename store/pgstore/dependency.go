@@ -148,9 +148,14 @@ func (s *Store) settleDependents(ctx context.Context, tx *txn, taskID string, at
 	return nil
 }
 
+// sqlCloseInputs closes the questions an ended task left open.
+const sqlCloseInputs = `UPDATE input_requests SET status = '` + store.InputCancelled + `'
+	WHERE task_id = $1 AND status = '` + store.InputPending + `'`
+
 // ended does, inside the transaction that ended taskID, what its end sets
-// off: its dependents are settled and a parent waiting for its children
-// resumes when this was the last one.
+// off: its open question is closed (cancelled), its dependents are settled
+// and a parent waiting for its children resumes when this was the last
+// one.
 //
 // The parent is locked first, before the dependents are looked for: a
 // transaction holding it (a sibling's insert, see settle; the parent's
@@ -163,6 +168,9 @@ func (s *Store) ended(ctx context.Context, tx *txn, taskID string, at time.Time)
 // endedAs is ended for a task known, from its locked row, to have no
 // parent or no dependents (false), which saves looking.
 func (s *Store) endedAs(ctx context.Context, tx *txn, taskID string, at time.Time, hasParent, hasDependents bool) error {
+	// Nothing reads it and it cannot fail but with the transaction: it goes
+	// out with the next statement.
+	tx.queue(sqlCloseInputs, taskID)
 	var parentID string
 	if hasParent {
 		err := tx.QueryRow(ctx, sqlLockParent, taskID).Scan(&parentID)

@@ -13,6 +13,9 @@ const (
 	sqlDependents = `SELECT d.task_id FROM task_dependencies d JOIN tasks t ON t.id = d.task_id
 		WHERE d.depends_on_id = ? AND d.kind = 'blocks' AND t.status = 'blocked'`
 	sqlParentOf = `SELECT parent_id FROM tasks WHERE id = ?`
+	// sqlCloseInputs closes the questions an ended task left open.
+	sqlCloseInputs = `UPDATE input_requests SET status = '` + store.InputCancelled + `'
+		WHERE task_id = ? AND status = '` + store.InputPending + `'`
 )
 
 // settle decides, inside tx, where a blocked task stands given its
@@ -102,9 +105,13 @@ func (s *Store) settleDependents(ctx context.Context, tx *sql.Tx, taskID string,
 }
 
 // ended does, inside the transaction that ended taskID, what its end sets
-// off: its dependents are settled and a parent waiting for its children
-// resumes when this was the last one.
+// off: its open question is closed (cancelled), its dependents are settled
+// and a parent waiting for its children resumes when this was the last
+// one.
 func (s *Store) ended(ctx context.Context, tx *sql.Tx, taskID string, at time.Time) error {
+	if _, err := tx.StmtContext(ctx, s.stmts.closeInputs).ExecContext(ctx, taskID); err != nil {
+		return err
+	}
 	if err := s.settleDependents(ctx, tx, taskID, at); err != nil {
 		return err
 	}

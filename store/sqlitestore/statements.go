@@ -20,6 +20,7 @@ type statements struct {
 	progress    *sql.Stmt
 	dependents  *sql.Stmt
 	parentOf    *sql.Stmt
+	closeInputs *sql.Stmt
 
 	notifyTarget       *sql.Stmt
 	insertNotification *sql.Stmt
@@ -49,6 +50,7 @@ func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
 		{&st.progress, sqlProgress},
 		{&st.dependents, sqlDependents},
 		{&st.parentOf, sqlParentOf},
+		{&st.closeInputs, sqlCloseInputs},
 		{&st.notifyTarget, sqlNotifyTarget},
 		{&st.insertNotification, sqlInsertNotification},
 	} {
@@ -65,7 +67,7 @@ func (st *statements) close() error {
 	var errs []error
 	for _, s := range []*sql.Stmt{st.insertTask, st.insertEvent, st.selectReady, st.claim, st.renew,
 		st.leaseState, st.finish, st.checkpoint, st.progress, st.dependents, st.parentOf,
-		st.notifyTarget, st.insertNotification} {
+		st.closeInputs, st.notifyTarget, st.insertNotification} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}

@@ -12,15 +12,20 @@ import (
 
 func testInput(t *testing.T, newDatabase NewDatabaseFunc) {
 	// ask claims a new task and finishes it as input_required with question.
-	ask := func(t *testing.T, b *testBundle, id, question string) *store.Task {
+	// askOn claims task, the only one claimable, and finishes it as
+	// input_required with question.
+	askOn := func(t *testing.T, b *testBundle, task *store.Task, id, question string) *store.Task {
 		t.Helper()
-		task := b.insert(t, store.TaskInsertParams{})
 		claimed := b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w"})
 		require.NoError(t, b.finish(t, store.TaskFinishParams{
 			Lease: leaseOf(claimed), Status: store.StatusInputRequired, Now: at(time.Second),
 			Ask: &store.InputAsk{ID: id, Question: question, Context: json.RawMessage(`{"options":["a","b"]}`)},
 		}))
 		return claimed
+	}
+	ask := func(t *testing.T, b *testBundle, id, question string) *store.Task {
+		t.Helper()
+		return askOn(t, b, b.insert(t, store.TaskInsertParams{}), id, question)
 	}
 	list := func(t *testing.T, b *testBundle, p store.InputListParams) []*store.InputRequest {
 		t.Helper()
@@ -101,15 +106,94 @@ func testInput(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	// closed requires that the task's one question is closed with status.
+	closed := func(t *testing.T, b *testBundle, taskID, status string) {
+		t.Helper()
+		reqs := list(t, b, store.InputListParams{TaskID: taskID})
+		require.Len(t, reqs, 1)
+		require.Equal(t, status, reqs[0].Status, "a task that ends while it asks closes its question")
+		require.Zero(t, reqs[0].AnsweredAt)
+		require.Empty(t, list(t, b, store.InputListParams{Status: store.InputPending}))
+		_, err := b.store.InputAnswer(b.ctx, &store.InputAnswerParams{RequestID: reqs[0].ID, Answer: "a"})
+		require.ErrorIs(t, err, store.ErrInputClosed)
+		_, err = b.store.InputAnswer(b.ctx, &store.InputAnswerParams{TaskID: taskID, Answer: "a"})
+		require.ErrorIs(t, err, store.ErrInputClosed)
+	}
+
 	t.Run("CancelledWhileWaiting", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, newDatabase)
 		task := ask(t, b, "inp_1", "One?")
 		_, err := b.store.TaskCancel(b.ctx, &store.TaskCancelParams{ID: task.ID, Reason: "no longer needed"})
 		require.NoError(t, err)
-		_, err = b.store.InputAnswer(b.ctx, &store.InputAnswerParams{RequestID: "inp_1", Answer: "a"})
-		require.ErrorIs(t, err, store.ErrIllegalTransition)
 		require.Equal(t, store.StatusCancelled, b.get(t, task.ID).Status)
+		closed(t, b, task.ID, store.InputCancelled)
+	})
+
+	t.Run("CancelledWhilePausedAsking", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		paused := ask(t, b, "inp_1", "One?")
+		_, err := b.store.TaskPause(b.ctx, &store.TaskPauseParams{ID: paused.ID, Actor: store.ActorUser, Now: at(time.Minute)})
+		require.NoError(t, err)
+		require.Equal(t, store.StatusPaused, b.get(t, paused.ID).Status)
+		require.Len(t, list(t, b, store.InputListParams{Status: store.InputPending}), 1, "a pause keeps the question")
+
+		resumed := ask(t, b, "inp_2", "Two?")
+		_, err = b.store.TaskPause(b.ctx, &store.TaskPauseParams{ID: resumed.ID, Actor: store.ActorUser, Now: at(time.Minute)})
+		require.NoError(t, err)
+		_, err = b.store.TaskResume(b.ctx, &store.TaskPauseParams{ID: resumed.ID, Actor: store.ActorUser, Now: at(2 * time.Minute)})
+		require.NoError(t, err)
+		require.Equal(t, store.StatusInputRequired, b.get(t, resumed.ID).Status)
+
+		for _, task := range []*store.Task{paused, resumed} {
+			_, err := b.store.TaskCancel(b.ctx, &store.TaskCancelParams{ID: task.ID, Now: at(3 * time.Minute)})
+			require.NoError(t, err)
+			require.Equal(t, store.StatusCancelled, b.get(t, task.ID).Status)
+		}
+		closed(t, b, paused.ID, store.InputCancelled)
+		closed(t, b, resumed.ID, store.InputCancelled)
+	})
+
+	t.Run("CancelledWithItsAncestor", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		parent := b.insert(t, store.TaskInsertParams{})
+		b.claimOne(t, parent.ID, store.TaskLeaseManyParams{Owner: "w"})
+		child := askOn(t, b, b.insert(t, store.TaskInsertParams{ParentID: parent.ID}), "inp_1", "One?")
+		_, err := b.store.TaskCancel(b.ctx, &store.TaskCancelParams{ID: parent.ID, Reason: "stop", Now: at(time.Minute)})
+		require.NoError(t, err)
+		require.Equal(t, store.StatusCancelled, b.get(t, child.ID).Status)
+		closed(t, b, child.ID, store.InputCancelled)
+	})
+
+	t.Run("FailedWhenNobodyAnswers", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		task := b.insert(t, store.TaskInsertParams{})
+		claimed := b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w"})
+		require.NoError(t, b.finish(t, store.TaskFinishParams{
+			Lease: leaseOf(claimed), Status: store.StatusInputRequired, Now: at(time.Second),
+			Ask: &store.InputAsk{ID: "inp_1", Question: "One?", ExpiresAt: *at(time.Minute)},
+		}))
+		n, err := b.store.InputExpire(b.ctx, at(time.Hour))
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, store.StatusFailed, b.get(t, task.ID).Status)
+		closed(t, b, task.ID, store.InputExpired)
+	})
+
+	t.Run("PurgedAfterCancel", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		task := ask(t, b, "inp_1", "One?")
+		_, err := b.store.TaskCancel(b.ctx, &store.TaskCancelParams{ID: task.ID, Now: at(time.Minute)})
+		require.NoError(t, err)
+		closed(t, b, task.ID, store.InputCancelled)
+		res, err := b.store.TaskPurge(b.ctx, &store.TaskPurgeParams{FinishedBefore: base.Add(time.Hour), Limit: 10})
+		require.NoError(t, err)
+		require.Equal(t, []string{task.ID}, res.TaskIDs)
+		require.Empty(t, list(t, b, store.InputListParams{}), "the purge takes the closed question with its task")
 	})
 
 	t.Run("CancelRequestedWinsOverAQuestion", func(t *testing.T) {
