@@ -31,6 +31,11 @@ fuzz: ## run every fuzz target for a minute (FUZZTIME=10s for less)
 .PHONY: verify
 verify: lint test ## everything CI checks
 
+# VERSION is what `errand version` prints; BUILD_TIME when it was built.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+BUILD_TIME ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS := -X github.com/errandhq/errand/internal/version.version=$(VERSION) -X github.com/errandhq/errand/internal/version.buildTime=$(BUILD_TIME)
+
 .PHONY: build
-build: ## build bin/errand
-	CGO_ENABLED=0 $(GO) build -o bin/errand ./cmd/errand
+build: ## build bin/errand, stamped with VERSION (default: git describe)
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/errand ./cmd/errand

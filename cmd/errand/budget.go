@@ -165,7 +165,7 @@ func (a *app) printBudget(b *api.BudgetSummary) error {
 	case api.BudgetResumed:
 		state = style(color, ansiBold, b.State) + " (the limit still holds)"
 	}
-	fmt.Fprintf(a.stdout, "state  %s; on limit: %s; time zone %s\n", state, b.OnLimit, b.Timezone)
+	fmt.Fprintf(a.stdout, "state  %s; on limit: %s; time zone %s\n", state, b.OnLimit, zoneText(b))
 	fmt.Fprintf(a.stdout, "held   $%.4f reserved by running steps\n", b.ReservedUSD)
 	deferred := fmt.Sprintf("%d tasks", b.DeferredTasks)
 	if b.DeferredTasks == 1 {
@@ -194,4 +194,16 @@ func (a *app) printBudget(b *api.BudgetSummary) error {
 			fmt.Sprint(r.Consumed.Tokens), truncate(r.Title, 40))
 	}
 	return t.write(a.stdout)
+}
+
+// zoneText names the budget's time zone: Europe/Berlin, UTC, or Local
+// with the zone the daemon resolves it to (Local (Europe/Berlin)).
+func zoneText(b *api.BudgetSummary) string {
+	switch {
+	case b.Timezone == "" || b.Timezone == "UTC":
+		return "UTC"
+	case b.TimezoneName != "" && b.TimezoneName != b.Timezone:
+		return b.Timezone + " (" + b.TimezoneName + ")"
+	}
+	return b.Timezone
 }

@@ -74,6 +74,7 @@ func TestBudgetCommands(t *testing.T) {
 	r = cli(t, e, d.args("budget", "set", "--daily", "0.08", "--thresholds", "0.5", "--timezone", "UTC")...)
 	require.NoError(t, r.err, r.stderr)
 	require.Contains(t, r.stdout, "$0.0000 of $0.08 (0%)")
+	require.Contains(t, r.stdout, "; time zone UTC\n")
 	g, err := c.SpendGuard(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, []float64{0.5}, g.Limits.AlertThresholds)
@@ -134,4 +135,18 @@ func TestBudgetCommands(t *testing.T) {
 	got, err = c.Get(t.Context(), first.ID)
 	require.NoError(t, err)
 	require.Equal(t, errand.StatusCompleted, got.Status)
+}
+
+// The budget's zone is named: "Local" alone says nothing to a reader.
+func TestBudgetZoneText(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ tz, name, want string }{
+		{"", "UTC", "UTC"},
+		{"UTC", "UTC", "UTC"},
+		{"Local", "Europe/Berlin", "Local (Europe/Berlin)"},
+		{"Local", "", "Local"},
+		{"Asia/Tokyo", "", "Asia/Tokyo"},
+	} {
+		require.Equal(t, tt.want, zoneText(&api.BudgetSummary{Timezone: tt.tz, TimezoneName: tt.name}), tt)
+	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/errandhq/errand/internal/apiclient"
 	"github.com/errandhq/errand/internal/config"
+	"github.com/errandhq/errand/internal/version"
 )
 
 // Environment variables the CLI reads besides config's.
@@ -78,9 +79,11 @@ it with --server (or ERRAND_SERVER, else the listen address in
 $ERRAND_HOME/errand.yaml, default http://127.0.0.1:7780) and authenticate with
 --token (or ERRAND_TOKEN, else the token file the daemon writes in
 $ERRAND_HOME, default ~/.errand).`,
+		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate(versionTemplate)
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.server, "server", "", "daemon URL (default: $"+envServer+", else the config's listen address)")
 	pf.StringVar(&a.token, "token", "", "API token (default: $"+envToken+", else $ERRAND_HOME/token)")
@@ -100,6 +103,7 @@ $ERRAND_HOME, default ~/.errand).`,
 		a.newGCCmd(),
 		a.newBudgetCmd(),
 		a.newMCPCmd(),
+		a.newVersionCmd(),
 	)
 	return root
 }

@@ -207,6 +207,15 @@ type Status struct {
 	Uptime        string         `json:"uptime"`
 	Tasks         map[string]int `json:"tasks"`
 	SpendTodayUSD float64        `json:"spend_today_usd"`
+	// Version is the daemon's version (internal/version); errand status
+	// fills it only from a live daemon.
+	Version string `json:"version,omitempty"`
+	// CountsAsOf is when Tasks were counted when they are not current:
+	// the last heartbeat of a daemon that is not alive. Nil means now.
+	CountsAsOf *time.Time `json:"counts_as_of,omitempty"`
+	// CountsSource says where Tasks come from: "daemon" (a live daemon's
+	// /api/status) or "heartbeat" (the heartbeat file, as of CountsAsOf).
+	CountsSource string `json:"counts_source,omitempty"`
 }
 
 // BudgetSummary is GET /api/tasks/budget: the spend guard's limits, the
@@ -221,6 +230,10 @@ type BudgetSummary struct {
 	AlertThresholds []float64 `json:"alert_thresholds"`
 	OnLimit         string    `json:"on_limit"`
 	Timezone        string    `json:"timezone"`
+	// TimezoneName is the zone "Local" (or "") stands for on the daemon:
+	// its IANA name where known ("Europe/Berlin"), else "UTC" or the
+	// zone's abbreviation.
+	TimezoneName string `json:"timezone_name,omitempty"`
 	// State is "open", "paused" or "paused then resumed"; a paused guard
 	// holds work until PausedUntil (the end of the day or month) or a
 	// resume, which lifts the pause but never the limit.

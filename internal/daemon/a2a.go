@@ -11,6 +11,7 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/a2a"
 	"github.com/errandhq/errand/internal/config"
+	"github.com/errandhq/errand/internal/version"
 	"github.com/errandhq/errand/internal/webhook"
 )
 
@@ -48,6 +49,7 @@ func newA2A(ctx context.Context, client *errand.Client, cfg *config.Config, opts
 	srv, err := a2a.New(a2a.Config{
 		Client: client, Skills: skills, DefaultAgent: a2aDefaultAgent(cfg),
 		BaseURL: opts.BaseURL, AllowPrivate: opts.AllowPrivate, Done: ctx.Done(), Logger: log,
+		Version: version.String(),
 	})
 	if err != nil {
 		return nil, err

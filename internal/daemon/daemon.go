@@ -26,6 +26,7 @@ import (
 	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/internal/metrics"
 	"github.com/errandhq/errand/internal/server"
+	"github.com/errandhq/errand/internal/version"
 	"github.com/errandhq/errand/internal/webhook"
 	"github.com/errandhq/errand/store"
 )
@@ -156,8 +157,8 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 	}
 
 	// Listen first: a port in use stops us before any work is claimed.
-	if d.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	if d.listener, err = listen(ctx, home, cfg.Listen); err != nil {
+		return nil, err
 	}
 	d.metrics = metrics.New(func(ctx context.Context) (map[store.Status]int, error) {
 		return d.client.CountByStatus(ctx)
@@ -322,8 +323,10 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	select {
 	case <-beatStarted:
-		d.log.Info("errand serving", "listen", addr, "home", d.home, "config", d.cfgPath,
-			"store", redactDSN(d.cfg.StoreDSN(d.home)), "workers", d.cfg.Workers, "pid", os.Getpid())
+		tokenKey, tokenFrom := d.tokenSource()
+		d.log.Info("errand serving", "listen", addr, "dashboard", dashboardURL(d.listener.Addr()), tokenKey, tokenFrom,
+			"home", d.home, "config", d.cfgPath, "store", redactDSN(d.cfg.StoreDSN(d.home)), "workers", d.cfg.Workers,
+			"pid", os.Getpid(), "version", version.String())
 		if d.ready != nil {
 			d.ready(d.listener.Addr())
 		}
@@ -420,6 +423,32 @@ func (d *daemon) writeArtifact(ctx context.Context, taskID string) {
 	if err := os.WriteFile(filepath.Join(dir, "output.md"), []byte(body), 0o600); err != nil {
 		d.log.Warn("write artifact", "task", taskID, "err", err)
 	}
+}
+
+// tokenSource says where the API token (the dashboard's password) is,
+// never the token itself: the key token_env and the variable's name, or
+// token_file and the file's path.
+func (d *daemon) tokenSource() (key, where string) {
+	if name := d.cfg.Auth.TokenEnv; name != "" {
+		return "token_env", name
+	}
+	return "token_file", filepath.Join(d.home, TokenFile)
+}
+
+// dashboardURL is the dashboard's address for a listener on addr; an
+// unspecified host (0.0.0.0, ::) is reached on the loopback address.
+func dashboardURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String() + "/"
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
 }
 
 func (d *daemon) counts(ctx context.Context) (map[string]int, error) {

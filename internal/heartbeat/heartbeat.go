@@ -77,7 +77,8 @@ func (b *Beat) Interval() time.Duration {
 
 // Write stores b at path atomically: it writes a temporary file in the same
 // directory, syncs it and renames it over path, so a reader never sees a
-// partial beat. The directory must exist.
+// partial beat. The file is readable by its owner only (0600), like the
+// token and the store. The directory must exist.
 func Write(path string, b *Beat) error {
 	data, err := json.MarshalIndent(b, "", "  ")
 	if err != nil {
@@ -95,7 +96,7 @@ func Write(path string, b *Beat) error {
 		f.Close()
 		return fmt.Errorf("write heartbeat %s: %w", tmp, err)
 	}
-	if err := f.Chmod(0o644); err != nil {
+	if err := f.Chmod(0o600); err != nil {
 		f.Close()
 		return fmt.Errorf("write heartbeat %s: %w", tmp, err)
 	}

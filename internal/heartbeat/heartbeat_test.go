@@ -48,7 +48,7 @@ func TestWriteRead(t *testing.T) {
 	require.Len(t, entries, 1)
 	info, err := os.Stat(path)
 	require.NoError(t, err)
-	require.Equal(t, fs.FileMode(0o644), info.Mode().Perm())
+	require.Equal(t, fs.FileMode(0o600), info.Mode().Perm(), "private like the token and the store")
 
 	// The wire names are snake_case.
 	data, err := os.ReadFile(path)

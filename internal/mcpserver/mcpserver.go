@@ -35,6 +35,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/errandhq/errand/internal/clock"
+	"github.com/errandhq/errand/internal/version"
 )
 
 // Bounds and defaults of the tools.
@@ -70,8 +71,8 @@ type Config struct {
 	// ProgressInterval is how often a waiting wait_for_task reports
 	// progress when the client gave a progress token (default 10s).
 	ProgressInterval time.Duration
-	// Version is the version the server tells clients; default the
-	// binary's module version.
+	// Version is the version the server tells clients; default
+	// version.String(), errand's version.
 	Version string
 }
 
@@ -93,7 +94,7 @@ func (c *Config) withDefaults() Config {
 	if out.ProgressInterval <= 0 {
 		out.ProgressInterval = DefaultProgressInterval
 	}
-	out.Version = cmp.Or(out.Version, moduleVersion())
+	out.Version = cmp.Or(out.Version, version.String())
 	return out
 }
 
@@ -118,13 +119,6 @@ func (h atLeast) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h atLeast) WithGroup(name string) slog.Handler {
 	return atLeast{Handler: h.Handler.WithGroup(name), min: h.min}
-}
-
-func moduleVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		return info.Main.Version
-	}
-	return "(devel)"
 }
 
 // instructions tell a client's model how the tools fit together.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"os"
 	"context"
 	"net/http"
 
@@ -66,5 +67,7 @@ func (s *Server) writeBudget(w http.ResponseWriter, r *http.Request, change func
 		s.fail(w, r, err)
 		return
 	}
-	s.writeJSON(w, http.StatusOK, api.Summary(g, running.Tasks))
+	sum := api.Summary(g, running.Tasks)
+	sum.TimezoneName = zoneName(sum.Timezone, os.LookupEnv, os.Readlink)
+	s.writeJSON(w, http.StatusOK, sum)
 }

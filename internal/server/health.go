@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/errandhq/errand/internal/version"
 )
 
 // health caches the last store check of /healthz.
@@ -20,15 +22,15 @@ type health struct {
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-s.streams.done: // shutting down: send traffic elsewhere
-		s.writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
+		s.writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping", "version": version.String()})
 		return
 	default:
 	}
 	if err := s.checkStore(r.Context()); err != nil {
-		s.writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "store: " + err.Error()})
+		s.writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "store: " + err.Error(), "version": version.String()})
 		return
 	}
-	s.writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	s.writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": version.String()})
 }
 
 // checkStore runs Config.Health at most once a HealthCacheTTL and logs when

@@ -12,6 +12,7 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/version"
 	"github.com/errandhq/errand/store"
 )
 
@@ -26,6 +27,10 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if err := idempotencyHeader(r, &body); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	res, err := s.submit(r.Context(), &body)
 	if err != nil {
 		s.fail(w, r, err)
@@ -37,6 +42,28 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK // a replay of the request that made it
 	}
 	s.writeJSON(w, status, api.FromTask(res.Task))
+}
+
+// idempotencyHeader applies the Idempotency-Key request header, which is
+// the same as the body's idempotency_key: either may be given, or both if
+// they agree.
+func idempotencyHeader(r *http.Request, body *api.CreateTask) error {
+	vals := r.Header.Values("Idempotency-Key")
+	if len(vals) == 0 {
+		return nil
+	}
+	if len(vals) > 1 {
+		return malformed("idempotency_key", "the Idempotency-Key header is given %d times", len(vals))
+	}
+	key := strings.TrimSpace(vals[0])
+	if key == "" {
+		return malformed("idempotency_key", "the Idempotency-Key header is empty")
+	}
+	if body.IdempotencyKey != "" && body.IdempotencyKey != key {
+		return malformed("idempotency_key", "the Idempotency-Key header %q and the idempotency_key field %q differ", key, body.IdempotencyKey)
+	}
+	body.IdempotencyKey = key
+	return nil
 }
 
 // errDuplicate is an idempotency key reused for a different task.
@@ -405,7 +432,7 @@ func queryBool(r *http.Request, name string) (bool, error) {
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Status == nil {
-		s.writeJSON(w, http.StatusOK, api.Status{State: "alive", Tasks: map[string]int{}})
+		s.writeJSON(w, http.StatusOK, api.Status{State: "alive", Tasks: map[string]int{}, Version: version.String()})
 		return
 	}
 	st, err := s.cfg.Status(r.Context())
@@ -413,5 +440,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.writeJSON(w, http.StatusOK, st)
+	out := *st
+	out.Version = version.String()
+	s.writeJSON(w, http.StatusOK, &out)
 }
