@@ -1,9 +1,9 @@
 package server
 
 import (
-	"os"
 	"context"
 	"net/http"
+	"os"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
