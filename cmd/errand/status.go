@@ -26,6 +26,12 @@ const (
 	exitStale = 4 // LSB: program status is unknown
 )
 
+// Where errand status's task counts come from (api.Status.CountsSource).
+const (
+	countsFromDaemon    = "daemon"    // a live daemon's /api/status: current
+	countsFromHeartbeat = "heartbeat" // the heartbeat file: as of its last beat
+)
+
 // statusTimeout bounds the call to a live daemon's /api/status.
 const statusTimeout = 5 * time.Second
 
@@ -42,12 +48,17 @@ works whether the daemon runs or not. The daemon is:
          the process that wrote it is gone (it crashed or was killed)
 
 For a live daemon it also asks the API for the current task counts and today's
-spend, and falls back to the heartbeat's counts if that fails.
+spend, and falls back to the heartbeat's counts if that fails. Counts from the
+heartbeat (a stale or dead daemon's, or when the API fails) are as old as its
+last beat, and say so: "(as of 3m ago, when the daemon last wrote its
+heartbeat)".
 
 It always prints the state, and exits 0 when the daemon is alive, 3 when it is
 dead, 4 when it is stale (after the LSB status codes), and 1 on any other
 error, so "errand status >/dev/null && …" runs only with a live daemon.
---json prints {"state", "pid", "started_at", "uptime", "tasks", "spend_today_usd"}.`,
+--json prints {"state", "pid", "started_at", "uptime", "tasks", "spend_today_usd",
+"counts_source", "counts_as_of", "version"}: counts_source is "daemon" (current)
+or "heartbeat" (as of counts_as_of); version is a live daemon's.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			home, err := a.home()
@@ -63,6 +74,10 @@ error, so "errand status >/dev/null && …" runs only with a live daemon.
 				started := beat.StartedAt
 				st.PID, st.StartedAt, st.Uptime = beat.PID, &started, beat.Uptime
 				maps.Copy(st.Tasks, beat.Tasks)
+				// Until a live daemon says otherwise, the counts are the
+				// heartbeat's, as old as its last beat.
+				asOf := beat.Timestamp.UTC()
+				st.CountsSource, st.CountsAsOf = countsFromHeartbeat, &asOf
 			}
 			if readErr != nil && !errors.Is(readErr, fs.ErrNotExist) {
 				fmt.Fprintf(a.stderr, "errand: warning: %v\n", readErr)
@@ -108,7 +123,9 @@ func (a *app) liveStatus(ctx context.Context, beat *heartbeat.Beat, st *api.Stat
 	}
 	if live.Tasks != nil {
 		st.Tasks = live.Tasks
+		st.CountsSource, st.CountsAsOf = countsFromDaemon, nil
 	}
+	st.Version = live.Version
 	st.SpendTodayUSD = live.SpendTodayUSD
 	st.Uptime = cmp.Or(live.Uptime, st.Uptime)
 	if live.StartedAt != nil {
@@ -142,7 +159,11 @@ func (a *app) printStatus(st *api.Status, beat *heartbeat.Beat, path string, now
 	}
 	t.row(h("daemon"), daemon)
 	if beat != nil {
-		t.row(h("tasks"), countsText(st.Tasks))
+		counts := countsText(st.Tasks)
+		if st.CountsSource == countsFromHeartbeat && st.CountsAsOf != nil {
+			counts += fmt.Sprintf(" (as of %s ago, when the daemon last wrote its heartbeat)", age(now, *st.CountsAsOf))
+		}
+		t.row(h("tasks"), counts)
 	}
 	if st.State == string(heartbeat.StateAlive) && haveSpend {
 		t.row(h("spend"), money(st.SpendTodayUSD)+" today")

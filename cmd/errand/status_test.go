@@ -43,7 +43,7 @@ func TestStatusAlive(t *testing.T) {
 	t.Parallel()
 	f := newFakeDaemon(t)
 	f.reply("GET /api/status", 200, api.Status{State: "alive", PID: os.Getpid(), Uptime: "1h0m5s",
-		Tasks: map[string]int{"running": 2, "pending": 1, "completed": 7, "failed": 0}, SpendTodayUSD: 0.42})
+		Tasks: map[string]int{"running": 2, "pending": 1, "completed": 7, "failed": 0}, SpendTodayUSD: 0.42, Version: "v1.2.3"})
 	listen := strings.TrimPrefix(f.srv.URL, "http://")
 	home := statusHome(t, beatAt(os.Getpid(), 10*time.Second, listen), f.token)
 	e := testEnv(map[string]string{"ERRAND_HOME": home})
@@ -58,6 +58,9 @@ func TestStatusAlive(t *testing.T) {
 	require.Equal(t, "1h0m5s", st["uptime"])
 	require.Equal(t, map[string]any{"running": 2.0, "pending": 1.0, "completed": 7.0, "failed": 0.0}, st["tasks"])
 	require.InDelta(t, 0.42, st["spend_today_usd"], 1e-9)
+	require.Equal(t, "daemon", st["counts_source"], "current counts")
+	require.NotContains(t, st, "counts_as_of")
+	require.Equal(t, "v1.2.3", st["version"])
 	require.Len(t, f.requests("/api/status"), 1, "asks the daemon at the heartbeat's address")
 
 	r = cli(t, e, "status")
@@ -82,6 +85,8 @@ func TestStatusAliveAPIFails(t *testing.T) {
 	require.Equal(t, "alive", st.State)
 	require.Equal(t, map[string]int{"pending": 4, "running": 1}, st.Tasks, "the heartbeat's counts")
 	require.Equal(t, "1h0m0s", st.Uptime, "from the heartbeat's start")
+	require.Equal(t, "heartbeat", st.CountsSource)
+	require.NotNil(t, st.CountsAsOf)
 	require.Contains(t, r.stderr, "errand: warning: ")
 	require.Contains(t, r.stderr, "HTTP 401")
 	require.Contains(t, r.stderr, "showing the heartbeat's counts")
@@ -97,9 +102,9 @@ func TestStatusStaleAndDead(t *testing.T) {
 		text  string
 	}{
 		{"Stale", beatAt(os.Getpid(), 5*time.Minute, ""), "stale", exitStale,
-			"daemon  stale (pid " + strconv.Itoa(os.Getpid()) + " runs, but its last heartbeat was 5m ago: is it hung?)\ntasks   running 1, pending 4\n"},
+			"daemon  stale (pid " + strconv.Itoa(os.Getpid()) + " runs, but its last heartbeat was 5m ago: is it hung?)\ntasks   running 1, pending 4 (as of 5m ago, when the daemon last wrote its heartbeat)\n"},
 		{"Crashed", beatAt(gonePID, 10*time.Second, ""), "dead", exitDead,
-			"daemon  dead (pid " + strconv.Itoa(gonePID) + " is gone, last heartbeat 10s ago: it crashed or was killed)\ntasks   running 1, pending 4\n"},
+			"daemon  dead (pid " + strconv.Itoa(gonePID) + " is gone, last heartbeat 10s ago: it crashed or was killed)\ntasks   running 1, pending 4 (as of 10s ago, when the daemon last wrote its heartbeat)\n"},
 		{"NoHeartbeat", nil, "dead", exitDead, "daemon  dead (no heartbeat at "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,6 +128,14 @@ func TestStatusStaleAndDead(t *testing.T) {
 				require.Equal(t, tc.beat.PID, st.PID)
 				require.Equal(t, tc.beat.Tasks, st.Tasks)
 				require.Equal(t, "59m50s", st.Uptime)
+				// The counts are the last beat's, and say so.
+				require.Equal(t, "heartbeat", st.CountsSource)
+				require.NotNil(t, st.CountsAsOf)
+				require.True(t, tc.beat.Timestamp.Equal(*st.CountsAsOf))
+				require.Contains(t, r.stdout, `"counts_source": "heartbeat"`)
+				require.Contains(t, r.stdout, `"counts_as_of": "`)
+			} else {
+				require.Empty(t, st.CountsSource)
 			}
 		})
 	}
