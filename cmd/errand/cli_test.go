@@ -831,7 +831,7 @@ func TestWaitInterrupted(t *testing.T) {
 	cancel() // Ctrl-C
 	err := <-done
 	require.Equal(t, exitInterrupted, exitCode(err))
-	require.Equal(t, "errand: interrupted\n", stderr.String())
+	require.Equal(t, "errand: stopped waiting; task tsk_1 goes on: errand tasks watch tsk_1\n", stderr.String())
 }
 
 // notifyWriter closes seen once a write contains match.
