@@ -120,9 +120,10 @@ func (a *app) listMemories(cmd *cobra.Command, f *memoryFilter, query string) er
 
 func (a *app) newMemoryShowCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "show ID",
-		Short: "Show one memory in full, with its provenance",
-		Args:  cobra.ExactArgs(1),
+		Use:     "show ID",
+		Example: "  errand memory show mem_01JH8W0Q5Q7J6YQ2C2WJ3K4M5N",
+		Short:   "Show one memory in full, with its provenance",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
@@ -156,6 +157,7 @@ func (a *app) newMemoryShowCmd() *cobra.Command {
 func (a *app) newMemoryRmCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "rm ID",
+		Example: "  errand memory rm mem_01JH8W0Q5Q7J6YQ2C2WJ3K4M5N",
 		Aliases: []string{"remove", "delete"},
 		Short:   "Remove one memory",
 		Args:    cobra.ExactArgs(1),

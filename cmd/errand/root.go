@@ -20,7 +20,6 @@ import (
 
 	"github.com/errandhq/errand/internal/apiclient"
 	"github.com/errandhq/errand/internal/config"
-	"github.com/errandhq/errand/internal/version"
 )
 
 // Environment variables the CLI reads besides config's.
@@ -79,11 +78,18 @@ it with --server (or ERRAND_SERVER, else the listen address in
 $ERRAND_HOME/errand.yaml, default http://127.0.0.1:7780) and authenticate with
 --token (or ERRAND_TOKEN, else the token file the daemon writes in
 $ERRAND_HOME, default ~/.errand).`,
-		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetVersionTemplate(versionTemplate)
+	// --version (-v) is errand version: the same text, and JSON with --json.
+	var showVersion bool
+	root.Flags().BoolVarP(&showVersion, "version", "v", false, "print the version (errand version)")
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if showVersion {
+			return a.printVersion()
+		}
+		return cmd.Help()
+	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.server, "server", "", "daemon URL (default: $"+envServer+", else the config's listen address)")
 	pf.StringVar(&a.token, "token", "", "API token (default: $"+envToken+", else $ERRAND_HOME/token)")
@@ -105,6 +111,7 @@ $ERRAND_HOME, default ~/.errand).`,
 		a.newMCPCmd(),
 		a.newVersionCmd(),
 	)
+	guide(root)
 	return root
 }
 
@@ -225,7 +232,7 @@ func (a *app) describe(err error) string {
 	default:
 		msg = err.Error()
 	}
-	return msg
+	return oneErrandPrefix(msg)
 }
 
 // color reports whether output to stdout may use colours: it is a terminal

@@ -346,9 +346,10 @@ func nextRuns(sc *api.Schedule, n int) []time.Time {
 
 func (a *app) newScheduleShowCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "show NAME|ID",
-		Short: "Show a schedule: its fields, its task template and its next five runs",
-		Args:  cobra.ExactArgs(1),
+		Use:     "show NAME|ID",
+		Example: "  errand schedule show digest",
+		Short:   "Show a schedule: its fields, its task template and its next five runs",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
@@ -459,6 +460,7 @@ func subMinute(runs []time.Time) bool {
 func (a *app) newScheduleRmCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "rm NAME|ID",
+		Example: "  errand schedule rm digest",
 		Aliases: []string{"remove", "delete"},
 		Short:   "Remove a schedule (the tasks it made stay)",
 		Args:    cobra.ExactArgs(1),
@@ -485,9 +487,10 @@ func (a *app) newScheduleEnableCmd(action string, enabled bool) *cobra.Command {
 		short = "Disable a schedule: it does not run until enabled"
 	}
 	return &cobra.Command{
-		Use:   action + " NAME|ID",
-		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Use:     action + " NAME|ID",
+		Example: "  errand schedule " + action + " digest",
+		Short:   short,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
@@ -508,9 +511,10 @@ func (a *app) newScheduleEnableCmd(action string, enabled bool) *cobra.Command {
 
 func (a *app) newScheduleRunCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "run NAME|ID",
-		Short: "Run a schedule now and print the task it made (its next run stays)",
-		Args:  cobra.ExactArgs(1),
+		Use:     "run NAME|ID",
+		Example: "  errand schedule run digest",
+		Short:   "Run a schedule now and print the task it made (its next run stays)",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {

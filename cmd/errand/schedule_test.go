@@ -203,8 +203,8 @@ func TestScheduleDaemonRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"add", "a", "--cron", "61 * * * *", "x"}, "errand: add a: errand: invalid spec: "},
-		{[]string{"add", "a", "--cron", "@daily", "--tz", "Mars/Olympus", "x"}, "errand: add a: errand: invalid timezone: "},
+		{[]string{"add", "a", "--cron", "61 * * * *", "x"}, "errand: add a: invalid spec: "},
+		{[]string{"add", "a", "--cron", "@daily", "--tz", "Mars/Olympus", "x"}, "errand: add a: invalid timezone: "},
 		{[]string{"add", "a", "--every", "500ms", "x"}, "(invalid, HTTP 400)"},
 		{[]string{"add", "a", "--every", "1h", "--agent", "ghost", "x"}, `"ghost" is not a registered agent`},
 		{[]string{"add", "morning", "--every", "1h", "x"}, "(name_taken, HTTP 409)"},
@@ -280,7 +280,7 @@ func TestScheduleAddRequest(t *testing.T) {
 		{[]string{"a", "--every", "1h", "--task-json", `[1]`}, "--task-json: must be one JSON object"},
 		{[]string{"a", "--every", "1h", "--task-json", `{"goal":"x"} {}`}, "--task-json: must be one JSON object"},
 		{[]string{"a", "--every", "1h", "--task-json", `null`}, "--task-json: must be one JSON object"},
-		{[]string{}, "requires at least 1 arg"},
+		{[]string{}, "schedule add: missing arguments\nUsage: errand schedule add NAME [GOAL...] [flags]\nExample:"},
 	} {
 		r := cli(t, testEnv(nil), f.args(append([]string{"schedule", "add"}, tc.args...)...)...)
 		require.Equal(t, 1, r.code, tc.args)

@@ -136,9 +136,10 @@ func (a *app) newTaskActionCmd(action, short string) *cobra.Command {
 		subtree bool
 	)
 	cmd := &cobra.Command{
-		Use:   action + " ID",
-		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Use:     action + " ID",
+		Example: "  errand tasks " + action + " tsk_01JH8W0Q5Q7J6YQ2C2WJ3K4M5N",
+		Short:   short,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
@@ -177,9 +178,10 @@ func (a *app) newTaskActionCmd(action, short string) *cobra.Command {
 
 func (a *app) newTasksShowCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "show ID",
-		Short: "Show a task: fields, plan, recent steps, result or error, spend",
-		Args:  cobra.ExactArgs(1),
+		Use:     "show ID",
+		Example: "  errand tasks show tsk_01JH8W0Q5Q7J6YQ2C2WJ3K4M5N",
+		Short:   "Show a task: fields, plan, recent steps, result or error, spend",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
@@ -387,8 +389,9 @@ func stepTable(steps []*api.Step, color bool) *table {
 
 func (a *app) newTasksAnswerCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   `answer ID "text"`,
-		Short: "Answer the question a task asked (ID: the task's id or the question's inp_ id)",
+		Use:     `answer ID "text"`,
+		Example: `  errand tasks answer tsk_01JH8W0Q5Q7J6YQ2C2WJ3K4M5N "Use the staging database"`,
+		Short:   "Answer the question a task asked (ID: the task's id or the question's inp_ id)",
 		Long: `answer answers the open question of a task in input_required. ID is the
 task's id, or the id of the question itself (inp_…, see "errand tasks inputs").
 A text of "-" reads the answer from stdin.`,
@@ -434,8 +437,9 @@ A text of "-" reads the answer from stdin.`,
 
 func (a *app) newTasksWatchCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "watch ID",
-		Short: "Follow a task's events until it ends (exit 0 if it completes, 1 if not)",
+		Use:     "watch ID",
+		Example: "  errand tasks watch tsk_01JH8W0Q5Q7J6YQ2C2WJ3K4M5N",
+		Short:   "Follow a task's events until it ends (exit 0 if it completes, 1 if not)",
 		Long: `watch prints a task's events, from the first, and follows it until it ends:
 then it prints the result and exits 0, or prints the error and exits 1 if the
 task failed or was cancelled. With --json it prints each event as a JSON line.`,
@@ -457,9 +461,10 @@ task failed or was cancelled. With --json it prints each event as a JSON line.`,
 
 func (a *app) newTasksStepsCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "steps ID",
-		Short: "List a task's steps: LLM calls, tool calls, subtasks, questions",
-		Args:  cobra.ExactArgs(1),
+		Use:     "steps ID",
+		Example: "  errand tasks steps tsk_01JH8W0Q5Q7J6YQ2C2WJ3K4M5N",
+		Short:   "List a task's steps: LLM calls, tool calls, subtasks, questions",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {

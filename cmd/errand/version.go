@@ -16,29 +16,29 @@ built from, the Go version and the build time. --json prints {"version",
 "commit", "modified", "go_version", "build_time"}.`,
 		Example: "  errand version\n  errand version --json",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			info := version.Get()
-			if a.asJSON {
-				return printJSON(a.stdout, info)
-			}
-			commit := info.Commit
-			switch {
-			case commit == "":
-				commit = "unknown"
-			case info.Modified:
-				commit += " (modified)"
-			}
-			t := &table{}
-			t.row("errand", info.Version)
-			t.row("commit", commit)
-			t.row("go", info.GoVersion)
-			if info.BuildTime != "" {
-				t.row("built", info.BuildTime)
-			}
-			return t.write(a.stdout)
-		},
+		RunE:    func(cmd *cobra.Command, args []string) error { return a.printVersion() },
 	}
 }
 
-// versionTemplate is what --version (and -v) prints.
-const versionTemplate = "errand {{.Version}}\n"
+// printVersion prints the version information, as JSON with --json.
+func (a *app) printVersion() error {
+	info := version.Get()
+	if a.asJSON {
+		return printJSON(a.stdout, info)
+	}
+	commit := info.Commit
+	switch {
+	case commit == "":
+		commit = "unknown"
+	case info.Modified:
+		commit += " (modified)"
+	}
+	t := &table{}
+	t.row("errand", info.Version)
+	t.row("commit", commit)
+	t.row("go", info.GoVersion)
+	if info.BuildTime != "" {
+		t.row("built", info.BuildTime)
+	}
+	return t.write(a.stdout)
+}

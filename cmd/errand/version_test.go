@@ -30,9 +30,13 @@ func TestVersionCommand(t *testing.T) {
 	require.Equal(t, info.Version, got["version"])
 	require.Equal(t, info.GoVersion, got["go_version"])
 
+	text := cli(t, liveEnv(), "version").stdout
 	for _, flag := range []string{"--version", "-v"} {
 		r = cli(t, liveEnv(), flag)
 		require.NoError(t, r.err, r.stderr)
-		require.Equal(t, "errand "+info.Version+"\n", r.stdout, flag)
+		require.Equal(t, text, r.stdout, flag)
 	}
+	r = cli(t, liveEnv(), "--version", "--json")
+	require.NoError(t, r.err, r.stderr)
+	require.Contains(t, r.stdout, `"version": "`+info.Version+`"`)
 }
