@@ -23,6 +23,12 @@ It reads --config (default $ERRAND_HOME/errand.yaml; a missing default file
 means the defaults), then ERRAND_* environment variables, then these flags.
 On first start it creates $ERRAND_HOME with the API token the CLI reads.
 
+Once serving it logs one line, msg="errand serving", with the address, the
+dashboard's URL and where the token the dashboard asks for is kept:
+token_file=PATH, or token_env=NAME when auth.token_env names a variable (never
+the token itself). A port in use says whether another errand daemon holds it;
+--listen picks another.
+
 At start it checks the SQLite store: an empty, damaged (PRAGMA quick_check)
 or read-only file stops serve with what to do about it.
 
