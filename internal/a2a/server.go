@@ -13,6 +13,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/clock"
+	"github.com/errandhq/errand/internal/version"
 	"github.com/errandhq/errand/store"
 )
 
@@ -94,7 +95,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.Description = cmp.Or(cfg.Description,
 		"errand runs tasks for AI agents durably: each message starts a task that survives restarts, "+
 			"may ask a question back (input-required) and ends with its result as an artifact.")
-	cfg.Version = cmp.Or(cfg.Version, moduleVersion())
+	cfg.Version = cmp.Or(cfg.Version, version.String())
 	cfg.DefaultAgent = cmp.Or(cfg.DefaultAgent, DefaultAgent)
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes)
 	cfg.MaxBlock = cmp.Or(cfg.MaxBlock, DefaultMaxBlock)
@@ -116,13 +117,6 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	return &Server{cfg: cfg, client: cfg.Client, log: cfg.Logger.With(slog.String("service", "a2a"))}, nil
-}
-
-func moduleVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
 }
 
 // Handler serves A2A's JSON-RPC binding: POST /a2a (and /a2a/). It
