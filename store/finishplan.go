@@ -30,9 +30,25 @@ type FinishPlan struct {
 	RunAt time.Time
 	// Finished says the task ends now (finished_at is the finish's time).
 	Finished bool
-	// Released is 1 when the attempt does not count (handed back, or
-	// waiting), else 0.
+	// Released is 1 when the attempt stays open (handed back, or
+	// waiting), else 0. The task's attempt keeps its number, the one it
+	// ran (and shows); the next claim goes on with it rather than
+	// starting another, so a wait never uses up one of max_attempts.
 	Released int
+}
+
+// AttemptOpen is 1 for a task whose state says its attempt stays open (it
+// waits for an answer or for subtasks, paused or not), else 0: what an
+// import, which carries no such flag, sets. A task handed back to pending
+// cannot be told apart and gets 0: its next claim starts an attempt.
+func AttemptOpen(status, pausedFrom Status) int {
+	if status == StatusPaused {
+		status = pausedFrom
+	}
+	if status == StatusInputRequired || status == StatusWaitingSubtasks {
+		return 1
+	}
+	return 0
 }
 
 // PlanFinish decides a finish from the lease's locked state l at time at.

@@ -78,3 +78,22 @@ func TestPlanFinish(t *testing.T) {
 		})
 	}
 }
+
+func TestAttemptOpen(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status, pausedFrom Status
+		want               int
+	}{
+		{StatusInputRequired, "", 1},
+		{StatusWaitingSubtasks, "", 1},
+		{StatusPaused, StatusInputRequired, 1},
+		{StatusPaused, StatusWaitingSubtasks, 1},
+		{StatusPaused, StatusPending, 0},
+		{StatusPending, "", 0},
+		{StatusRunning, "", 0},
+		{StatusFailed, "", 0},
+	} {
+		require.Equal(t, tc.want, AttemptOpen(tc.status, tc.pausedFrom), "%s from %s", tc.status, tc.pausedFrom)
+	}
+}

@@ -21,6 +21,21 @@ type TaskRecord struct {
 	CancelReason string `json:"cancel_reason,omitempty"`
 	// BudgetWarnedAt is when the task.budget_warning event was written.
 	BudgetWarnedAt time.Time `json:"budget_warned_at,omitzero"`
+	// AttemptOpen says the task's attempt stays open: the next claim goes
+	// on with it (see FinishPlan.Released). Absent (an export from before
+	// it was kept), it is read from the task's state (see AttemptOpen).
+	AttemptOpen *bool `json:"attempt_open,omitempty"`
+}
+
+// AttemptOpenOf is the attempt_open value a record imports with.
+func (r *TaskRecord) AttemptOpenOf() int {
+	switch {
+	case r.AttemptOpen == nil:
+		return AttemptOpen(r.Status, r.PausedFrom)
+	case *r.AttemptOpen:
+		return 1
+	}
+	return 0
 }
 
 // InputRecord is an input request row as an export holds it.

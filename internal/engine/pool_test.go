@@ -285,7 +285,7 @@ func TestGracefulShutdownHandsLeasesBack(t *testing.T) {
 	got, err := b.engine.Get(context.Background(), slow.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.StatusPending, got.Status)
-	require.Equal(t, 0, got.Attempt, "the interrupted attempt does not count")
+	require.Equal(t, 1, got.Attempt, "the interrupted attempt keeps its number")
 	require.Empty(t, got.LeaseOwner)
 
 	resumed := make(chan *taskrun.Info, 1)
@@ -295,7 +295,7 @@ func TestGracefulShutdownHandsLeasesBack(t *testing.T) {
 	})})
 	info := recv(t, resumed)
 	require.Equal(t, slow.ID, info.ID)
-	require.Equal(t, 1, info.Attempt)
+	require.Equal(t, 1, info.Attempt, "the interrupted attempt goes on: it was not used up")
 	require.JSONEq(t, `{"step":3}`, string(info.Checkpoint))
 	require.NoError(t, pool.Stop(context.Background()), "a second Stop is fine")
 }

@@ -114,7 +114,7 @@ func TestSpendLimitPausesUntilTheNextDay(t *testing.T) {
 	got, err := b.engine.Get(ctx, task.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.StatusPending, got.Status, "the task waits; it did not fail")
-	require.Zero(t, got.Attempt, "waiting uses up no attempt")
+	require.Equal(t, 1, got.Attempt, "the waiting task shows the attempt it ran; its next claim goes on with it")
 
 	// Schedules do not fire while paused.
 	fired := getSchedule(t, b.engine, sc.ID).FireCount

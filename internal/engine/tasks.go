@@ -128,7 +128,8 @@ func (e *Engine) Cancel(ctx context.Context, taskID, reason, actor string) (*sto
 
 // Answer answers a pending input request, named by its id (inp_…) or by
 // its task's id, and makes the task pending again. Answering a request
-// twice, or one that expired, matches store.ErrInputClosed.
+// twice, or one that expired or was cancelled with its task, matches
+// store.ErrInputClosed.
 func (e *Engine) Answer(ctx context.Context, requestOrTaskID, answer, actor string) (*store.InputRequest, error) {
 	if strings.TrimSpace(answer) == "" {
 		return nil, invalid("answer", "must not be empty")
@@ -174,12 +175,12 @@ func (e *Engine) PendingInputs(ctx context.Context) ([]*store.InputRequest, erro
 }
 
 // Inputs lists input requests, oldest first: those in status (pending,
-// answered or expired; empty for all), of one task or of all.
+// answered, expired or cancelled; empty for all), of one task or of all.
 func (e *Engine) Inputs(ctx context.Context, status, taskID string) ([]*store.InputRequest, error) {
 	switch status {
-	case "", store.InputPending, store.InputAnswered, store.InputExpired:
+	case "", store.InputPending, store.InputAnswered, store.InputExpired, store.InputCancelled:
 	default:
-		return nil, invalid("status", "%q is not one of pending, answered, expired", status)
+		return nil, invalid("status", "%q is not one of pending, answered, expired, cancelled", status)
 	}
 	return e.store.InputList(ctx, &store.InputListParams{Status: status, TaskID: taskID, Limit: MaxListLimit})
 }

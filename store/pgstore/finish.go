@@ -19,7 +19,7 @@ const (
 	sqlFinish = `UPDATE tasks SET
 		status = f.status, result = f.result::json, error_code = f.error_code, error_message = f.error_message,
 		run_at = coalesce(f.run_at, tasks.run_at), checkpoint = coalesce(f.checkpoint::json, tasks.checkpoint),
-		attempt = tasks.attempt - f.released, lease_owner = NULL, lease_expires_at = NULL, spend_reserved = 0,
+		attempt_open = f.released, lease_owner = NULL, lease_expires_at = NULL, spend_reserved = 0,
 		finished_at = f.finished_at, updated_at = f.updated_at,
 		paused_from = coalesce(f.paused_from, tasks.paused_from),
 		pause_requested_at = CASE WHEN f.paused_from IS NULL THEN tasks.pause_requested_at END
@@ -209,7 +209,7 @@ func (s *Store) finishOne(ctx context.Context, tx *txn, ends *leaseEnds, p *stor
 	ends.add(p.Lease, to, nullJSON(result), errCode, errMessage, runAt, nullJSON(p.Checkpoint),
 		released, finished, at, pausedFrom)
 	ls.status = to
-	data := &store.TransitionData{From: store.StatusRunning, To: to, Attempt: ls.attempt - released, Error: taskErr, Result: result}
+	data := &store.TransitionData{From: store.StatusRunning, To: to, Attempt: ls.attempt, Error: taskErr, Result: result}
 	if effective == store.StatusInputRequired {
 		data.RequestID, data.Question = p.Ask.ID, p.Ask.Question
 	}
@@ -424,7 +424,7 @@ func (s *Store) TaskRetry(ctx context.Context, p *store.TaskRetryParams) (*store
 		// The attempt count goes on; a task out of attempts gets one more.
 		_, err = tx.Exec(ctx, `UPDATE tasks SET status = 'pending', result = NULL, error_code = NULL, error_message = NULL,
 			cancel_requested_at = NULL, cancel_reason = NULL, finished_at = NULL,
-			max_attempts = greatest(max_attempts, attempt + 1), run_at = $1, updated_at = $1 WHERE id = $2`, at, p.ID)
+			attempt_open = 0, max_attempts = greatest(max_attempts, attempt + 1), run_at = $1, updated_at = $1 WHERE id = $2`, at, p.ID)
 		if err != nil {
 			return err
 		}

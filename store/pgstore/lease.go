@@ -61,7 +61,7 @@ var sqlClaim = `WITH ready AS (
 	)
 	UPDATE tasks SET
 		status = 'running', lease_owner = $5, lease_expires_at = $6,
-		lease_token = lease_token + 1, attempt = attempt + 1, reserved = NULL, spend_reserved = 0,
+		lease_token = lease_token + 1, attempt = attempt + 1 - attempt_open, attempt_open = 0, reserved = NULL, spend_reserved = 0,
 		started_at = coalesce(started_at, $1), updated_at = $1
 	FROM ready WHERE tasks.id = ready.id
 	RETURNING ready.status, ` + prefixed("tasks.", taskColumns)

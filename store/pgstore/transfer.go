@@ -49,7 +49,7 @@ func exportPage(ctx context.Context, tx pgx.Tx, p *store.BatchExportParams) (*st
 		where = append(where, fmt.Sprintf(`updated_at >= $%d`, len(args)))
 	}
 	args = append(args, max(p.Limit, 1))
-	rows, err := tx.Query(ctx, `SELECT `+taskColumns+`, on_dependency_failure, coalesce(cancel_reason, ''), budget_warned_at
+	rows, err := tx.Query(ctx, `SELECT `+taskColumns+`, on_dependency_failure, coalesce(cancel_reason, ''), budget_warned_at, attempt_open = 1
 		FROM tasks WHERE `+strings.Join(where, ` AND `)+fmt.Sprintf(` ORDER BY id LIMIT $%d`, len(args)), args...)
 	if err != nil {
 		return nil, err
@@ -58,13 +58,14 @@ func exportPage(ctx context.Context, tx pgx.Tx, p *store.BatchExportParams) (*st
 		var (
 			rec    store.TaskRecord
 			warned *time.Time
+			open   bool
 			err    error
 		)
-		rec.Task, err = scanTask(suffixScanner{row, []any{&rec.OnDependencyFailure, &rec.CancelReason, &warned}})
+		rec.Task, err = scanTask(suffixScanner{row, []any{&rec.OnDependencyFailure, &rec.CancelReason, &warned, &open}})
 		if err != nil {
 			return nil, err
 		}
-		rec.BudgetWarnedAt = fromNullDB(warned)
+		rec.BudgetWarnedAt, rec.AttemptOpen = fromNullDB(warned), &open
 		return &rec, nil
 	})
 	if err != nil || len(tasks) == 0 {
@@ -130,9 +131,9 @@ const (
 		priority, status, progress, result, error_code, error_message, checkpoint, attempt, max_attempts,
 		run_at, lease_owner, lease_expires_at, lease_token, cancel_requested_at, cancel_reason, depends_on,
 		idempotency_key, budget, consumed, reserved, budget_warned_at, options, on_dependency_failure,
-		paused_from, pause_requested_at, created_at, updated_at, started_at, finished_at)
+		paused_from, pause_requested_at, created_at, updated_at, started_at, finished_at, attempt_open)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-		$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39)`
+		$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40)`
 
 	sqlImportTags = `INSERT INTO task_tags (tag, task_id) SELECT DISTINCT tag, $2 FROM unnest($1::text[]) AS tag
 		ON CONFLICT DO NOTHING`
@@ -357,7 +358,7 @@ func (im *importer) queueTask(rec *store.TaskRecord) error {
 		t.LeaseToken, toNull(t.CancelRequestedAt), nullString(rec.CancelReason), marshalList(t.DependsOn),
 		nullString(t.IdempotencyKey), budget, consumed, reserved, toNull(rec.BudgetWarnedAt), options, policy,
 		nullString(string(t.PausedFrom)), toNull(t.PauseRequestedAt),
-		t.CreatedAt, t.UpdatedAt, toNull(t.StartedAt), toNull(t.FinishedAt))
+		t.CreatedAt, t.UpdatedAt, toNull(t.StartedAt), toNull(t.FinishedAt), rec.AttemptOpenOf())
 	return nil
 }
 

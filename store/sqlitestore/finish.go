@@ -18,7 +18,7 @@ const (
 	sqlFinish = `UPDATE tasks SET
 		status = ?1, result = ?2, error_code = ?3, error_message = ?4,
 		run_at = coalesce(?5, run_at), checkpoint = coalesce(?6, checkpoint),
-		attempt = attempt - ?7, lease_owner = NULL, lease_expires_at = NULL, spend_reserved = 0,
+		attempt_open = ?7, lease_owner = NULL, lease_expires_at = NULL, spend_reserved = 0,
 		finished_at = ?8, updated_at = ?9
 		WHERE id = ?10 AND lease_token = ?11 AND status = 'running'`
 
@@ -120,7 +120,7 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 			return err
 		}
 	}
-	data := &store.TransitionData{From: store.StatusRunning, To: to, Attempt: ls.attempt - released, Error: taskErr, Result: result}
+	data := &store.TransitionData{From: store.StatusRunning, To: to, Attempt: ls.attempt, Error: taskErr, Result: result}
 	if effective == store.StatusInputRequired {
 		data.RequestID, data.Question = p.Ask.ID, p.Ask.Question
 	}
@@ -331,7 +331,7 @@ func (s *Store) TaskRetry(ctx context.Context, p *store.TaskRetryParams) (*store
 		// The attempt count goes on; a task out of attempts gets one more.
 		_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', result = NULL, error_code = NULL, error_message = NULL,
 			cancel_requested_at = NULL, cancel_reason = NULL, finished_at = NULL,
-			max_attempts = max(max_attempts, attempt + 1), run_at = ?1, updated_at = ?1 WHERE id = ?2`, micros(at), p.ID)
+			attempt_open = 0, max_attempts = max(max_attempts, attempt + 1), run_at = ?1, updated_at = ?1 WHERE id = ?2`, micros(at), p.ID)
 		if err != nil {
 			return err
 		}

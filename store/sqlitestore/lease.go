@@ -47,7 +47,7 @@ var (
 	// an index on status; the rowids lead straight to the rows.
 	sqlClaim = `UPDATE tasks SET
 		status = 'running', lease_owner = ?1, lease_expires_at = ?2,
-		lease_token = lease_token + 1, attempt = attempt + 1, reserved = NULL, spend_reserved = 0,
+		lease_token = lease_token + 1, attempt = attempt + 1 - attempt_open, attempt_open = 0, reserved = NULL, spend_reserved = 0,
 		started_at = coalesce(started_at, ?3), updated_at = ?3
 		WHERE rowid IN (SELECT value FROM json_each(?4)) AND +status IN (` + claimable + `)
 		RETURNING rowid, ` + taskColumns

@@ -47,7 +47,7 @@ func exportPage(ctx context.Context, tx *sql.Tx, p *store.BatchExportParams) (*s
 	if !p.UpdatedSince.IsZero() {
 		where, args = append(where, `updated_at >= ?`), append(args, ceilMicros(p.UpdatedSince))
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+taskColumns+`, on_dependency_failure, coalesce(cancel_reason, ''), budget_warned_at
+	rows, err := tx.QueryContext(ctx, `SELECT `+taskColumns+`, on_dependency_failure, coalesce(cancel_reason, ''), budget_warned_at, attempt_open = 1
 		FROM tasks WHERE `+strings.Join(where, ` AND `)+` ORDER BY id LIMIT ?`, append(args, max(p.Limit, 1))...)
 	if err != nil {
 		return nil, err
@@ -58,13 +58,14 @@ func exportPage(ctx context.Context, tx *sql.Tx, p *store.BatchExportParams) (*s
 		var (
 			rec    store.TaskRecord
 			warned sql.NullInt64
+			open   bool
 		)
-		rec.Task, err = scanTask(suffixScanner{rows, []any{&rec.OnDependencyFailure, &rec.CancelReason, &warned}})
+		rec.Task, err = scanTask(suffixScanner{rows, []any{&rec.OnDependencyFailure, &rec.CancelReason, &warned, &open}})
 		if err != nil {
 			rows.Close()
 			return nil, err
 		}
-		rec.BudgetWarnedAt = nullMicros(warned)
+		rec.BudgetWarnedAt, rec.AttemptOpen = nullMicros(warned), &open
 		batch.Tasks = append(batch.Tasks, &rec)
 		ids = append(ids, rec.ID)
 	}
@@ -154,8 +155,8 @@ const (
 		priority, status, progress, result, error_code, error_message, checkpoint, attempt, max_attempts,
 		run_at, lease_owner, lease_expires_at, lease_token, cancel_requested_at, cancel_reason, depends_on,
 		idempotency_key, budget, consumed, reserved, budget_warned_at, options, on_dependency_failure,
-		paused_from, pause_requested_at, created_at, updated_at, started_at, finished_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		paused_from, pause_requested_at, created_at, updated_at, started_at, finished_at, attempt_open)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 	sqlImportStep = `INSERT INTO task_steps (
 		task_id, step_no, call_index, type, status, tool, idempotency_key, input, output,
@@ -410,7 +411,8 @@ func importTask(im *importer, rec *store.TaskRecord) error {
 		t.LeaseToken, toNullMicros(t.CancelRequestedAt), nullString(rec.CancelReason), marshalList(t.DependsOn),
 		nullString(t.IdempotencyKey), budget, consumed, reserved, toNullMicros(rec.BudgetWarnedAt), options, policy,
 		nullString(string(t.PausedFrom)), toNullMicros(t.PauseRequestedAt),
-		micros(t.CreatedAt), micros(t.UpdatedAt), toNullMicros(t.StartedAt), toNullMicros(t.FinishedAt))
+		micros(t.CreatedAt), micros(t.UpdatedAt), toNullMicros(t.StartedAt), toNullMicros(t.FinishedAt),
+		rec.AttemptOpenOf())
 }
 
 // nullRaw is a nullable JSON column's value: absent and JSON null are NULL.

@@ -124,7 +124,7 @@ func testFinish(t *testing.T, newDatabase NewDatabaseFunc) {
 
 		got := b.get(t, claimed.ID)
 		require.Equal(t, store.StatusPending, got.Status)
-		require.Equal(t, 0, got.Attempt, "a released attempt does not count")
+		require.Equal(t, 1, got.Attempt, "a released attempt keeps its number")
 		require.Nil(t, got.Error)
 		requireZeroTime(t, got.FinishedAt, "finished_at")
 		ev := b.lastEvent(t, claimed.ID)
@@ -134,8 +134,10 @@ func testFinish(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Equal(t, store.StatusRunning, data.From)
 		require.Equal(t, store.StatusPending, data.To)
 
+		require.Equal(t, 1, data.Attempt)
+
 		again := b.claimOne(t, claimed.ID, store.TaskLeaseManyParams{Owner: "worker-2", Now: now})
-		require.Equal(t, 1, again.Attempt)
+		require.Equal(t, 1, again.Attempt, "the released attempt goes on: it was not used up")
 		require.Equal(t, "worker-2", again.LeaseOwner)
 		require.Greater(t, again.LeaseToken, claimed.LeaseToken)
 	})

@@ -42,7 +42,7 @@ func testInput(t *testing.T, newDatabase NewDatabaseFunc) {
 		got := b.get(t, task.ID)
 		require.Equal(t, store.StatusInputRequired, got.Status)
 		require.Empty(t, got.LeaseOwner)
-		require.Zero(t, got.Attempt, "waiting for a person is not a failed attempt")
+		require.Equal(t, 1, got.Attempt, "a task waiting for a person shows the attempt it ran")
 		ev := b.lastEvent(t, task.ID)
 		require.Equal(t, store.EventTaskInputRequired, ev.Type)
 		var data store.TransitionData
@@ -57,6 +57,88 @@ func testInput(t *testing.T, newDatabase NewDatabaseFunc) {
 			Status: store.InputPending, CreatedAt: *at(time.Second),
 		}, reqs[0])
 		b.requireNoClaim(t, at(time.Hour))
+	})
+
+	// The attempt a task is on or last ran is the number it shows, waiting
+	// or not, and waits never use one up: the claim after a wait goes on
+	// with the same attempt.
+	t.Run("WaitsKeepTheAttempt", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		task := b.insert(t, store.TaskInsertParams{MaxAttempts: 2})
+		attempt := func(t *testing.T, want int, status store.Status) {
+			t.Helper()
+			got := b.get(t, task.ID)
+			require.Equal(t, status, got.Status)
+			require.Equal(t, want, got.Attempt, "attempt while %s", status)
+			require.Equal(t, want, transitionData(t, b.lastEvent(t, task.ID)).Attempt, "attempt of the %s event", status)
+		}
+		askAt := func(t *testing.T, claimed *store.Task, id string, d time.Duration) {
+			t.Helper()
+			require.NoError(t, b.finish(t, store.TaskFinishParams{
+				Lease: leaseOf(claimed), Status: store.StatusInputRequired, Now: at(d),
+				Ask: &store.InputAsk{ID: id, Question: "?"},
+			}))
+		}
+		answer := func(t *testing.T, id string, d time.Duration) {
+			t.Helper()
+			_, err := b.store.InputAnswer(b.ctx, &store.InputAnswerParams{RequestID: id, Answer: "a", Now: at(d)})
+			require.NoError(t, err)
+		}
+
+		claimed := b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w", Now: at(0)})
+		attempt(t, 1, store.StatusRunning)
+		askAt(t, claimed, "inp_1", time.Second)
+		attempt(t, 1, store.StatusInputRequired)
+		answer(t, "inp_1", 2*time.Second)
+		attempt(t, 1, store.StatusPending)
+		claimed = b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w", Now: at(3 * time.Second)})
+		attempt(t, 1, store.StatusRunning)
+		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(claimed), Status: store.StatusPending, Now: at(4 * time.Second)}))
+		attempt(t, 1, store.StatusPending)
+		claimed = b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w", Now: at(5 * time.Second)})
+		attempt(t, 1, store.StatusRunning)
+
+		// A failed attempt counts: the next claim starts attempt 2.
+		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(claimed), Status: store.StatusRetryScheduled,
+			Error: &store.TaskError{Code: "x", Message: "x"}, RunAt: *at(6 * time.Second), Now: at(6 * time.Second)}))
+		attempt(t, 1, store.StatusRetryScheduled)
+		claimed = b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w", Now: at(7 * time.Second)})
+		attempt(t, 2, store.StatusRunning)
+		askAt(t, claimed, "inp_2", 8*time.Second)
+		attempt(t, 2, store.StatusInputRequired)
+		answer(t, "inp_2", 9*time.Second)
+		b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w", Now: at(10 * time.Second), TTL: time.Second})
+		attempt(t, 2, store.StatusRunning)
+
+		// The last of max_attempts ends when its lease expires.
+		b.recover(t, at(time.Hour))
+		attempt(t, 2, store.StatusFailed)
+
+		// An operator retry starts another attempt.
+		_, err := b.store.TaskRetry(b.ctx, &store.TaskRetryParams{ID: task.ID, Now: at(2 * time.Hour)})
+		require.NoError(t, err)
+		b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w", Now: at(2 * time.Hour)})
+		attempt(t, 3, store.StatusRunning)
+	})
+
+	t.Run("RetryAfterAnExpiredQuestionStartsAnAttempt", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		task := b.insert(t, store.TaskInsertParams{MaxAttempts: 1})
+		claimed := b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w"})
+		require.NoError(t, b.finish(t, store.TaskFinishParams{
+			Lease: leaseOf(claimed), Status: store.StatusInputRequired, Now: at(time.Second),
+			Ask: &store.InputAsk{ID: "inp_1", Question: "?", ExpiresAt: *at(time.Minute)},
+		}))
+		_, err := b.store.InputExpire(b.ctx, at(time.Hour))
+		require.NoError(t, err)
+		require.Equal(t, 1, b.get(t, task.ID).Attempt)
+		_, err = b.store.TaskRetry(b.ctx, &store.TaskRetryParams{ID: task.ID, Now: at(2 * time.Hour)})
+		require.NoError(t, err)
+		again := b.claimOne(t, task.ID, store.TaskLeaseManyParams{Owner: "w", Now: at(2 * time.Hour)})
+		require.Equal(t, 2, again.Attempt)
+		require.Equal(t, 2, again.MaxAttempts)
 	})
 
 	t.Run("AnswerByRequestOrTask", func(t *testing.T) {

@@ -56,7 +56,7 @@ func testPause(t *testing.T, newDatabase NewDatabaseFunc) {
 		got = b.get(t, task.ID)
 		require.Equal(t, store.StatusPaused, got.Status)
 		require.Equal(t, store.StatusPending, got.PausedFrom)
-		require.Zero(t, got.Attempt, "the paused attempt does not count")
+		require.Equal(t, 1, got.Attempt, "the paused attempt keeps its number")
 		require.Equal(t, store.StatusPending, resume(t, b, task.ID).Status)
 	})
 

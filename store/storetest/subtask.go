@@ -30,7 +30,7 @@ func testSubtask(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(claimed), Status: store.StatusWaitingSubtasks, Now: at(time.Second)}))
 		got := b.get(t, parent.ID)
 		require.Equal(t, store.StatusWaitingSubtasks, got.Status)
-		require.Zero(t, got.Attempt, "waiting is not a failed attempt")
+		require.Equal(t, 1, got.Attempt, "a waiting task shows the attempt it ran")
 
 		b.claimAndFinish(t, kids[0], store.StatusCompleted)
 		require.Equal(t, store.StatusWaitingSubtasks, b.get(t, parent.ID).Status)

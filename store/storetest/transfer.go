@@ -88,6 +88,24 @@ func testTransfer(t *testing.T, newDatabase NewDatabaseFunc) {
 		answered, err := fresh.store.InputList(fresh.ctx, &store.InputListParams{Status: store.InputAnswered, Limit: 10})
 		require.NoError(t, err)
 		require.Len(t, answered, 2)
+
+		// An imported task that waited goes on with its attempt, as the
+		// original does.
+		_, err = b.store.InputExpire(b.ctx, at(48*time.Hour))
+		require.NoError(t, err)
+		attempts := func(bb *testBundle) map[string]int {
+			out := map[string]int{}
+			for _, task := range bb.claim(t, store.TaskLeaseManyParams{Owner: "w", Now: at(49 * time.Hour)}) {
+				out[task.ID] = task.Attempt
+			}
+			return out
+		}
+		orig := attempts(b)
+		require.NotEmpty(t, orig)
+		delete(orig, next.ID)
+		imported := attempts(fresh)
+		delete(imported, next.ID)
+		require.Equal(t, orig, imported)
 	})
 
 	t.Run("Since", func(t *testing.T) {
