@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -132,4 +133,48 @@ func TestWritesAfterCloseFail(t *testing.T) {
 	_, err = s.TaskInsert(t.Context(), &store.TaskInsertParams{ID: "tsk_1", Goal: "g", Agent: "a", MaxAttempts: 1})
 	require.ErrorIs(t, err, ErrClosed)
 	require.NoError(t, s.Close(), "a second Close is fine")
+}
+
+// Migration 017 moves a waiting task's attempt over: before it, a wait gave
+// its attempt back (attempt - 1); after it, the task keeps the attempt it
+// ran, open, and the next claim goes on with it. Down moves it back.
+func TestMigrationKeepsAWaitingAttempt(t *testing.T) {
+	t.Parallel()
+	s := openTest(t)
+	ctx := t.Context()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	res, err := s.TaskInsert(ctx, &store.TaskInsertParams{ID: "tsk_1", RunID: "run_1", Agent: "default", Goal: "g",
+		MaxAttempts: 1, Actor: store.ActorUser, Now: &at})
+	require.NoError(t, err)
+	claimed, err := s.TaskLeaseMany(ctx, &store.TaskLeaseManyParams{Owner: "w", Limit: 1, TTL: time.Minute, Now: &at})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	errs, err := s.TaskFinishMany(ctx, []*store.TaskFinishParams{{
+		Lease: store.Lease{TaskID: res.Task.ID, Token: claimed[0].LeaseToken}, Status: store.StatusInputRequired,
+		Ask: &store.InputAsk{ID: "inp_1", Question: "?"}, Actor: store.ActorSystem, Now: &at,
+	}})
+	require.NoError(t, err)
+	require.NoError(t, errs[0])
+	attempt := func() (n, open int) {
+		t.Helper()
+		require.NoError(t, s.writer.QueryRowContext(ctx, `SELECT attempt, attempt_open FROM tasks WHERE id = 'tsk_1'`).Scan(&n, &open))
+		return n, open
+	}
+	n, open := attempt()
+	require.Equal(t, [2]int{1, 1}, [2]int{n, open})
+
+	require.NoError(t, migrateDown(ctx, s, 16))
+	var old int
+	require.NoError(t, s.writer.QueryRowContext(ctx, `SELECT attempt FROM tasks WHERE id = 'tsk_1'`).Scan(&old))
+	require.Zero(t, old, "before 017 a wait gave its attempt back")
+	require.NoError(t, migrateUp(ctx, s))
+	n, open = attempt()
+	require.Equal(t, [2]int{1, 1}, [2]int{n, open})
+
+	_, err = s.InputAnswer(ctx, &store.InputAnswerParams{RequestID: "inp_1", Answer: "a", Now: &at})
+	require.NoError(t, err)
+	again, err := s.TaskLeaseMany(ctx, &store.TaskLeaseManyParams{Owner: "w", Limit: 1, TTL: time.Minute, Now: &at})
+	require.NoError(t, err)
+	require.Len(t, again, 1)
+	require.Equal(t, 1, again[0].Attempt, "the wait used no attempt: 1 of 1 goes on")
 }
