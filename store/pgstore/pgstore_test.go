@@ -3,10 +3,12 @@ package pgstore
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand/internal/pgtest"
+	"github.com/errandhq/errand/store"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -76,4 +78,42 @@ func TestOpenRefusesABadDSN(t *testing.T) {
 	t.Parallel()
 	_, err := Open(t.Context(), "postgres://%zz", nil)
 	require.ErrorContains(t, err, "pgstore:")
+}
+
+// Migration 006 moves a waiting task's attempt over: before it, a wait gave
+// its attempt back (attempt - 1); after it, the task keeps the attempt it
+// ran, open, and the next claim goes on with it. Down moves it back.
+func TestMigrationKeepsAWaitingAttempt(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, testDSN(t))
+	ctx := t.Context()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	res, err := s.TaskInsert(ctx, &store.TaskInsertParams{ID: "tsk_1", RunID: "run_1", Agent: "default", Goal: "g",
+		MaxAttempts: 1, Actor: store.ActorUser, Now: &at})
+	require.NoError(t, err)
+	claimed, err := s.TaskLeaseMany(ctx, &store.TaskLeaseManyParams{Owner: "w", Limit: 1, TTL: time.Minute, Now: &at})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	errs, err := s.TaskFinishMany(ctx, []*store.TaskFinishParams{{
+		Lease: store.Lease{TaskID: res.Task.ID, Token: claimed[0].LeaseToken}, Status: store.StatusWaitingSubtasks,
+		Actor: store.ActorSystem, Now: &at,
+	}})
+	require.NoError(t, err)
+	require.NoError(t, errs[0])
+	// No child: the task is pending again, its attempt open.
+	require.Equal(t, 1, s.count(t, `SELECT count(*) FROM tasks WHERE attempt = 1 AND attempt_open = 1`))
+	_, err = s.pool.Exec(ctx, `UPDATE tasks SET status = 'waiting_subtasks'`)
+	require.NoError(t, err)
+
+	require.NoError(t, s.migrateDown(ctx, 5))
+	require.Equal(t, 1, s.count(t, `SELECT count(*) FROM tasks WHERE attempt = 0`), "before 006 a wait gave its attempt back")
+	require.NoError(t, s.migrateUp(ctx))
+	require.Equal(t, 1, s.count(t, `SELECT count(*) FROM tasks WHERE attempt = 1 AND attempt_open = 1`))
+
+	_, err = s.pool.Exec(ctx, `UPDATE tasks SET status = 'pending'`)
+	require.NoError(t, err)
+	again, err := s.TaskLeaseMany(ctx, &store.TaskLeaseManyParams{Owner: "w", Limit: 1, TTL: time.Minute, Now: &at})
+	require.NoError(t, err)
+	require.Len(t, again, 1)
+	require.Equal(t, 1, again[0].Attempt, "the wait used no attempt: 1 of 1 goes on")
 }
