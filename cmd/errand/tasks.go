@@ -574,7 +574,7 @@ func (a *app) newTasksInputsCmd() *cobra.Command {
 			return t.write(a.stdout)
 		},
 	}
-	cmd.Flags().StringVar(&status, "status", store.InputPending, "pending, answered, expired or all")
+	cmd.Flags().StringVar(&status, "status", store.InputPending, "pending, answered, expired, cancelled or all")
 	return cmd
 }
 

@@ -514,6 +514,25 @@ func TestTaskLifecycleOverHTTP(t *testing.T) {
 	require.Contains(t, string(b), `"status":"pending"`)
 	waitFor(t, failEvents, "task.failed")
 
+	// A task cancelled while it asks closes its question: it leaves the
+	// pending list and is listed cancelled.
+	asking := f.submit(`{"goal":"paint the fence"}`)
+	askEvents, _ := f.openStream(t.Context(), "/api/tasks/"+asking.ID+"/events", "")
+	<-asked
+	waitFor(t, askEvents, "task.input_required")
+	res, b = f.do("DELETE", "/api/tasks/"+asking.ID, "")
+	require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+	res, b = f.do("GET", "/api/inputs?status=pending&task_id="+asking.ID, "")
+	require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+	inputs = api.InputList{}
+	require.NoError(t, json.Unmarshal(b, &inputs))
+	require.Empty(t, inputs.Inputs)
+	res, b = f.do("GET", "/api/inputs?status=cancelled&task_id="+asking.ID, "")
+	require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+	require.NoError(t, json.Unmarshal(b, &inputs))
+	require.Len(t, inputs.Inputs, 1)
+	require.Equal(t, "cancelled", inputs.Inputs[0].Status)
+
 	res, b = f.do("POST", "/api/tasks", `{"goal":"x","agent":"nobody"}`)
 	requireError(t, res, b, http.StatusUnprocessableEntity, api.CodeInvalid)
 }

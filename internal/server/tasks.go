@@ -334,9 +334,9 @@ func (s *Server) inputs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	status := q.Get("status")
 	switch status {
-	case "", store.InputPending, store.InputAnswered, store.InputExpired:
+	case "", store.InputPending, store.InputAnswered, store.InputExpired, store.InputCancelled:
 	default:
-		s.fail(w, r, malformed("status", "unknown status %q (want pending, answered or expired)", status))
+		s.fail(w, r, malformed("status", "unknown status %q (want pending, answered, expired or cancelled)", status))
 		return
 	}
 	ins, err := s.client.Inputs(r.Context(), status, q.Get("task_id"))
