@@ -125,15 +125,60 @@ func SourcesOf(to Status) []Status {
 	return from
 }
 
+// Operator actions a TransitionError may name.
+const (
+	ActionCancel = "cancel"
+	ActionRetry  = "retry"
+	ActionPause  = "pause"
+	ActionResume = "resume"
+	ActionAnswer = "answer"
+)
+
 // TransitionError reports a status change the transition table forbids.
 type TransitionError struct {
 	TaskID string
 	From   Status
 	To     Status
+	// Action is what was asked (ActionCancel…), or "" for a move the
+	// engine makes itself.
+	Action string
 }
 
+// CheckAction is CheckTransition for an operator's action: its error says
+// what was asked and why it cannot be done.
+func CheckAction(action, id string, from, to Status) error {
+	if CanTransition(from, to) {
+		return nil
+	}
+	return &TransitionError{TaskID: id, From: from, To: to, Action: action}
+}
+
+// Error says what was tried and why it cannot be done, in the words of
+// the task's state rather than the transition table's.
 func (e *TransitionError) Error() string {
-	return fmt.Sprintf("errand: task %s cannot move from %s to %s", e.TaskID, e.From, e.To)
+	switch {
+	case e.Action == ActionRetry:
+		return fmt.Sprintf("errand: task %s is %s; only a failed task can be retried", e.TaskID, e.From)
+	case e.Action == ActionResume:
+		return fmt.Sprintf("errand: task %s is %s, not paused; there is nothing to resume", e.TaskID, e.From)
+	case e.Action == ActionAnswer:
+		return fmt.Sprintf("errand: task %s is %s; it is not waiting for an answer", e.TaskID, e.From)
+	case e.Action != "" && e.From.Terminal():
+		return fmt.Sprintf("errand: task %s is already %s; there is nothing to %s", e.TaskID, e.From, e.Action)
+	case e.Action != "":
+		return fmt.Sprintf("errand: task %s is %s; it cannot be %s now", e.TaskID, e.From, pastOf(e.Action))
+	}
+	return fmt.Sprintf("errand: task %s is %s and cannot become %s", e.TaskID, e.From, e.To)
+}
+
+func pastOf(action string) string {
+	switch action {
+	case ActionCancel:
+		return "cancelled"
+	case ActionPause:
+		return "paused"
+	}
+	return action + "ed"
 }
 
 // Is makes errors.Is(err, ErrIllegalTransition) hold.

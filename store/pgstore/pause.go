@@ -86,7 +86,7 @@ func (s *Store) pauseOne(ctx context.Context, tx *txn, id, actor string, at time
 		return nil
 	case ls.status.Terminal():
 		if strict {
-			return &store.TransitionError{TaskID: id, From: ls.status, To: store.StatusPaused}
+			return &store.TransitionError{TaskID: id, From: ls.status, To: store.StatusPaused, Action: store.ActionPause}
 		}
 		return nil
 	case ls.status == store.StatusRunning:
@@ -99,7 +99,7 @@ func (s *Store) pauseOne(ctx context.Context, tx *txn, id, actor string, at time
 		return tx.appendEvent(id, store.EventTaskPauseRequested, actor,
 			&store.TransitionData{From: store.StatusRunning, To: store.StatusRunning, Attempt: ls.attempt}, at)
 	}
-	if err := store.CheckTransition(id, ls.status, store.StatusPaused); err != nil {
+	if err := store.CheckAction(store.ActionPause, id, ls.status, store.StatusPaused); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'paused', paused_from = $1, updated_at = $2 WHERE id = $3`,
@@ -121,7 +121,7 @@ func (s *Store) resumeOne(ctx context.Context, tx *txn, id, actor string, at tim
 	}
 	if ls.status != store.StatusPaused {
 		if strict {
-			return &store.TransitionError{TaskID: id, From: ls.status, To: store.StatusPending}
+			return &store.TransitionError{TaskID: id, From: ls.status, To: store.StatusPending, Action: store.ActionResume}
 		}
 		return nil
 	}
@@ -133,7 +133,7 @@ func (s *Store) resumeOne(ctx context.Context, tx *txn, id, actor string, at tim
 	if !to.Valid() {
 		to = store.StatusPending
 	}
-	if err := store.CheckTransition(id, store.StatusPaused, to); err != nil {
+	if err := store.CheckAction(store.ActionResume, id, store.StatusPaused, to); err != nil {
 		return err
 	}
 	// Time spent paused does not delay the task further than it was.

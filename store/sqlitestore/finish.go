@@ -296,7 +296,7 @@ func (s *Store) cancelOne(ctx context.Context, tx *sql.Tx, id, reason, actor str
 	case ls.status.Terminal() && !strict:
 		return nil
 	}
-	if err := store.CheckTransition(id, ls.status, store.StatusCancelled); err != nil {
+	if err := store.CheckAction(store.ActionCancel, id, ls.status, store.StatusCancelled); err != nil {
 		return err
 	}
 	taskErr := store.CancelError(reason)
@@ -326,7 +326,7 @@ func (s *Store) TaskRetry(ctx context.Context, p *store.TaskRetryParams) (*store
 		// Operator retry is the way out of failed only, though the table
 		// allows pending from other states for other reasons.
 		if ls.status != store.StatusFailed {
-			return &store.TransitionError{TaskID: p.ID, From: ls.status, To: store.StatusPending}
+			return &store.TransitionError{TaskID: p.ID, From: ls.status, To: store.StatusPending, Action: store.ActionRetry}
 		}
 		// The attempt count goes on; a task out of attempts gets one more.
 		_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', result = NULL, error_code = NULL, error_message = NULL,

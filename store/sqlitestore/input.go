@@ -62,7 +62,7 @@ func (s *Store) InputAnswer(ctx context.Context, p *store.InputAnswerParams) (*s
 			return err
 		}
 		if ls.status != store.StatusInputRequired {
-			return &store.TransitionError{TaskID: in.TaskID, From: ls.status, To: store.StatusPending}
+			return &store.TransitionError{TaskID: in.TaskID, From: ls.status, To: store.StatusPending, Action: store.ActionAnswer}
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE input_requests SET status = 'answered', answer = ?1, answered_at = ?2 WHERE id = ?3`,
 			p.Answer, micros(at), in.ID); err != nil {

@@ -84,7 +84,7 @@ func (s *Store) pauseOne(ctx context.Context, tx *sql.Tx, id, actor string, at t
 		return nil
 	case ls.status.Terminal():
 		if strict {
-			return &store.TransitionError{TaskID: id, From: ls.status, To: store.StatusPaused}
+			return &store.TransitionError{TaskID: id, From: ls.status, To: store.StatusPaused, Action: store.ActionPause}
 		}
 		return nil
 	case ls.status == store.StatusRunning:
@@ -97,7 +97,7 @@ func (s *Store) pauseOne(ctx context.Context, tx *sql.Tx, id, actor string, at t
 		return s.appendEvent(ctx, tx, id, store.EventTaskPauseRequested, actor,
 			&store.TransitionData{From: store.StatusRunning, To: store.StatusRunning, Attempt: ls.attempt}, at)
 	}
-	if err := store.CheckTransition(id, ls.status, store.StatusPaused); err != nil {
+	if err := store.CheckAction(store.ActionPause, id, ls.status, store.StatusPaused); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'paused', paused_from = ?1, updated_at = ?2 WHERE id = ?3`,
@@ -119,7 +119,7 @@ func (s *Store) resumeOne(ctx context.Context, tx *sql.Tx, id, actor string, at 
 	}
 	if ls.status != store.StatusPaused {
 		if strict {
-			return &store.TransitionError{TaskID: id, From: ls.status, To: store.StatusPending}
+			return &store.TransitionError{TaskID: id, From: ls.status, To: store.StatusPending, Action: store.ActionResume}
 		}
 		return nil
 	}
@@ -131,7 +131,7 @@ func (s *Store) resumeOne(ctx context.Context, tx *sql.Tx, id, actor string, at 
 	if !to.Valid() {
 		to = store.StatusPending
 	}
-	if err := store.CheckTransition(id, store.StatusPaused, to); err != nil {
+	if err := store.CheckAction(store.ActionResume, id, store.StatusPaused, to); err != nil {
 		return err
 	}
 	// Time spent paused does not delay the task further than it was.

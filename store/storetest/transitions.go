@@ -158,7 +158,8 @@ func testTransitions(t *testing.T, newDatabase NewDatabaseFunc) {
 				require.ErrorIs(t, err, store.ErrIllegalTransition)
 				var trErr *store.TransitionError
 				require.ErrorAs(t, err, &trErr)
-				require.Equal(t, store.TransitionError{TaskID: task.ID, From: status, To: store.StatusCancelled}, *trErr)
+				require.Equal(t, store.TransitionError{TaskID: task.ID, From: status, To: store.StatusCancelled, Action: store.ActionCancel}, *trErr)
+				require.EqualError(t, err, "cancel task "+task.ID+": errand: task "+task.ID+" is already "+string(status)+"; there is nothing to cancel")
 
 				require.Equal(t, before, b.get(t, task.ID))
 				require.Len(t, b.events(t, task.ID), nEvents)
@@ -192,7 +193,8 @@ func testTransitions(t *testing.T, newDatabase NewDatabaseFunc) {
 				require.ErrorIs(t, err, store.ErrIllegalTransition)
 				var trErr *store.TransitionError
 				require.ErrorAs(t, err, &trErr)
-				require.Equal(t, store.TransitionError{TaskID: task.ID, From: status, To: store.StatusPending}, *trErr)
+				require.Equal(t, store.TransitionError{TaskID: task.ID, From: status, To: store.StatusPending, Action: store.ActionRetry}, *trErr)
+				require.ErrorContains(t, err, "errand: task "+task.ID+" is "+string(status)+"; only a failed task can be retried")
 
 				require.Equal(t, before, b.get(t, task.ID))
 				require.Len(t, b.events(t, task.ID), nEvents)
