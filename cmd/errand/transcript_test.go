@@ -229,3 +229,42 @@ func TestTranscriptServe(t *testing.T) {
 	out = transcript(t, other, "serve", "--listen", addr)
 	golden(t, "serve_busy_port", out, other, "$ERRAND_HOME")
 }
+
+// TestTranscriptRefusals: what a user sees when asking for what a task's
+// state does not allow — cancelling it twice, retrying or pausing it once
+// it has ended — said in the task's words, from the real binary.
+func TestTranscriptRefusals(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(home, "errand.yaml"), []byte(
+		"agents:\n  slow: {kind: exec, command: [\"sleep\", \"60\"]}\n"), 0o600))
+	_, addr := serveBinary(t, home)
+	out := transcript(t, home, "--server", addr, "ask", "--agent", "slow", "Wait a minute")
+	id := regexp.MustCompile(`tsk_[0-9A-Z]+`).FindString(out)
+	require.NotEmpty(t, id, out)
+	out = transcript(t, home, "--server", addr, "tasks", "cancel", id)
+	require.Contains(t, out, "--- exit 0", out)
+	// A running task ends cancelled once its worker has stopped it.
+	require.Eventually(t, func() bool {
+		return strings.Contains(transcript(t, home, "--server", addr, "--json", "tasks", "show", id), `"status": "cancelled"`)
+	}, time.Minute, 10*time.Millisecond)
+	var all strings.Builder
+	for _, args := range [][]string{
+		{"tasks", "cancel", id},
+		{"tasks", "retry", id},
+		{"tasks", "pause", id},
+	} {
+		all.WriteString(transcript(t, home, append([]string{"--server", addr}, args...)...))
+	}
+	golden(t, "refusals", all.String(), home, "$ERRAND_HOME", id, "tsk_ID", addr, "127.0.0.1:PORT")
+}
+
+// TestTranscriptConfigSyntaxError: a mis-indented line of errand.yaml is
+// reported at its own line and column, quoted.
+func TestTranscriptConfigSyntaxError(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(home, "errand.yaml"), []byte(
+		"listen: 127.0.0.1:0\nagents:\n  shell:\n     kind: exec\n    command: [\"./agent.sh\"]\n"), 0o600))
+	golden(t, "config_syntax_error", transcript(t, home, "serve"), home, "$ERRAND_HOME")
+}
