@@ -268,3 +268,42 @@ func TestTranscriptConfigSyntaxError(t *testing.T) {
 		"listen: 127.0.0.1:0\nagents:\n  shell:\n     kind: exec\n    command: [\"./agent.sh\"]\n"), 0o600))
 	golden(t, "config_syntax_error", transcript(t, home, "serve"), home, "$ERRAND_HOME")
 }
+
+// TestTranscriptInterruptedWait: Ctrl-C in ask --wait stops the waiting,
+// not the task, and says how to follow it.
+func TestTranscriptInterruptedWait(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(home, "errand.yaml"), []byte(
+		"agents:\n  slow: {kind: exec, command: [\"sleep\", \"60\"]}\n"), 0o600))
+	_, addr := serveBinary(t, home)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, errandBinary(t), "--server", addr, "ask", "--agent", "slow", "--wait", "Wait a minute")
+	cmd.Env = transcriptEnv(home)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	var shown strings.Builder
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		shown.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "started") {
+			break // it waits now: Ctrl-C
+		}
+	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	for sc.Scan() {
+		shown.WriteString(sc.Text() + "\n")
+	}
+	var ee *exec.ExitError
+	require.ErrorAs(t, cmd.Wait(), &ee)
+	id := regexp.MustCompile(`tsk_[0-9A-Z]+`).FindString(shown.String())
+	require.NotEmpty(t, id)
+	out := fmt.Sprintf("--- stderr\n%s--- exit %d\n", stderr.String(), ee.ExitCode())
+	golden(t, "ask_interrupted", out, id, "tsk_ID")
+	// The task goes on.
+	require.Contains(t, transcript(t, home, "--server", addr, "--json", "tasks", "show", id), `"status": "running"`)
+}
