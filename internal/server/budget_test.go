@@ -75,6 +75,7 @@ func TestBudgetRoutes(t *testing.T) {
 	task := f.submit(`{"goal":"spend","agent":"paid"}`)
 	events, _ := f.openStream(t.Context(), "/api/tasks/"+task.ID+"/events", "")
 	waitFor(t, events, "task.deferred")
+	waitFor(t, events, "task.released") // handed back: now it waits, pending
 	got := f.budget()
 	require.Equal(t, api.BudgetOpen, got.State)
 	require.Equal(t, 1, got.DeferredTasks)
