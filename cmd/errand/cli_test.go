@@ -815,25 +815,6 @@ func TestExitCode(t *testing.T) {
 	require.Equal(t, exitInterrupted, exitCode(fmt.Errorf("follow: %w", context.Canceled)))
 }
 
-func TestWaitInterrupted(t *testing.T) {
-	t.Parallel()
-	f := streamDaemon(t, &api.Task{ID: "tsk_1", Status: store.StatusRunning}, progressEvents)
-	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr bytes.Buffer
-	out := &notifyWriter{w: &stdout, match: "step 1:", seen: make(chan struct{})}
-	done := make(chan error, 1)
-	go func() { done <- runEnv(ctx, f.args("ask", "x", "--wait"), out, &stderr, testEnv(nil)) }()
-	select {
-	case <-out.seen:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no step line")
-	}
-	cancel() // Ctrl-C
-	err := <-done
-	require.Equal(t, exitInterrupted, exitCode(err))
-	require.Equal(t, "errand: stopped waiting; task tsk_1 goes on: errand tasks watch tsk_1\n", stderr.String())
-}
-
 // notifyWriter closes seen once a write contains match.
 type notifyWriter struct {
 	mu    sync.Mutex
