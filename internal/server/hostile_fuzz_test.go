@@ -21,6 +21,11 @@ import (
 // serveFuzz serves one request to the bundle's handler; a stream ends as
 // soon as it starts.
 func (b *fuzzBundle) serveFuzz(t *testing.T, method, path, query string, body []byte) *streamRecorder {
+	return b.serveFuzzWith(t, method, path, query, body, nil)
+}
+
+// serveFuzzWith is serveFuzz with more request headers.
+func (b *fuzzBundle) serveFuzzWith(t *testing.T, method, path, query string, body []byte, header http.Header) *streamRecorder {
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
 	req := (&http.Request{
@@ -29,6 +34,9 @@ func (b *fuzzBundle) serveFuzz(t *testing.T, method, path, query string, body []
 		Header: http.Header{"Authorization": {"Bearer " + testToken}},
 		Body:   io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
 	}).WithContext(ctx)
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
 	rec := &streamRecorder{ResponseRecorder: httptest.NewRecorder(), cancel: cancel}
 	b.handler.ServeHTTP(rec, req)
 	return rec
@@ -131,5 +139,37 @@ func FuzzPostEvent(f *testing.F) {
 		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &ev), rec.Body.String())
 		require.False(t, store.IsOwnEventType(ev.Type), "%q was journaled from %q", ev.Type, body)
 		require.Equal(t, store.ActorExternal, ev.Actor)
+	})
+}
+
+// FuzzIdempotencyKeyHeader: whatever Idempotency-Key header and field a
+// client sends, POST /api/tasks answers without a 5xx, a refusal writes
+// nothing, and a task it made comes back (200, the same id) when the same
+// request is sent again.
+func FuzzIdempotencyKeyHeader(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"k1", ""}, {"", "k1"}, {"k1", "k1"}, {"k1", "k2"}, {" ", ""}, {"\xff", ""}, {strings.Repeat("k", 300), ""}, {"a\tb", "a\tb"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	b := newFuzzBundle(f)
+	f.Fuzz(func(t *testing.T, header, field string) {
+		body, err := json.Marshal(map[string]any{"goal": "fuzz the key", "idempotency_key": field})
+		require.NoError(t, err)
+		h := http.Header{"Idempotency-Key": {header}}
+		before := b.dataVersion(t)
+		first := b.serveFuzzWith(t, "POST", "/api/tasks", "", body, h)
+		require.Less(t, first.Code, 500, "%q / %q: %s", header, field, first.Body.String())
+		if first.Code >= 400 {
+			require.Equal(t, before, b.dataVersion(t), "a refused key changed the store")
+			return
+		}
+		var made api.Task
+		require.NoError(t, json.Unmarshal(first.Body.Bytes(), &made))
+		again := b.serveFuzzWith(t, "POST", "/api/tasks", "", body, h)
+		require.Equal(t, http.StatusOK, again.Code, again.Body.String())
+		var replay api.Task
+		require.NoError(t, json.Unmarshal(again.Body.Bytes(), &replay))
+		require.Equal(t, made.ID, replay.ID)
 	})
 }
