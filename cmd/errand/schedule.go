@@ -118,7 +118,7 @@ else as a string: --match env=prod is "prod".`,
 	f.StringArrayVar(&o.match, "match", nil, "with --on-event: KEY=VALUE the event (or its task) must have (repeat)")
 	f.StringVar(&o.timezone, "tz", "", "IANA time zone of --cron and --active-hours (default UTC)")
 	f.StringVar(&o.catchUp, "catch-up", "", "after downtime: one (run once for the missed firings; default) or none")
-	f.StringVar(&o.overlap, "overlap", "", "while its last task has not ended, a firing: skip (default), buffer_one (waits for it), allow_all or cancel_previous")
+	f.StringVar(&o.overlap, "overlap", "", "while its last task has not ended, a firing: skip (default; allow_all with --on-event), buffer_one (waits for it), allow_all or cancel_previous")
 	f.StringVar(&o.activeHours, "active-hours", "", "with --heartbeat: HH:MM-HH:MM of the day it runs in")
 	f.StringVar(&o.stuckAfter, "stuck-after", "", "with --heartbeat: how long a task runs before the scout hears it may be stuck (default 30m)")
 	f.BoolVar(&o.disabled, "disabled", false, "add it disabled (enable it with: errand schedule enable NAME)")
