@@ -84,6 +84,11 @@ func TestReservationsRacingKeepEveryLimit(t *testing.T) {
 		reserved = map[string]int{}
 		start    = make(chan struct{})
 	)
+	// One subtask reserves first, so the parent's sum is never vacuous.
+	require.NoError(t, b.stores[0].TaskBudgetReserve(t.Context(), &store.TaskBudgetReserveParams{
+		Lease: b.leases["tsk_a0"], Amount: store.Amount{CostUSD: cost}, Actor: "agent:test", Now: &moneyNow,
+	}))
+	reserved["tsk_a0"] = 1
 	for i, p := range tasks {
 		for j := range perTask {
 			s := b.stores[(i+j)%2]
@@ -130,6 +135,7 @@ func TestReservationsRacingKeepEveryLimit(t *testing.T) {
 	require.False(t, sg.Paused, "reservations alone pause nothing")
 	a, err := b.stores[1].TaskGetByID(ctx, "tsk_a")
 	require.NoError(t, err)
+	require.NotNil(t, a.Reserved)
 	require.Equal(t, float64(subtree)*cost, a.Reserved.CostUSD, "a subtask's reservation counts on its parent")
 
 	require.Empty(t, b.alerts(t), "nothing was spent yet")
