@@ -137,6 +137,9 @@ type Config struct {
 	// MemoryLimits bound what recall returns to a task, by where the task
 	// came from; a task may set its own.
 	MemoryLimits MemoryLimits `yaml:"memory_limits"`
+	// Memory sets how far memories are trusted: decay, the confidence
+	// floor, embeddings and the classifier agent.
+	Memory Memory `yaml:"memory"`
 	// Lanes is "session" to run at most one top-level task per session at
 	// a time, or empty (or "none") for no lanes. A task's own lane applies
 	// either way.

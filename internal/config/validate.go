@@ -117,6 +117,7 @@ func (c *Config) Validate() error {
 	p.check("retention", atLeast(c.Retention, 0))
 	p.check("memory_retention", atLeast(c.MemoryRetention, 0))
 	c.MemoryLimits.validate(&p)
+	c.Memory.validate(&p, c.Agents)
 	if c.Lanes != "" && c.Lanes != "session" && c.Lanes != "none" {
 		p.add("lanes", "%q is not session or none", c.Lanes)
 	}
