@@ -323,6 +323,31 @@ type Store interface {
 	// MemoryList filters.
 	MemorySearch(ctx context.Context, params *MemorySearchParams) ([]*Memory, error)
 
+	// MemoryNearest returns up to Limit memories with vectors, the most
+	// similar to the query vector first (then newest first), by an exact
+	// scan. Vectors of another length than the query's are skipped.
+	MemoryNearest(ctx context.Context, params *MemoryNearestParams) ([]*MemoryNearest, error)
+
+	// MemoryRefresh sets a memory's RefreshedAt and RefreshedBy and
+	// journals memory.refreshed (about TaskID) in one transaction, and
+	// returns the memory. An unknown id is ErrNotFound; a Lease that is
+	// not current is ErrLeaseLost.
+	MemoryRefresh(ctx context.Context, params *MemoryRefreshParams) (*Memory, error)
+
+	// MemoryFlag quarantines a memory and journals memory.flagged; an
+	// unknown id is ErrNotFound. A flagged memory is returned unchanged.
+	MemoryFlag(ctx context.Context, params *MemoryFlagParams) (*Memory, error)
+
+	// MemoryRelease clears a memory's flag and journals memory.released
+	// (with the flag it had) in one transaction, and returns the memory.
+	// An unknown id is ErrNotFound; one not flagged is returned unchanged.
+	MemoryRelease(ctx context.Context, params *MemoryReleaseParams) (*Memory, error)
+
+	// MemoryConflictRecord records a conflict once per (newer, older)
+	// pair, journaling memory.conflict when it is new; recorded reports
+	// whether it was.
+	MemoryConflictRecord(ctx context.Context, params *MemoryConflictParams) (recorded bool, err error)
+
 	// MemoryDelete removes one memory and journals memory.deleted, about
 	// its task. An unknown id is ErrNotFound.
 	MemoryDelete(ctx context.Context, params *MemoryDeleteParams) error

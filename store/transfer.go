@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -55,7 +56,25 @@ type Batch struct {
 	Events        []*Event
 	Notifications []*Notification
 	Schedules     []*Schedule
-	Memories      []*Memory
+	// Memories carry their category, subject, flag and refresh but not
+	// their vectors: a vector is derived from the text by the embeddings
+	// model, so an import leaves it out (HasEmbedding is ignored) and the
+	// engine may embed the memory again.
+	Memories []*Memory
+}
+
+// ImportedMemoryCategory is the category a memory imports with: its own,
+// or for an export from before categories were kept what migrating the
+// memory would have given it (a task's result, kept under the key
+// "<task id>:result", is a task_result; any other a fact).
+func ImportedMemoryCategory(m *Memory) string {
+	switch {
+	case m.Category != "":
+		return m.Category
+	case strings.HasSuffix(m.IdempotencyKey, ":result"):
+		return CategoryTaskResult
+	}
+	return CategoryFact
 }
 
 // Len counts the rows of every kind.

@@ -70,6 +70,11 @@ var Points = [...]string{
 	"MemoryGetByID",
 	"MemoryList",
 	"MemorySearch",
+	"MemoryNearest",
+	"MemoryRefresh",
+	"MemoryFlag",
+	"MemoryRelease",
+	"MemoryConflictRecord",
 	"MemoryDelete",
 	"MemoryPurge",
 	"CheckWritable",
@@ -503,6 +508,31 @@ func (s *Store) MemoryList(ctx context.Context, params *store.MemoryListParams) 
 // MemorySearch calls the inner store's MemorySearch under the faults at point "MemorySearch".
 func (s *Store) MemorySearch(ctx context.Context, params *store.MemorySearchParams) ([]*store.Memory, error) {
 	return call(ctx, s, "MemorySearch", func() ([]*store.Memory, error) { return s.inner.MemorySearch(ctx, params) })
+}
+
+// MemoryNearest calls the inner store's MemoryNearest under the faults at point "MemoryNearest".
+func (s *Store) MemoryNearest(ctx context.Context, params *store.MemoryNearestParams) ([]*store.MemoryNearest, error) {
+	return call(ctx, s, "MemoryNearest", func() ([]*store.MemoryNearest, error) { return s.inner.MemoryNearest(ctx, params) })
+}
+
+// MemoryRefresh calls the inner store's MemoryRefresh under the faults at point "MemoryRefresh".
+func (s *Store) MemoryRefresh(ctx context.Context, params *store.MemoryRefreshParams) (*store.Memory, error) {
+	return call(ctx, s, "MemoryRefresh", func() (*store.Memory, error) { return s.inner.MemoryRefresh(ctx, params) })
+}
+
+// MemoryFlag calls the inner store's MemoryFlag under the faults at point "MemoryFlag".
+func (s *Store) MemoryFlag(ctx context.Context, params *store.MemoryFlagParams) (*store.Memory, error) {
+	return call(ctx, s, "MemoryFlag", func() (*store.Memory, error) { return s.inner.MemoryFlag(ctx, params) })
+}
+
+// MemoryRelease calls the inner store's MemoryRelease under the faults at point "MemoryRelease".
+func (s *Store) MemoryRelease(ctx context.Context, params *store.MemoryReleaseParams) (*store.Memory, error) {
+	return call(ctx, s, "MemoryRelease", func() (*store.Memory, error) { return s.inner.MemoryRelease(ctx, params) })
+}
+
+// MemoryConflictRecord calls the inner store's MemoryConflictRecord under the faults at point "MemoryConflictRecord".
+func (s *Store) MemoryConflictRecord(ctx context.Context, params *store.MemoryConflictParams) (bool, error) {
+	return call(ctx, s, "MemoryConflictRecord", func() (bool, error) { return s.inner.MemoryConflictRecord(ctx, params) })
 }
 
 // MemoryDelete calls the inner store's MemoryDelete under the faults at point "MemoryDelete".

@@ -1,6 +1,8 @@
 package pgstore
 
 import (
+	"cmp"
+	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,23 +12,34 @@ import (
 	"unicode"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/errandhq/errand/store"
 )
 
-const memoryColumns = `id, text, tags, task_id, agent, source, estimated_tokens, idempotency_key, created_at`
+// memoryColumns are the columns a memory is written with (an import
+// writes them all); memorySelect reads them back with whether the memory
+// has a vector, never the vector itself.
+const (
+	memoryColumns = `id, text, tags, task_id, agent, source, estimated_tokens, idempotency_key, created_at,
+	category, subject, flag, refreshed_at, refreshed_by`
+	memorySelect = memoryColumns + `, embedding IS NOT NULL`
+)
 
 // maxQueryWords bounds the words of a search; more add little to a rank.
 const maxQueryWords = 64
 
 func scanMemory(r pgx.Row) (*store.Memory, error) {
 	var (
-		m       store.Memory
-		tags    string
-		key     *string
-		created time.Time
+		m         store.Memory
+		tags      string
+		key, flag *string
+		created   time.Time
+		refreshed *time.Time
 	)
-	if err := r.Scan(&m.ID, &m.Text, &tags, &m.TaskID, &m.Agent, &m.Source, &m.EstimatedTokens, &key, &created); err != nil {
+	err := r.Scan(&m.ID, &m.Text, &tags, &m.TaskID, &m.Agent, &m.Source, &m.EstimatedTokens, &key, &created,
+		&m.Category, &m.Subject, &flag, &refreshed, &m.RefreshedBy, &m.HasEmbedding)
+	if err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(tags), &m.Tags); err != nil {
@@ -35,17 +48,50 @@ func scanMemory(r pgx.Row) (*store.Memory, error) {
 	if m.Tags == nil {
 		m.Tags = []string{}
 	}
+	if flag != nil {
+		m.Flagged = new(store.MemoryFlag)
+		if err := json.Unmarshal([]byte(*flag), m.Flagged); err != nil {
+			return nil, fmt.Errorf("memory %s flag: %w", m.ID, err)
+		}
+	}
 	m.IdempotencyKey = deref(key)
 	m.CreatedAt = fromDB(created)
+	if refreshed != nil {
+		t := fromDB(*refreshed)
+		m.RefreshedAt = &t
+	}
 	return &m, nil
 }
 
 func getMemory(ctx context.Context, q querier, where string, arg any) (*store.Memory, error) {
-	m, err := scanMemory(q.QueryRow(ctx, `SELECT `+memoryColumns+` FROM memories WHERE `+where, arg))
+	m, err := scanMemory(q.QueryRow(ctx, `SELECT `+memorySelect+` FROM memories WHERE `+where, arg))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
 	return m, err
+}
+
+// memoryFlag is how a flag is stored: its JSON, its time at the store's
+// precision (at when unset); NULL for none.
+func memoryFlag(f *store.MemoryFlag, at time.Time) *string {
+	if f == nil {
+		return nil
+	}
+	c := *f
+	c.At = fromDB(cmp.Or(c.At, at).Truncate(time.Microsecond))
+	b, _ := json.Marshal(&c) // strings and a time always marshal
+	return new(string(b))
+}
+
+// memoryEmbedding is how a vector is stored: nil (NULL) for none.
+func memoryEmbedding(v []float32) ([]byte, error) {
+	if len(v) == 0 {
+		return nil, nil
+	}
+	if len(v) > store.MaxEmbeddingDims {
+		return nil, fmt.Errorf("a memory's vector has %d numbers; at most %d are kept", len(v), store.MaxEmbeddingDims)
+	}
+	return store.EncodeVector(v), nil
 }
 
 // insertMemory writes one memory and its event in tx; a known idempotency
@@ -54,16 +100,21 @@ func (s *Store) insertMemory(ctx context.Context, tx *txn, p *store.MemoryInsert
 	if p.ID == "" || p.Text == "" || p.Source == "" {
 		return nil, false, errors.New("a memory needs an id, text and a source")
 	}
+	embedding, err := memoryEmbedding(p.Embedding)
+	if err != nil {
+		return nil, false, err
+	}
 	est := store.EstimateTokens(p.Text, p.Tags)
 	// A key another transaction writes at the same time is no error: the
 	// insert waits for it to commit and does nothing, and the read that
 	// follows, a statement of its own, sees what it wrote. Any other
 	// conflict (the id) still fails.
-	m, err := scanMemory(tx.QueryRow(ctx, `INSERT INTO memories (id, text, tags, task_id, agent, source, estimated_tokens, idempotency_key, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	m, err := scanMemory(tx.QueryRow(ctx, `INSERT INTO memories (`+memoryColumns+`, embedding)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL, '', $13)
 		ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-		RETURNING `+memoryColumns,
-		p.ID, p.Text, marshalList(p.Tags), p.TaskID, p.Agent, p.Source, est, nullString(p.IdempotencyKey), at))
+		RETURNING `+memorySelect,
+		p.ID, p.Text, marshalList(p.Tags), p.TaskID, p.Agent, p.Source, est, nullString(p.IdempotencyKey), at,
+		cmp.Or(p.Category, store.CategoryFact), p.Subject, memoryFlag(p.Flagged, at), embedding))
 	if errors.Is(err, pgx.ErrNoRows) {
 		m, err = getMemory(ctx, tx, `idempotency_key = $1`, p.IdempotencyKey)
 		return m, false, err
@@ -75,6 +126,13 @@ func (s *Store) insertMemory(ctx context.Context, tx *txn, p *store.MemoryInsert
 		&store.MemoryEventData{MemoryID: p.ID, Source: p.Source, EstimatedTokens: est}, at)
 	if err != nil {
 		return nil, false, err
+	}
+	if p.Flagged != nil {
+		err = tx.appendEvent(p.TaskID, store.EventMemoryFlagged, p.Actor,
+			&store.MemoryFlagData{MemoryID: p.ID, Reason: p.Flagged.Reason, By: p.Flagged.By}, at)
+		if err != nil {
+			return nil, false, err
+		}
 	}
 	return m, true, nil
 }
@@ -122,9 +180,21 @@ func memoryFilter(args []any, taskID, agent, source string) (where []string, _ [
 	return where, args
 }
 
+// flaggedFilter renders a Flagged filter on the memories table aliased m.
+func flaggedFilter(where []string, flagged *bool) []string {
+	switch {
+	case flagged == nil:
+		return where
+	case *flagged:
+		return append(where, `m.flag IS NOT NULL`)
+	}
+	return append(where, `m.flag IS NULL`)
+}
+
 // MemoryList implements store.Store.
 func (s *Store) MemoryList(ctx context.Context, p *store.MemoryListParams) ([]*store.Memory, error) {
 	where, args := memoryFilter(nil, p.TaskID, p.Agent, p.Source)
+	where = flaggedFilter(where, p.Flagged)
 	if !p.Since.IsZero() {
 		args = append(args, ceilMicro(p.Since))
 		where = append(where, fmt.Sprintf(`m.created_at >= $%d`, len(args)))
@@ -137,7 +207,7 @@ func (s *Store) MemoryList(ctx context.Context, p *store.MemoryListParams) ([]*s
 		args = append(args, p.Cursor)
 		where = append(where, fmt.Sprintf(`m.id %s $%d`, after, len(args)))
 	}
-	query := `SELECT ` + prefixed("m.", memoryColumns) + ` FROM memories m`
+	query := `SELECT ` + prefixed("m.", memorySelect) + ` FROM memories m`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -183,9 +253,10 @@ func (s *Store) MemorySearch(ctx context.Context, p *store.MemorySearchParams) (
 		return nil, nil
 	}
 	where, args := memoryFilter([]any{words}, p.TaskID, p.Agent, p.Source)
+	where = flaggedFilter(where, p.Flagged)
 	where = append([]string{`m.search @@ q.q`}, where...)
 	args = append(args, max(p.Limit, 1))
-	query := `SELECT ` + prefixed("m.", memoryColumns) + ` FROM memories m, ` + memorySearchQuery + ` AS q(q)
+	query := `SELECT ` + prefixed("m.", memorySelect) + ` FROM memories m, ` + memorySearchQuery + ` AS q(q)
 		WHERE ` + strings.Join(where, ` AND `) + fmt.Sprintf(` ORDER BY ts_rank(m.search, q.q) DESC, m.id DESC LIMIT $%d`, len(args))
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
@@ -196,6 +267,229 @@ func (s *Store) MemorySearch(ctx context.Context, p *store.MemorySearchParams) (
 		return nil, fmt.Errorf("search memories: %w", err)
 	}
 	return out, nil
+}
+
+// MemoryNearest implements store.Store. It streams the vectors, keeping
+// the best Limit in a heap, then reads those memories.
+func (s *Store) MemoryNearest(ctx context.Context, p *store.MemoryNearestParams) ([]*store.MemoryNearest, error) {
+	if len(p.Vector) == 0 {
+		return nil, nil
+	}
+	where := flaggedFilter([]string{`m.embedding IS NOT NULL`}, p.Flagged)
+	rows, err := s.pool.Query(ctx, `SELECT m.id, m.created_at, m.embedding FROM memories m WHERE `+strings.Join(where, ` AND `))
+	if err != nil {
+		return nil, fmt.Errorf("nearest memories: %w", err)
+	}
+	defer rows.Close()
+	top := nearestHeap{limit: max(p.Limit, 1)}
+	for rows.Next() {
+		var (
+			c   nearest
+			vec pgtype.DriverBytes // read in place: valid until the next row
+		)
+		if err := rows.Scan(&c.id, &c.created, &vec); err != nil {
+			return nil, fmt.Errorf("nearest memories: %w", err)
+		}
+		var ok bool
+		if c.similarity, ok = store.DotEncoded(p.Vector, vec); ok {
+			top.offer(c)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("nearest memories: %w", err)
+	}
+	best := top.best()
+	if len(best) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(best))
+	for i, c := range best {
+		ids[i] = c.id
+	}
+	rows, err = s.pool.Query(ctx, `SELECT `+memorySelect+` FROM memories WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("nearest memories: %w", err)
+	}
+	ms, err := collect(rows, scanMemory)
+	if err != nil {
+		return nil, fmt.Errorf("nearest memories: %w", err)
+	}
+	return nearestResult(best, ms), nil
+}
+
+// nearest is a candidate of MemoryNearest.
+type nearest struct {
+	id         string
+	created    time.Time
+	similarity float64
+}
+
+// worse orders candidates: less similar, then older, then the lower id.
+func (c nearest) worse(o nearest) bool {
+	if c.similarity != o.similarity {
+		return c.similarity < o.similarity
+	}
+	if !c.created.Equal(o.created) {
+		return c.created.Before(o.created)
+	}
+	return c.id < o.id
+}
+
+// nearestHeap keeps the best limit candidates offered, the worst of them
+// at the root.
+type nearestHeap struct {
+	limit int
+	items []nearest
+}
+
+func (h *nearestHeap) Len() int           { return len(h.items) }
+func (h *nearestHeap) Less(i, j int) bool { return h.items[i].worse(h.items[j]) }
+func (h *nearestHeap) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *nearestHeap) Push(x any)         { h.items = append(h.items, x.(nearest)) }
+func (h *nearestHeap) Pop() any {
+	c := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return c
+}
+
+func (h *nearestHeap) offer(c nearest) {
+	switch {
+	case len(h.items) < h.limit:
+		heap.Push(h, c)
+	case h.items[0].worse(c):
+		h.items[0] = c
+		heap.Fix(h, 0)
+	}
+}
+
+// best empties the heap, the best candidate first.
+func (h *nearestHeap) best() []nearest {
+	out := make([]nearest, len(h.items))
+	for i := len(out) - 1; i >= 0; i-- {
+		out[i] = heap.Pop(h).(nearest)
+	}
+	return out
+}
+
+// nearestResult pairs the candidates with their memories, in the
+// candidates' order; one deleted since the scan is left out.
+func nearestResult(best []nearest, ms []*store.Memory) []*store.MemoryNearest {
+	byID := make(map[string]*store.Memory, len(ms))
+	for _, m := range ms {
+		byID[m.ID] = m
+	}
+	out := make([]*store.MemoryNearest, 0, len(best))
+	for _, c := range best {
+		if m := byID[c.id]; m != nil {
+			out = append(out, &store.MemoryNearest{Memory: m, Similarity: c.similarity})
+		}
+	}
+	return out
+}
+
+// MemoryRefresh implements store.Store.
+func (s *Store) MemoryRefresh(ctx context.Context, p *store.MemoryRefreshParams) (*store.Memory, error) {
+	at := now(p.Now)
+	var m *store.Memory
+	err := s.writeTx(ctx, func(tx *txn) error {
+		if p.Lease.Token != 0 {
+			// The task stays locked, as for MemoryInsert.
+			if err := s.checkLease(ctx, tx, p.Lease); err != nil {
+				return err
+			}
+		}
+		var err error
+		m, err = scanMemory(tx.QueryRow(ctx, `UPDATE memories SET refreshed_at = $2, refreshed_by = $3 WHERE id = $1
+			RETURNING `+memorySelect, p.ID, at, p.TaskID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return tx.appendEvent(p.TaskID, store.EventMemoryRefreshed, p.Actor,
+			&store.MemoryRefreshData{MemoryID: p.ID, TaskID: p.TaskID}, at)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("refresh memory %s: %w", p.ID, err)
+	}
+	return m, nil
+}
+
+// MemoryFlag implements store.Store.
+func (s *Store) MemoryFlag(ctx context.Context, p *store.MemoryFlagParams) (*store.Memory, error) {
+	at := now(p.Now)
+	var m *store.Memory
+	err := s.writeTx(ctx, func(tx *txn) error {
+		var err error
+		m, err = scanMemory(tx.QueryRow(ctx, `UPDATE memories SET flag = $2 WHERE id = $1 AND flag IS NULL
+			RETURNING `+memorySelect, p.ID, memoryFlag(&p.Flag, at)))
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Unknown, or flagged already.
+			m, err = getMemory(ctx, tx, `id = $1`, p.ID)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		return tx.appendEvent(m.TaskID, store.EventMemoryFlagged, p.Actor,
+			&store.MemoryFlagData{MemoryID: p.ID, Reason: p.Flag.Reason, By: p.Flag.By}, at)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("flag memory %s: %w", p.ID, err)
+	}
+	return m, nil
+}
+
+// MemoryRelease implements store.Store.
+func (s *Store) MemoryRelease(ctx context.Context, p *store.MemoryReleaseParams) (*store.Memory, error) {
+	at := now(p.Now)
+	var m *store.Memory
+	err := s.writeTx(ctx, func(tx *txn) error {
+		var err error
+		// Locked: a release at the same time waits, then finds it
+		// released and journals nothing.
+		if m, err = getMemory(ctx, tx, `id = $1 FOR UPDATE`, p.ID); err != nil || m.Flagged == nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE memories SET flag = NULL WHERE id = $1`, p.ID); err != nil {
+			return err
+		}
+		err = tx.appendEvent(m.TaskID, store.EventMemoryReleased, p.Actor,
+			&store.MemoryFlagData{MemoryID: p.ID, Reason: m.Flagged.Reason, By: m.Flagged.By}, at)
+		m.Flagged = nil
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("release memory %s: %w", p.ID, err)
+	}
+	return m, nil
+}
+
+// MemoryConflictRecord implements store.Store.
+func (s *Store) MemoryConflictRecord(ctx context.Context, p *store.MemoryConflictParams) (bool, error) {
+	if p.NewerID == "" || p.OlderID == "" {
+		return false, errors.New("record memory conflict: a conflict needs two memory ids")
+	}
+	at := now(p.Now)
+	var recorded bool
+	err := s.writeTx(ctx, func(tx *txn) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO memory_conflicts (newer_id, older_id, subject, created_at)
+			VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, p.NewerID, p.OlderID, p.Subject, at)
+		if err != nil {
+			return err
+		}
+		recorded = tag.RowsAffected() > 0
+		if !recorded {
+			return nil
+		}
+		return tx.appendEvent(p.TaskID, store.EventMemoryConflict, p.Actor,
+			&store.MemoryConflictData{NewerID: p.NewerID, OlderID: p.OlderID, Subject: p.Subject}, at)
+	})
+	if err != nil {
+		return false, fmt.Errorf("record memory conflict %s over %s: %w", p.NewerID, p.OlderID, err)
+	}
+	return recorded, nil
 }
 
 // MemoryDelete implements store.Store.

@@ -152,7 +152,9 @@ const (
 	sqlImportSchedule = `INSERT INTO schedules (` + scheduleColumns + `)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`
 
-	sqlImportMemory = `INSERT INTO memories (` + memoryColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+	// A memory is written without its vector: vectors are derived from
+	// the text, so an export leaves them out (see store.Batch).
+	sqlImportMemory = `INSERT INTO memories (` + memoryColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
 
 	// Event and notification ids are identity columns the database
 	// hands out; an import keeps the ones it is given.
@@ -277,8 +279,13 @@ func (im *importer) queueBatch(b *store.Batch) error {
 		if m == nil || m.ID == "" || m.Text == "" || m.Source == "" {
 			return errors.New("memory: id, text and source are required")
 		}
+		var refreshed *time.Time
+		if m.RefreshedAt != nil {
+			refreshed = toNull(*m.RefreshedAt)
+		}
 		im.queue("memory "+m.ID, sqlImportMemory, m.ID, m.Text, marshalList(m.Tags), m.TaskID, m.Agent, m.Source,
-			m.EstimatedTokens, nullString(m.IdempotencyKey), m.CreatedAt)
+			m.EstimatedTokens, nullString(m.IdempotencyKey), m.CreatedAt,
+			store.ImportedMemoryCategory(m), m.Subject, memoryFlag(m.Flagged, m.CreatedAt), refreshed, m.RefreshedBy)
 	}
 	if len(b.Events) == 0 && len(b.Notifications) == 0 {
 		return nil

@@ -1,6 +1,8 @@
 package sqlitestore
 
 import (
+	"cmp"
+	"container/heap"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -13,19 +15,29 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-const memoryColumns = `id, text, tags, task_id, agent, source, estimated_tokens, idempotency_key, created_at`
+// memoryColumns are the columns a memory is written with (an import
+// writes them all); memorySelect reads them back with whether the memory
+// has a vector, never the vector itself.
+const (
+	memoryColumns = `id, text, tags, task_id, agent, source, estimated_tokens, idempotency_key, created_at,
+	category, subject, flag, refreshed_at, refreshed_by`
+	memorySelect = memoryColumns + `, embedding IS NOT NULL`
+)
 
 // maxQueryWords bounds the words of a search; more add little to a rank.
 const maxQueryWords = 64
 
 func scanMemory(r rowScanner) (*store.Memory, error) {
 	var (
-		m       store.Memory
-		tags    string
-		key     sql.NullString
-		created int64
+		m         store.Memory
+		tags      string
+		key, flag sql.NullString
+		created   int64
+		refreshed sql.NullInt64
 	)
-	if err := r.Scan(&m.ID, &m.Text, &tags, &m.TaskID, &m.Agent, &m.Source, &m.EstimatedTokens, &key, &created); err != nil {
+	err := r.Scan(&m.ID, &m.Text, &tags, &m.TaskID, &m.Agent, &m.Source, &m.EstimatedTokens, &key, &created,
+		&m.Category, &m.Subject, &flag, &refreshed, &m.RefreshedBy, &m.HasEmbedding)
+	if err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(tags), &m.Tags); err != nil {
@@ -34,17 +46,50 @@ func scanMemory(r rowScanner) (*store.Memory, error) {
 	if m.Tags == nil {
 		m.Tags = []string{}
 	}
+	if flag.Valid {
+		m.Flagged = new(store.MemoryFlag)
+		if err := json.Unmarshal([]byte(flag.String), m.Flagged); err != nil {
+			return nil, fmt.Errorf("memory %s flag: %w", m.ID, err)
+		}
+	}
 	m.IdempotencyKey = key.String
 	m.CreatedAt = fromMicros(created)
+	if refreshed.Valid {
+		t := fromMicros(refreshed.Int64)
+		m.RefreshedAt = &t
+	}
 	return &m, nil
 }
 
 func getMemory(ctx context.Context, q querier, where string, arg any) (*store.Memory, error) {
-	m, err := scanMemory(q.QueryRowContext(ctx, `SELECT `+memoryColumns+` FROM memories WHERE `+where, arg))
+	m, err := scanMemory(q.QueryRowContext(ctx, `SELECT `+memorySelect+` FROM memories WHERE `+where, arg))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
 	return m, err
+}
+
+// memoryFlag is how a flag is stored: its JSON, its time at the store's
+// precision (at when unset); NULL for none.
+func memoryFlag(f *store.MemoryFlag, at time.Time) sql.NullString {
+	if f == nil {
+		return sql.NullString{}
+	}
+	c := *f
+	c.At = fromMicros(micros(cmp.Or(c.At, at)))
+	b, _ := json.Marshal(&c) // strings and a time always marshal
+	return sql.NullString{String: string(b), Valid: true}
+}
+
+// memoryEmbedding is how a vector is stored: nil (NULL) for none.
+func memoryEmbedding(v []float32) ([]byte, error) {
+	if len(v) == 0 {
+		return nil, nil
+	}
+	if len(v) > store.MaxEmbeddingDims {
+		return nil, fmt.Errorf("a memory's vector has %d numbers; at most %d are kept", len(v), store.MaxEmbeddingDims)
+	}
+	return store.EncodeVector(v), nil
 }
 
 // insertMemory writes one memory and its event in tx; a known idempotency
@@ -62,10 +107,15 @@ func (s *Store) insertMemory(ctx context.Context, tx *sql.Tx, p *store.MemoryIns
 			return nil, false, err
 		}
 	}
+	embedding, err := memoryEmbedding(p.Embedding)
+	if err != nil {
+		return nil, false, err
+	}
 	est := store.EstimateTokens(p.Text, p.Tags)
-	_, err := tx.ExecContext(ctx, `INSERT INTO memories (id, text, tags, task_id, agent, source, estimated_tokens, idempotency_key, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		p.ID, p.Text, marshalList(p.Tags), p.TaskID, p.Agent, p.Source, est, nullString(p.IdempotencyKey), micros(at))
+	_, err = tx.ExecContext(ctx, `INSERT INTO memories (`+memoryColumns+`, embedding)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, '', ?)`,
+		p.ID, p.Text, marshalList(p.Tags), p.TaskID, p.Agent, p.Source, est, nullString(p.IdempotencyKey), micros(at),
+		cmp.Or(p.Category, store.CategoryFact), p.Subject, memoryFlag(p.Flagged, at), embedding)
 	if err != nil {
 		return nil, false, err
 	}
@@ -73,6 +123,13 @@ func (s *Store) insertMemory(ctx context.Context, tx *sql.Tx, p *store.MemoryIns
 		&store.MemoryEventData{MemoryID: p.ID, Source: p.Source, EstimatedTokens: est}, at)
 	if err != nil {
 		return nil, false, err
+	}
+	if p.Flagged != nil {
+		err = s.appendEvent(ctx, tx, p.TaskID, store.EventMemoryFlagged, p.Actor,
+			&store.MemoryFlagData{MemoryID: p.ID, Reason: p.Flagged.Reason, By: p.Flagged.By}, at)
+		if err != nil {
+			return nil, false, err
+		}
 	}
 	m, err := getMemory(ctx, tx, `id = ?`, p.ID)
 	return m, true, err
@@ -83,14 +140,8 @@ func (s *Store) MemoryInsert(ctx context.Context, p *store.MemoryInsertParams) (
 	at := now(p.Now)
 	res := &store.MemoryInsertResult{}
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		if p.Lease.Token != 0 {
-			ls, err := s.leaseState(ctx, tx, p.Lease.TaskID)
-			if err != nil {
-				return err
-			}
-			if ls.token != p.Lease.Token || ls.status != store.StatusRunning {
-				return store.ErrLeaseLost
-			}
+		if err := s.checkMemoryLease(ctx, tx, p.Lease); err != nil {
+			return err
 		}
 		var err error
 		res.Memory, res.Inserted, err = s.insertMemory(ctx, tx, p, at)
@@ -100,6 +151,22 @@ func (s *Store) MemoryInsert(ctx context.Context, p *store.MemoryInsertParams) (
 		return nil, fmt.Errorf("insert memory: %w", err)
 	}
 	return res, nil
+}
+
+// checkMemoryLease fences a memory write: a lease with its Token set must
+// be current on a running task.
+func (s *Store) checkMemoryLease(ctx context.Context, tx *sql.Tx, lease store.Lease) error {
+	if lease.Token == 0 {
+		return nil
+	}
+	ls, err := s.leaseState(ctx, tx, lease.TaskID)
+	if err != nil {
+		return err
+	}
+	if ls.token != lease.Token || ls.status != store.StatusRunning {
+		return store.ErrLeaseLost
+	}
+	return nil
 }
 
 // MemoryGetByID implements store.Store.
@@ -126,9 +193,21 @@ func memoryFilter(taskID, agent, source string) (where []string, args []any) {
 	return where, args
 }
 
+// flaggedFilter renders a Flagged filter on the memories table aliased m.
+func flaggedFilter(where []string, flagged *bool) []string {
+	switch {
+	case flagged == nil:
+		return where
+	case *flagged:
+		return append(where, `m.flag IS NOT NULL`)
+	}
+	return append(where, `m.flag IS NULL`)
+}
+
 // MemoryList implements store.Store.
 func (s *Store) MemoryList(ctx context.Context, p *store.MemoryListParams) ([]*store.Memory, error) {
 	where, args := memoryFilter(p.TaskID, p.Agent, p.Source)
+	where = flaggedFilter(where, p.Flagged)
 	if !p.Since.IsZero() {
 		where, args = append(where, `m.created_at >= ?`), append(args, ceilMicros(p.Since))
 	}
@@ -144,7 +223,7 @@ func (s *Store) MemoryList(ctx context.Context, p *store.MemoryListParams) ([]*s
 	if p.OldestFirst {
 		order = `ASC`
 	}
-	query := `SELECT ` + prefixed("m.", memoryColumns) + ` FROM memories m`
+	query := `SELECT ` + prefixed("m.", memorySelect) + ` FROM memories m`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -184,8 +263,9 @@ func (s *Store) MemorySearch(ctx context.Context, p *store.MemorySearchParams) (
 		return nil, nil
 	}
 	where, args := memoryFilter(p.TaskID, p.Agent, p.Source)
+	where = flaggedFilter(where, p.Flagged)
 	where, args = append([]string{`memories_fts MATCH ?`}, where...), append([]any{match}, args...)
-	query := `SELECT ` + prefixed("m.", memoryColumns) + ` FROM memories_fts JOIN memories m ON m.rid = memories_fts.rowid
+	query := `SELECT ` + prefixed("m.", memorySelect) + ` FROM memories_fts JOIN memories m ON m.rid = memories_fts.rowid
 		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY bm25(memories_fts), m.id DESC LIMIT ?`
 	rows, err := s.reader.QueryContext(ctx, query, append(args, max(p.Limit, 1))...)
 	if err != nil {
@@ -196,6 +276,230 @@ func (s *Store) MemorySearch(ctx context.Context, p *store.MemorySearchParams) (
 		return nil, fmt.Errorf("search memories: %w", err)
 	}
 	return out, nil
+}
+
+// MemoryNearest implements store.Store. It streams the vectors, keeping
+// the best Limit in a heap, then reads those memories.
+func (s *Store) MemoryNearest(ctx context.Context, p *store.MemoryNearestParams) ([]*store.MemoryNearest, error) {
+	if len(p.Vector) == 0 {
+		return nil, nil
+	}
+	where := flaggedFilter([]string{`m.embedding IS NOT NULL`}, p.Flagged)
+	rows, err := s.reader.QueryContext(ctx, `SELECT m.id, m.created_at, m.embedding FROM memories m WHERE `+strings.Join(where, ` AND `))
+	if err != nil {
+		return nil, fmt.Errorf("nearest memories: %w", err)
+	}
+	defer rows.Close()
+	top := nearestHeap{limit: max(p.Limit, 1)}
+	for rows.Next() {
+		var (
+			c   nearest
+			vec sql.RawBytes // read in place: valid until the next row
+		)
+		if err := rows.Scan(&c.id, &c.created, &vec); err != nil {
+			return nil, fmt.Errorf("nearest memories: %w", err)
+		}
+		var ok bool
+		if c.similarity, ok = store.DotEncoded(p.Vector, vec); ok {
+			top.offer(c)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("nearest memories: %w", err)
+	}
+	rows.Close()
+	best := top.best()
+	if len(best) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(best))
+	for i, c := range best {
+		args[i] = c.id
+	}
+	rows, err = s.reader.QueryContext(ctx, `SELECT `+memorySelect+` FROM memories WHERE id IN (`+placeholders(len(args))+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("nearest memories: %w", err)
+	}
+	ms, err := collect(rows, scanMemory)
+	if err != nil {
+		return nil, fmt.Errorf("nearest memories: %w", err)
+	}
+	return nearestResult(best, ms), nil
+}
+
+// nearest is a candidate of MemoryNearest.
+type nearest struct {
+	id         string
+	created    int64
+	similarity float64
+}
+
+// worse orders candidates: less similar, then older, then the lower id.
+func (c nearest) worse(o nearest) bool {
+	if c.similarity != o.similarity {
+		return c.similarity < o.similarity
+	}
+	if c.created != o.created {
+		return c.created < o.created
+	}
+	return c.id < o.id
+}
+
+// nearestHeap keeps the best limit candidates offered, the worst of them
+// at the root.
+type nearestHeap struct {
+	limit int
+	items []nearest
+}
+
+func (h *nearestHeap) Len() int           { return len(h.items) }
+func (h *nearestHeap) Less(i, j int) bool { return h.items[i].worse(h.items[j]) }
+func (h *nearestHeap) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *nearestHeap) Push(x any)         { h.items = append(h.items, x.(nearest)) }
+func (h *nearestHeap) Pop() any {
+	c := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return c
+}
+
+func (h *nearestHeap) offer(c nearest) {
+	switch {
+	case len(h.items) < h.limit:
+		heap.Push(h, c)
+	case h.items[0].worse(c):
+		h.items[0] = c
+		heap.Fix(h, 0)
+	}
+}
+
+// best empties the heap, the best candidate first.
+func (h *nearestHeap) best() []nearest {
+	out := make([]nearest, len(h.items))
+	for i := len(out) - 1; i >= 0; i-- {
+		out[i] = heap.Pop(h).(nearest)
+	}
+	return out
+}
+
+// nearestResult pairs the candidates with their memories, in the
+// candidates' order; one deleted since the scan is left out.
+func nearestResult(best []nearest, ms []*store.Memory) []*store.MemoryNearest {
+	byID := make(map[string]*store.Memory, len(ms))
+	for _, m := range ms {
+		byID[m.ID] = m
+	}
+	out := make([]*store.MemoryNearest, 0, len(best))
+	for _, c := range best {
+		if m := byID[c.id]; m != nil {
+			out = append(out, &store.MemoryNearest{Memory: m, Similarity: c.similarity})
+		}
+	}
+	return out
+}
+
+// MemoryRefresh implements store.Store.
+func (s *Store) MemoryRefresh(ctx context.Context, p *store.MemoryRefreshParams) (*store.Memory, error) {
+	at := now(p.Now)
+	var m *store.Memory
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		if err := s.checkMemoryLease(ctx, tx, p.Lease); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE memories SET refreshed_at = ?, refreshed_by = ? WHERE id = ?`, micros(at), p.TaskID, p.ID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return store.ErrNotFound
+		}
+		err = s.appendEvent(ctx, tx, p.TaskID, store.EventMemoryRefreshed, p.Actor,
+			&store.MemoryRefreshData{MemoryID: p.ID, TaskID: p.TaskID}, at)
+		if err != nil {
+			return err
+		}
+		m, err = getMemory(ctx, tx, `id = ?`, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("refresh memory %s: %w", p.ID, err)
+	}
+	return m, nil
+}
+
+// MemoryFlag implements store.Store.
+func (s *Store) MemoryFlag(ctx context.Context, p *store.MemoryFlagParams) (*store.Memory, error) {
+	at := now(p.Now)
+	var m *store.Memory
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if m, err = getMemory(ctx, tx, `id = ?`, p.ID); err != nil || m.Flagged != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE memories SET flag = ? WHERE id = ?`, memoryFlag(&p.Flag, at), p.ID); err != nil {
+			return err
+		}
+		err = s.appendEvent(ctx, tx, m.TaskID, store.EventMemoryFlagged, p.Actor,
+			&store.MemoryFlagData{MemoryID: p.ID, Reason: p.Flag.Reason, By: p.Flag.By}, at)
+		if err != nil {
+			return err
+		}
+		m, err = getMemory(ctx, tx, `id = ?`, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("flag memory %s: %w", p.ID, err)
+	}
+	return m, nil
+}
+
+// MemoryRelease implements store.Store.
+func (s *Store) MemoryRelease(ctx context.Context, p *store.MemoryReleaseParams) (*store.Memory, error) {
+	at := now(p.Now)
+	var m *store.Memory
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if m, err = getMemory(ctx, tx, `id = ?`, p.ID); err != nil || m.Flagged == nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE memories SET flag = NULL WHERE id = ?`, p.ID); err != nil {
+			return err
+		}
+		err = s.appendEvent(ctx, tx, m.TaskID, store.EventMemoryReleased, p.Actor,
+			&store.MemoryFlagData{MemoryID: p.ID, Reason: m.Flagged.Reason, By: m.Flagged.By}, at)
+		m.Flagged = nil
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("release memory %s: %w", p.ID, err)
+	}
+	return m, nil
+}
+
+// MemoryConflictRecord implements store.Store.
+func (s *Store) MemoryConflictRecord(ctx context.Context, p *store.MemoryConflictParams) (bool, error) {
+	if p.NewerID == "" || p.OlderID == "" {
+		return false, errors.New("record memory conflict: a conflict needs two memory ids")
+	}
+	at := now(p.Now)
+	var recorded bool
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO memory_conflicts (newer_id, older_id, subject, created_at)
+			VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, p.NewerID, p.OlderID, p.Subject, micros(at))
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			recorded = false
+			return nil
+		}
+		recorded = true
+		return s.appendEvent(ctx, tx, p.TaskID, store.EventMemoryConflict, p.Actor,
+			&store.MemoryConflictData{NewerID: p.NewerID, OlderID: p.OlderID, Subject: p.Subject}, at)
+	})
+	if err != nil {
+		return false, fmt.Errorf("record memory conflict %s over %s: %w", p.NewerID, p.OlderID, err)
+	}
+	return recorded, nil
 }
 
 // MemoryDelete implements store.Store.

@@ -337,8 +337,13 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 			if m == nil || m.ID == "" || m.Text == "" || m.Source == "" {
 				return errors.New("memory: id, text and source are required")
 			}
+			var refreshed sql.NullInt64
+			if m.RefreshedAt != nil {
+				refreshed = toNullMicros(*m.RefreshedAt)
+			}
 			err := im.exec("memory "+m.ID, m.ID, m.Text, marshalList(m.Tags), m.TaskID, m.Agent, m.Source,
-				m.EstimatedTokens, nullString(m.IdempotencyKey), micros(m.CreatedAt))
+				m.EstimatedTokens, nullString(m.IdempotencyKey), micros(m.CreatedAt),
+				store.ImportedMemoryCategory(m), m.Subject, memoryFlag(m.Flagged, m.CreatedAt), refreshed, m.RefreshedBy)
 			if err != nil {
 				return err
 			}
@@ -362,7 +367,9 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 	return nil
 }
 
-const sqlImportMemory = `INSERT INTO memories (` + memoryColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+// sqlImportMemory writes a memory without its vector: vectors are derived
+// from the text, so an export leaves them out (see store.Batch).
+const sqlImportMemory = `INSERT INTO memories (` + memoryColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 const sqlImportSchedule = `INSERT INTO schedules (` + scheduleColumns + `)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`

@@ -1,0 +1,9 @@
+DROP TABLE memory_conflicts;
+DROP INDEX memories_flagged;
+ALTER TABLE memories
+    DROP COLUMN embedding,
+    DROP COLUMN refreshed_by,
+    DROP COLUMN refreshed_at,
+    DROP COLUMN flag,
+    DROP COLUMN subject,
+    DROP COLUMN category;
