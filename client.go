@@ -69,6 +69,11 @@ type Config struct {
 	// source; nil takes the config file's memory_limits, else
 	// DefaultMemoryLimits.
 	MemoryLimits *MemoryLimits
+	// MemoryTrust sets how fast confidence in memories decays, the floor
+	// below which recall skips one, and the embeddings model of hybrid
+	// recall; nil takes the config file's memory section, else defaults
+	// (full-text recall only).
+	MemoryTrust *MemoryTrust
 	// SessionLanes runs at most one top-level task per session at a time
 	// (errand.yaml lanes: session); a task's own Lane applies either way.
 	SessionLanes bool
@@ -164,6 +169,10 @@ func newClient(st store.Store, cfg *Config) (*Client, error) {
 	if baseDir == "" && cfg.ConfigFile != "" {
 		baseDir = filepath.Dir(cfg.ConfigFile)
 	}
+	trust, err := memoryTrust(cfg.MemoryTrust, file, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("errand: %s: %w", cfg.ConfigFile, err)
+	}
 	e, err := engine.New(st, &engine.Config{
 		LeaseTTL:        cfg.LeaseTTL,
 		PollInterval:    cfg.PollInterval,
@@ -178,6 +187,7 @@ func newClient(st store.Store, cfg *Config) (*Client, error) {
 		OnPurged:        cfg.OnPurged,
 		MemoryRetention: cfg.MemoryRetention,
 		MemoryLimits:    memoryLimits(cfg.MemoryLimits, file),
+		MemoryTrust:     trust,
 		Logger:          cfg.Logger,
 		CheckAgent:      c.checkAgent,
 		BaseDir:         baseDir,

@@ -2,9 +2,12 @@ package errand
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/errandhq/errand/internal/config"
 	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
@@ -49,6 +52,46 @@ func memoryLimits(own *MemoryLimits, file *config.Config) *MemoryLimits {
 	return &MemoryLimits{User: lim(f.User), Agent: lim(f.Agent), Schedule: lim(f.Schedule), Event: lim(f.Event), Heartbeat: lim(f.Heartbeat)}
 }
 
+type (
+	// MemoryTrust sets decay, the confidence floor and embeddings.
+	MemoryTrust = engine.MemoryTrust
+	// Embedder turns texts into vectors for hybrid recall.
+	Embedder = engine.Embedder
+)
+
+// memoryTrust is the trust a Client runs with: its own, else the config
+// file's memory section, else the engine's defaults. The file's
+// embeddings model gets an OpenAI-compatible client, its key read from
+// the environment variable the file names.
+func memoryTrust(own *MemoryTrust, file *config.Config, lookup func(string) (string, bool)) (MemoryTrust, error) {
+	if own != nil {
+		return *own, nil
+	}
+	if file == nil {
+		return MemoryTrust{}, nil
+	}
+	m := file.Memory
+	trust := MemoryTrust{MinConfidence: m.MinConfidence}
+	if len(m.HalfLife) > 0 {
+		trust.HalfLives = map[string]time.Duration{}
+		for cat, d := range m.HalfLife {
+			trust.HalfLives[cat] = time.Duration(d)
+		}
+	}
+	if e := m.Embeddings; e.Model != "" {
+		var key string
+		if e.APIKeyEnv != "" {
+			v, ok := lookup(e.APIKeyEnv)
+			if !ok {
+				return MemoryTrust{}, fmt.Errorf("memory.embeddings.api_key_env: %s is not set", e.APIKeyEnv)
+			}
+			key = v
+		}
+		trust.Embedder = provider.NewEmbeddings(e.Model, provider.OpenAIConfig{BaseURL: e.BaseURL, APIKey: key})
+	}
+	return trust, nil
+}
+
 // Remember stores a memory. Agents remember from inside their tasks (the
 // remember tool), which records the task's provenance; this is for
 // programs, and records what p says (default: no task, source user). A
@@ -75,6 +118,13 @@ func (c *Client) ListMemories(ctx context.Context, p *MemoryListParams) (*Memory
 // Memory returns one memory; an unknown id matches ErrNotFound.
 func (c *Client) Memory(ctx context.Context, id string) (*Memory, error) {
 	return c.engine.GetMemory(ctx, id)
+}
+
+// ReleaseMemory releases a quarantined memory: recall finds it again. The
+// release is journaled (memory.released, with the flag it had); a memory
+// not flagged comes back as it is. An unknown id matches ErrNotFound.
+func (c *Client) ReleaseMemory(ctx context.Context, id string) (*Memory, error) {
+	return c.engine.ReleaseMemory(ctx, id, store.ActorUser)
 }
 
 // DeleteMemory removes one memory; an unknown id matches ErrNotFound.

@@ -76,6 +76,9 @@ type Options struct {
 	// the task; 0 takes the default of its source.
 	MaxMemoryTokens  int `json:"max_memory_tokens,omitempty"`
 	MaxMemoryEntries int `json:"max_memory_entries,omitempty"`
+	// RecallFlagged lets the task's recall return quarantined memories,
+	// labelled as such.
+	RecallFlagged bool `json:"recall_flagged,omitempty"`
 }
 
 // Chain is the task that follows a task which completes: a POST

@@ -90,7 +90,7 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 		}
 
 		finished := call.Name == ToolFinishTask && res.Status == taskrun.StepDone
-		toolTurn := Turn{Role: provider.RoleTool, ToolCallID: call.ID, Content: string(res.Output)}
+		toolTurn := Turn{Role: provider.RoleTool, ToolCallID: call.ID, Content: toolTurnContent(call, res)}
 		if res.Status != taskrun.StepDone {
 			toolTurn.IsError = true
 		}
@@ -206,6 +206,8 @@ func (a *LLM) applyEffect(call TurnCall, next *TaskState) error {
 			return queueScoutTask(call.Arguments, next)
 		case ToolAlert:
 			return queueScoutAlert(call.Arguments, next)
+		case ToolEscalate:
+			return a.queueScoutEscalation(call.Arguments, next)
 		}
 	}
 	switch call.Name {
@@ -260,7 +262,7 @@ func (a *LLM) call(ctx context.Context, run taskrun.Run, key string, call TurnCa
 		return fail(taskrun.StepDenied, CodeToolDenied, fmt.Errorf("tool %s is not allowed for this task", call.Name))
 	}
 	var out json.RawMessage
-	if a.scout && (call.Name == ToolSubmitTask || call.Name == ToolAlert) {
+	if a.scout && scoutQueues(call.Name) {
 		// Queued in the state, done when the scout finishes.
 		if err := a.applyEffect(call, next); err != nil {
 			return fail(taskrun.StepFailed, CodeBadArgs, err)

@@ -80,13 +80,15 @@ func collectSubtasks(ctx context.Context, run taskrun.Run, state *TaskState) (st
 				state.SubtaskResults = map[string]SubtaskResult{}
 			}
 			state.SubtaskResults[k.ID] = SubtaskResult{Status: k.Status, Result: k.Result}
-			fmt.Fprintf(&b, "- %s (%s): completed, result %s\n", k.ID, k.Title, k.Result)
+			fmt.Fprintf(&b, "- %s (%s): completed, result:\n%s\n", k.ID, k.Title,
+				dataBlock(origin{Kind: originSubtask, Task: k.ID, Agent: k.Agent}, string(k.Result)))
 		case "failed", "cancelled":
 			if state.SubtaskFailures == nil {
 				state.SubtaskFailures = map[string]SubtaskResult{}
 			}
 			state.SubtaskFailures[k.ID] = SubtaskResult{Status: k.Status, Error: k.Error}
-			fmt.Fprintf(&b, "- %s (%s): %s, %s\n", k.ID, k.Title, k.Status, k.Error)
+			fmt.Fprintf(&b, "- %s (%s): %s, error:\n%s\n", k.ID, k.Title, k.Status,
+				dataBlock(origin{Kind: originSubtask, Task: k.ID, Agent: k.Agent}, k.Error))
 		default:
 			return "", taskrun.WaitSubtasks{}
 		}

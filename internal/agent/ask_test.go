@@ -60,7 +60,8 @@ func TestLLMAskUserAcrossRestart(t *testing.T) {
 	requireEveryCallAnswered(t, msgs)
 	last := msgs[len(msgs)-1]
 	require.Equal(t, provider.RoleUser, last.Role)
-	require.Contains(t, last.Content, `"PDF or HTML?": HTML please`)
+	require.Contains(t, last.Content, "\"PDF or HTML?\":\n<data kind=\"human\"", "a person's answer is data")
+	require.Contains(t, last.Content, ">\nHTML please\n</data>")
 	steps, err := b.engine.Steps(context.Background(), task.ID)
 	require.NoError(t, err)
 	for _, st := range steps {

@@ -187,7 +187,7 @@ func TestLLMTaskOptions(t *testing.T) {
 
 	model.mu.Lock()
 	defer model.mu.Unlock()
-	require.Equal(t, "task prompt", model.requests[0].System)
+	require.Equal(t, "task prompt\n\n"+dataNotice, model.requests[0].System, "the task's prompt, then what data blocks are")
 	var offered []string
 	for _, tool := range model.requests[0].Tools {
 		offered = append(offered, tool.Name)

@@ -26,10 +26,16 @@ var memoryTools = []provider.Tool{
 	{
 		Name: ToolRemember,
 		Description: "Store a memory that later tasks can recall: a fact, decision or lesson worth keeping beyond this task. " +
-			"Keep it short and self-contained. Returns the memory's id.",
+			"Keep it short and self-contained. Give it a subject when it states something that may change (a later memory " +
+			"with the same subject supersedes it). To confirm a recalled memory that is still true, pass its id as refresh " +
+			"instead of writing it again. Returns the memory's id.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{` +
 			`"text":{"type":"string","description":"What to remember."},` +
-			`"tags":{"type":"array","items":{"type":"string"},"maxItems":20,"description":"Words to find it by."}},"required":["text"]}`),
+			`"tags":{"type":"array","items":{"type":"string"},"maxItems":20,"description":"Words to find it by."},` +
+			`"category":{"type":"string","description":"fact (default), preference, observation, task_result, or a lower_case name of your own; ` +
+			`observations are trusted for days, facts for months."},` +
+			`"subject":{"type":"string","description":"What it is about, e.g. billing.api_base_url."},` +
+			`"refresh":{"type":"string","description":"The id of a recalled memory that is still true: confirms it instead of writing text."}}}`),
 	},
 	{
 		Name: ToolRecall,
@@ -74,7 +80,7 @@ var engineTools = []provider.Tool{
 func isBuiltin(name string) bool {
 	switch name {
 	case ToolFinishTask, ToolUpdatePlan, ToolSubmitTask, ToolGetTaskStatus, ToolListActiveTasks, ToolCancelTask, ToolAskUser, ToolCompleteStep,
-		ToolAlert, ToolRemember, ToolRecall:
+		ToolAlert, ToolEscalate, ToolRemember, ToolRecall:
 		return true
 	}
 	return false
@@ -122,8 +128,11 @@ func callEngineTool(ctx context.Context, run taskrun.Run, key, name string, args
 		res = map[string]any{"tasks": tasks}
 	case ToolRemember:
 		var a struct {
-			Text string   `json:"text"`
-			Tags []string `json:"tags"`
+			Text     string   `json:"text"`
+			Tags     []string `json:"tags"`
+			Category string   `json:"category"`
+			Subject  string   `json:"subject"`
+			Refresh  string   `json:"refresh"`
 		}
 		if err := json.Unmarshal(args, &a); err != nil {
 			return nil, true, fmt.Errorf("%s: %w", name, err)
@@ -131,8 +140,17 @@ func callEngineTool(ctx context.Context, run taskrun.Run, key, name string, args
 		// The step's key makes a repeated call return the memory it
 		// already stored.
 		var m *taskrun.MemoryView
-		if m, err = run.Remember(ctx, taskrun.MemorySpec{Text: a.Text, Tags: a.Tags, IdempotencyKey: key}); err == nil {
-			res = map[string]any{"id": m.ID, "estimated_tokens": m.EstimatedTokens}
+		spec := taskrun.MemorySpec{Text: a.Text, Tags: a.Tags, Category: a.Category, Subject: a.Subject, Refresh: a.Refresh, IdempotencyKey: key}
+		if m, err = run.Remember(ctx, spec); err == nil {
+			out := map[string]any{"id": m.ID, "estimated_tokens": m.EstimatedTokens}
+			switch {
+			case m.Refreshed:
+				out["refreshed"] = true
+			case m.Quarantined:
+				out["quarantined"] = true
+				out["note"] = "Kept but quarantined: it reads like instructions, so no task recalls it until a person releases it."
+			}
+			res = out
 		}
 	case ToolRecall:
 		var a struct {

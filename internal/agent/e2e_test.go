@@ -115,7 +115,7 @@ func TestLLMOverHTTPEndToEnd(t *testing.T) {
 	for _, m := range last.Messages {
 		if m.Role == "tool" && m.ToolCallID == "t1" {
 			sawFetchResult = true
-			require.JSONEq(t, `{"revenue_growth":0.12}`, m.Content)
+			require.Equal(t, "<data kind=\"tool\" tool=\"fetch_figures\">\n{\"revenue_growth\":0.12}\n</data>", m.Content)
 		}
 	}
 	require.True(t, sawFetchResult)

@@ -62,6 +62,9 @@ type LLM struct {
 	// scout is set for a heartbeat scout (taskrun.Options.Scout): see
 	// scout.go.
 	scout bool
+	// escalateTo is, for a scout, the agent its escalations go to (the
+	// heartbeat's escalate_to, from its input); "" for none.
+	escalateTo string
 	// sourced are the ToolSource's tools of the last request, by name.
 	sourced map[string]Tool
 	// agent is the task's agent name, fixed is the fixed part (system
@@ -164,6 +167,7 @@ func (a *LLM) forTask(info *taskrun.Info) *LLM {
 	t.cfg.Policy.Deny = append(append([]string{}, a.cfg.Policy.Deny...), o.ToolsDeny...)
 	if t.scout {
 		t.cfg.Mode = ModeReact
+		t.escalateTo = scoutEscalateTo(info.Input)
 		t.cfg.Policy.Deny = append(t.cfg.Policy.Deny, scoutDenied...)
 	}
 	return t
@@ -196,7 +200,8 @@ func (a *LLM) loop(ctx context.Context, run taskrun.Run) (taskrun.Result, error)
 			// ended (a phase change) still starts with the goal.
 			last := state.Answers[len(state.Answers)-1]
 			state.Transcript = append(state.Transcript, Turn{Role: provider.RoleUser,
-				Content: "The user answered your question \"" + last.Question + "\": " + last.Answer})
+				Content: "The user answered your question \"" + last.Question + "\":\n" +
+					dataBlock(origin{Kind: originHuman, At: last.AnsweredAt}, last.Answer)})
 			answered = false
 		}
 		if subtasksDone != "" {
@@ -243,10 +248,7 @@ func (a *LLM) loop(ctx context.Context, run taskrun.Run) (taskrun.Result, error)
 func firstMessage(info *taskrun.Info) string {
 	var b strings.Builder
 	b.WriteString(info.Goal)
-	if len(info.Input) > 0 && string(info.Input) != "{}" {
-		b.WriteString("\n\nInput:\n")
-		b.Write(info.Input)
-	}
+	b.WriteString(inputText(info))
 	b.WriteString("\n\nWork toward the goal with the tools you have. When it is reached, call finish_task with the result.")
 	return b.String()
 }
@@ -427,11 +429,11 @@ func summarize(s string) string {
 func (a *LLM) request(ctx context.Context, state *TaskState) (req *provider.Request, names toolNames, err error) {
 	finish, builtins := finishTaskSpec, slices.Concat([]provider.Tool{updatePlanSpec}, engineTools, []provider.Tool{askUserSpec}, memoryTools)
 	if a.scout {
-		finish, builtins = scoutFinishSpec, slices.Concat(scoutTools, memoryTools)
+		finish, builtins = scoutFinishSpec, slices.Concat(a.scoutBuiltins(), memoryTools)
 	}
 	req = &provider.Request{
 		Model:     a.cfg.Model,
-		System:    a.cfg.SystemPrompt,
+		System:    strings.TrimSpace(a.cfg.SystemPrompt + "\n\n" + dataNotice),
 		MaxTokens: a.cfg.MaxOutputTokens,
 		Tools:     []provider.Tool{finish},
 	}

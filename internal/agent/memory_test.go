@@ -53,6 +53,16 @@ func TestLLMRemembersAndRecalls(t *testing.T) {
 	model.mu.Unlock()
 	answer := last.Messages[len(last.Messages)-1]
 	require.Equal(t, provider.RoleTool, answer.Role)
+	// The model reads the memory as data, labelled with its provenance.
+	require.Contains(t, answer.Content, `<data kind="memory" task="`+writer.ID+`" agent="default"`)
+	require.Contains(t, answer.Content, `id="`+m.ID+`" source="user" category="fact" confidence="1.00">`)
+	require.Contains(t, answer.Content, "\nThe staging database listens on port 5433\n(tags: ops)\n</data>")
+
+	steps, err := b.engine.Steps(ctx, reader.ID)
+	require.NoError(t, err)
+	require.Equal(t, "recall", steps[1].Tool)
+	require.Equal(t, store.StepToolCall, steps[1].Type)
+	// The step record keeps the recall's answer as JSON.
 	var recalled struct {
 		Memories []struct {
 			ID     string `json:"id"`
@@ -63,7 +73,7 @@ func TestLLMRemembersAndRecalls(t *testing.T) {
 		MaxTokens       int `json:"max_tokens"`
 		MaxEntries      int `json:"max_entries"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(answer.Content), &recalled), answer.Content)
+	require.NoError(t, json.Unmarshal(steps[1].Output, &recalled), string(steps[1].Output))
 	require.Len(t, recalled.Memories, 1)
 	require.Equal(t, m.ID, recalled.Memories[0].ID)
 	require.Equal(t, m.Text, recalled.Memories[0].Text)
@@ -71,11 +81,6 @@ func TestLLMRemembersAndRecalls(t *testing.T) {
 	require.Equal(t, m.EstimatedTokens, recalled.EstimatedTokens)
 	require.Equal(t, 4000, recalled.MaxTokens)
 	require.Equal(t, 3, recalled.MaxEntries, "the call's limit")
-
-	steps, err := b.engine.Steps(ctx, reader.ID)
-	require.NoError(t, err)
-	require.Equal(t, "recall", steps[1].Tool)
-	require.Equal(t, store.StepToolCall, steps[1].Type)
 }
 
 // A remember step that finished is replayed on resume, not done again:

@@ -84,7 +84,7 @@ func inputText(info *taskrun.Info) string {
 	if len(info.Input) == 0 || string(info.Input) == "{}" {
 		return ""
 	}
-	return "\n\nInput:\n" + string(info.Input)
+	return "\n\nInput:\n" + dataBlock(origin{Kind: originInput}, string(info.Input))
 }
 
 // writePlan lists the plan with each completed step's result.

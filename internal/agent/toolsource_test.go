@@ -224,8 +224,9 @@ func TestLLMCallsMCPToolOnce(t *testing.T) {
 	}
 	require.Contains(t, offered, "notes__append")
 	msgs := last.Messages
-	require.Equal(t, `"noted `+task.ID+`:1:1"`, msgs[len(msgs)-2].Content, "the recorded result is replayed")
-	require.Equal(t, `"noted `+task.ID+`:1:2"`, msgs[len(msgs)-1].Content)
+	block := func(out string) string { return "<data kind=\"tool\" tool=\"notes.append\">\n" + out + "\n</data>" }
+	require.Equal(t, block(`"noted `+task.ID+`:1:1"`), msgs[len(msgs)-2].Content, "the recorded result is replayed")
+	require.Equal(t, block(`"noted `+task.ID+`:1:2"`), msgs[len(msgs)-1].Content)
 
 	steps, err := b.engine.Steps(context.Background(), task.ID)
 	require.NoError(t, err)

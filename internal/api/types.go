@@ -73,6 +73,9 @@ type CreateTask struct {
 	// returns; 0 or absent takes the defaults of its source.
 	MaxMemoryTokens  int `json:"max_memory_tokens,omitempty"`
 	MaxMemoryEntries int `json:"max_memory_entries,omitempty"`
+	// RecallFlagged lets the task's recall return quarantined memories,
+	// labelled as such; default false.
+	RecallFlagged bool `json:"recall_flagged,omitempty"`
 }
 
 // TaskList is a page of tasks, newest first; NextCursor is empty on the

@@ -67,6 +67,8 @@ type Config struct {
 	// MemoryLimits bound what recall returns, by the task's source; nil
 	// takes DefaultMemoryLimits.
 	MemoryLimits *MemoryLimits
+	// MemoryTrust sets decay, the confidence floor and embeddings.
+	MemoryTrust MemoryTrust
 	// SessionLanes puts every top-level task with a session in the lane
 	// of its session: one runs at a time per session (config lanes: session).
 	SessionLanes bool

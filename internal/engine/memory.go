@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -209,6 +210,10 @@ type RememberParams struct {
 	TaskID string
 	Agent  string
 	Source string
+	// Category is what kind of memory it is (store.MemoryCategories or
+	// a name of the writer's); default fact. Subject is what it is about.
+	Category string
+	Subject  string
 	// IdempotencyKey makes writes with the same key return one memory.
 	IdempotencyKey string
 	// Actor is recorded on the memory.created event; default user.
@@ -228,15 +233,24 @@ func (e *Engine) Remember(ctx context.Context, p *RememberParams) (*store.Memory
 	if len(p.IdempotencyKey) > 200 {
 		return nil, invalid("idempotency_key", "is too long")
 	}
+	if err := checkCategory(p.Category); err != nil {
+		return nil, err
+	}
+	if err := checkSubject(p.Subject); err != nil {
+		return nil, err
+	}
 	res, err := e.store.MemoryInsert(ctx, &store.MemoryInsertParams{
 		ID: id.New(id.Memory), Text: p.Text, Tags: tags, TaskID: p.TaskID, Agent: p.Agent,
 		Source: cmp.Or(p.Source, store.SourceUser), IdempotencyKey: p.IdempotencyKey,
+		Category: cmp.Or(p.Category, store.CategoryFact), Subject: p.Subject,
+		Flagged: e.quarantine(p.Text, tags, p.Subject), Embedding: e.embed(ctx, p.Text),
 		Actor: cmp.Or(p.Actor, store.ActorUser), Now: e.now(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("remember: %w", err)
 	}
 	e.wrote()
+	e.withConfidence(res.Memory)
 	return res.Memory, nil
 }
 
@@ -247,6 +261,11 @@ type RecallParams struct {
 	Limit int
 	// Limits bound the answer; nil takes the limits of a user's task.
 	Limits *MemoryLimit
+	// IncludeFlagged recalls quarantined memories too.
+	IncludeFlagged bool
+	// TaskID is the task recalling, if any: conflicts found are journaled
+	// about it.
+	TaskID string
 }
 
 // RecallResult is what recall returns: the best matches, best first, and
@@ -256,12 +275,21 @@ type RecallResult struct {
 	EstimatedTokens int
 	// Limit is the bound that applied.
 	Limit MemoryLimit
+	// Supersedes maps a recalled memory's id to the ids of the older
+	// memories with its subject and other text that it replaced.
+	Supersedes map[string][]string
 }
 
-// Recall returns the memories best matching the query's words, best first:
-// in rank order, each that still fits the token budget, until the entries
-// are used up. A memory too large for what is left is passed over for
-// smaller ones that rank lower.
+// Recall returns the memories best matching the query, best first. The
+// full-text ranking and, with an embeddings model, the vector ranking are
+// fused (reciprocal rank fusion) and weighed by each memory's confidence;
+// memories below the confidence floor are skipped; of memories with one
+// subject only the last asserted is kept (each other one with different
+// text is a conflict, journaled once as memory.conflict), and of those
+// without a subject and with the same text, the newest. Then, in rank
+// order, each memory that still fits the token budget is taken until the
+// entries are used up; a memory too large for what is left is passed over
+// for smaller ones that rank lower.
 func (e *Engine) Recall(ctx context.Context, p *RecallParams) (*RecallResult, error) {
 	if err := checkQuery("query", p.Query); err != nil {
 		return nil, err
@@ -276,25 +304,62 @@ func (e *Engine) Recall(ctx context.Context, p *RecallParams) (*RecallResult, er
 	if p.Limit > 0 {
 		lim.MaxEntries = min(lim.MaxEntries, p.Limit)
 	}
-	res := &RecallResult{Memories: []*store.Memory{}, Limit: lim}
+	res := &RecallResult{Memories: []*store.Memory{}, Limit: lim, Supersedes: map[string][]string{}}
 	if lim.MaxEntries <= 0 || lim.MaxTokens <= 0 {
 		return res, nil
 	}
-	found, err := e.store.MemorySearch(ctx, &store.MemorySearchParams{
-		Query: p.Query, Limit: min(max(4*lim.MaxEntries, 20), maxRecallCandidates),
-	})
+	var flagged *bool
+	if !p.IncludeFlagged {
+		flagged = new(false)
+	}
+	candidates := min(max(4*lim.MaxEntries, 20), maxRecallCandidates)
+	found, err := e.store.MemorySearch(ctx, &store.MemorySearchParams{Query: p.Query, Flagged: flagged, Limit: candidates})
 	if err != nil {
 		return nil, fmt.Errorf("recall: %w", err)
 	}
-	for _, m := range found {
+	lists := [][]*store.Memory{found}
+	if v := e.embed(ctx, p.Query); v != nil {
+		near, err := e.store.MemoryNearest(ctx, &store.MemoryNearestParams{Vector: v, Flagged: flagged, Limit: candidates})
+		if err != nil {
+			return nil, fmt.Errorf("recall: %w", err)
+		}
+		byVector := make([]*store.Memory, len(near))
+		for i, n := range near {
+			byVector[i] = n.Memory
+		}
+		lists = append(lists, byVector)
+	}
+	kept, supersedes, conflicts := collapse(e.fuse(lists...))
+	for _, r := range kept {
 		if len(res.Memories) == lim.MaxEntries {
 			break
 		}
-		if res.EstimatedTokens+m.EstimatedTokens > lim.MaxTokens {
+		if res.EstimatedTokens+r.m.EstimatedTokens > lim.MaxTokens {
 			continue
 		}
-		res.Memories = append(res.Memories, m)
-		res.EstimatedTokens += m.EstimatedTokens
+		res.Memories = append(res.Memories, r.m)
+		res.EstimatedTokens += r.m.EstimatedTokens
+		if ids := supersedes[r.m.ID]; len(ids) > 0 {
+			res.Supersedes[r.m.ID] = ids
+		}
+	}
+	for _, c := range conflicts {
+		if _, shown := res.Supersedes[c.newer.ID]; !shown {
+			continue
+		}
+		actor := store.ActorUser
+		if p.TaskID != "" {
+			actor = store.AgentActor(p.TaskID)
+		}
+		recorded, err := e.store.MemoryConflictRecord(ctx, &store.MemoryConflictParams{
+			NewerID: c.newer.ID, OlderID: c.older.ID, Subject: c.newer.Subject, TaskID: p.TaskID, Actor: actor, Now: e.now(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("recall: %w", err)
+		}
+		if recorded {
+			e.wrote()
+		}
 	}
 	return res, nil
 }
@@ -306,9 +371,12 @@ type MemoryListParams struct {
 	Source string
 	// Query, when set, searches: the best Limit matches, best first, on
 	// one page. Without it, memories are listed newest first.
-	Query  string
-	Cursor string // from a previous page's NextCursor
-	Limit  int    // 1–1000; default 50
+	Query string
+	// Flagged, when set, lists only quarantined memories (true) or only
+	// the others (false).
+	Flagged *bool
+	Cursor  string // from a previous page's NextCursor
+	Limit   int    // 1–1000; default 50
 }
 
 // MemoryPage is one page of memories; NextCursor is empty on the last.
@@ -338,11 +406,12 @@ func (e *Engine) ListMemories(ctx context.Context, p *MemoryListParams) (*Memory
 			return nil, invalid("cursor", "pages a list; a search (q) returns its best matches at once")
 		}
 		found, err := e.store.MemorySearch(ctx, &store.MemorySearchParams{
-			Query: p.Query, TaskID: p.TaskID, Agent: p.Agent, Source: p.Source, Limit: limit,
+			Query: p.Query, TaskID: p.TaskID, Agent: p.Agent, Source: p.Source, Flagged: p.Flagged, Limit: limit,
 		})
 		if err != nil {
 			return nil, err
 		}
+		e.withConfidence(found...)
 		return &MemoryPage{Memories: nonNil(found)}, nil
 	}
 	var after string
@@ -355,11 +424,12 @@ func (e *Engine) ListMemories(ctx context.Context, p *MemoryListParams) (*Memory
 	}
 	// One extra row tells whether another page exists.
 	ms, err := e.store.MemoryList(ctx, &store.MemoryListParams{
-		TaskID: p.TaskID, Agent: p.Agent, Source: p.Source, Cursor: after, Limit: limit + 1,
+		TaskID: p.TaskID, Agent: p.Agent, Source: p.Source, Flagged: p.Flagged, Cursor: after, Limit: limit + 1,
 	})
 	if err != nil {
 		return nil, err
 	}
+	e.withConfidence(ms...)
 	page := &MemoryPage{Memories: nonNil(ms)}
 	if len(ms) > limit {
 		page.Memories = ms[:limit]
@@ -380,7 +450,28 @@ func (e *Engine) GetMemory(ctx context.Context, memoryID string) (*store.Memory,
 	if !id.Valid(id.Memory, memoryID) {
 		return nil, fmt.Errorf("get memory %q: %w", memoryID, store.ErrNotFound)
 	}
-	return e.store.MemoryGetByID(ctx, memoryID)
+	m, err := e.store.MemoryGetByID(ctx, memoryID)
+	if err != nil {
+		return nil, err
+	}
+	e.withConfidence(m)
+	return m, nil
+}
+
+// ReleaseMemory releases a quarantined memory on actor's behalf (default
+// user), journaling memory.released; one not flagged is returned as it
+// is. An unknown id matches store.ErrNotFound.
+func (e *Engine) ReleaseMemory(ctx context.Context, memoryID, actor string) (*store.Memory, error) {
+	if !id.Valid(id.Memory, memoryID) {
+		return nil, fmt.Errorf("release memory %q: %w", memoryID, store.ErrNotFound)
+	}
+	m, err := e.store.MemoryRelease(ctx, &store.MemoryReleaseParams{ID: memoryID, Actor: cmp.Or(actor, store.ActorUser), Now: e.now()})
+	if err != nil {
+		return nil, err
+	}
+	e.wrote()
+	e.withConfidence(m)
+	return m, nil
 }
 
 // DeleteMemory removes one memory on actor's behalf (default user); an
@@ -479,42 +570,82 @@ func (e *Engine) routeMemory(ctx context.Context, t *store.Task, result taskrun.
 	}
 	return &store.MemoryInsertParams{
 		ID: id.New(id.Memory), Text: text, Tags: tags, TaskID: t.ID, Agent: t.Agent, Source: memorySource(t),
+		Category: store.CategoryTaskResult, Flagged: e.quarantine(text, tags, ""), Embedding: e.embed(ctx, text),
 		IdempotencyKey: t.ID + ":result", Actor: store.AgentActor(t.ID),
 	}
 }
 
 // memoryView is what an agent sees of a memory.
 func memoryView(m *store.Memory) *taskrun.MemoryView {
-	return &taskrun.MemoryView{
-		ID: m.ID, Text: m.Text, Tags: m.Tags, Source: m.Source, TaskID: m.TaskID,
-		EstimatedTokens: m.EstimatedTokens, CreatedAt: m.CreatedAt,
+	v := &taskrun.MemoryView{
+		ID: m.ID, Text: m.Text, Tags: m.Tags, Category: m.Category, Subject: m.Subject, Confidence: m.Confidence,
+		Source: m.Source, TaskID: m.TaskID, Agent: m.Agent,
+		EstimatedTokens: m.EstimatedTokens, CreatedAt: m.CreatedAt, RefreshedAt: m.RefreshedAt,
 	}
+	if m.Flagged != nil {
+		v.Flagged = m.Flagged.Reason
+	}
+	return v
 }
 
 func (r *run) Remember(ctx context.Context, spec taskrun.MemorySpec) (*taskrun.MemoryView, error) {
 	if !r.x.trusted() {
 		return nil, store.ErrLeaseLost
 	}
+	t, e := r.x.task, r.x.pool.e
+	if spec.Refresh != "" {
+		if !id.Valid(id.Memory, spec.Refresh) {
+			return nil, invalid("refresh", "%q is not a memory id", spec.Refresh)
+		}
+		m, err := e.store.MemoryRefresh(ctx, &store.MemoryRefreshParams{
+			ID: spec.Refresh, TaskID: t.ID, Lease: r.x.lease, Actor: store.AgentActor(t.ID), Now: e.now(),
+		})
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, invalid("refresh", "there is no memory %s", spec.Refresh)
+		}
+		if err != nil {
+			return nil, r.guard(err)
+		}
+		e.wrote()
+		e.withConfidence(m)
+		v := memoryView(m)
+		v.Refreshed = true
+		return v, nil
+	}
 	tags, err := CheckMemory(spec.Text, spec.Tags)
 	if err != nil {
 		return nil, err
 	}
-	t, e := r.x.task, r.x.pool.e
+	if err := checkCategory(spec.Category); err != nil {
+		return nil, err
+	}
+	if err := checkSubject(spec.Subject); err != nil {
+		return nil, err
+	}
 	res, err := e.store.MemoryInsert(ctx, &store.MemoryInsertParams{
 		ID: id.New(id.Memory), Text: spec.Text, Tags: tags, TaskID: t.ID, Agent: t.Agent, Source: memorySource(t),
+		Category: cmp.Or(spec.Category, store.CategoryFact), Subject: spec.Subject,
+		Flagged: e.quarantine(spec.Text, tags, spec.Subject), Embedding: e.embed(ctx, spec.Text),
 		IdempotencyKey: spec.IdempotencyKey, Lease: r.x.lease, Actor: store.AgentActor(t.ID), Now: e.now(),
 	})
 	if err != nil {
 		return nil, r.guard(err)
 	}
 	e.wrote()
-	return memoryView(res.Memory), nil
+	e.withConfidence(res.Memory)
+	v := memoryView(res.Memory)
+	v.Quarantined = res.Memory.Flagged != nil
+	return v, nil
 }
 
 func (r *run) Recall(ctx context.Context, query string, limit int) (*taskrun.Recalled, error) {
 	e := r.x.pool.e
 	lim := e.recallLimit(r.x.task)
-	res, err := e.Recall(ctx, &RecallParams{Query: query, Limit: limit, Limits: &lim})
+	t := r.x.task
+	res, err := e.Recall(ctx, &RecallParams{
+		Query: query, Limit: limit, Limits: &lim, TaskID: t.ID,
+		IncludeFlagged: t.Options != nil && t.Options.RecallFlagged,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -524,6 +655,7 @@ func (r *run) Recall(ctx context.Context, query string, limit int) (*taskrun.Rec
 	}
 	for i, m := range res.Memories {
 		out.Memories[i] = memoryView(m)
+		out.Memories[i].Supersedes = res.Supersedes[m.ID]
 	}
 	return out, nil
 }

@@ -97,6 +97,8 @@ type SubmitParams struct {
 	// returns; 0 takes the limits of its source (see MemoryLimits).
 	MaxMemoryTokens  int
 	MaxMemoryEntries int
+	// RecallFlagged lets the task recall quarantined memories.
+	RecallFlagged bool
 	// Lane lets at most one task of the lane run at a time. With the
 	// engine's SessionLanes, a top-level task with a session and no lane
 	// takes the lane session:<session_id>.
@@ -241,12 +243,12 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 		lane = "session:" + p.SessionID
 	}
 	if p.MaxSteps != 0 || len(p.Tools) > 0 || len(p.ToolsDeny) > 0 || p.SystemPrompt != "" || p.InputTimeout > 0 || p.InputDefault != nil ||
-		p.Source != "" || route != "" || p.Scout || lane != "" || p.MaxMemoryTokens > 0 || p.MaxMemoryEntries > 0 {
+		p.Source != "" || route != "" || p.Scout || lane != "" || p.MaxMemoryTokens > 0 || p.MaxMemoryEntries > 0 || p.RecallFlagged {
 		options = &store.Options{
 			MaxSteps: p.MaxSteps, Tools: p.Tools, ToolsDeny: p.ToolsDeny, SystemPrompt: p.SystemPrompt,
 			InputTimeout: store.Duration(p.InputTimeout), InputDefault: p.InputDefault,
 			Source: p.Source, ResultRoute: route, Chain: p.Chain, Scout: p.Scout, Lane: lane,
-			MaxMemoryTokens: p.MaxMemoryTokens, MaxMemoryEntries: p.MaxMemoryEntries,
+			MaxMemoryTokens: p.MaxMemoryTokens, MaxMemoryEntries: p.MaxMemoryEntries, RecallFlagged: p.RecallFlagged,
 		}
 	}
 

@@ -58,6 +58,7 @@ func ParamsFromBody(body *api.CreateTask) (*SubmitParams, error) {
 		Lane:                body.Lane,
 		MaxMemoryTokens:     body.MaxMemoryTokens,
 		MaxMemoryEntries:    body.MaxMemoryEntries,
+		RecallFlagged:       body.RecallFlagged,
 		Source:              store.SourceUser,
 	}
 	if r := body.ResultRoute; r != nil {

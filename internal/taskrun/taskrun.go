@@ -158,8 +158,17 @@ type Run interface {
 
 // MemorySpec is a memory an agent asks to keep.
 type MemorySpec struct {
-	Text           string
-	Tags           []string
+	Text string
+	Tags []string
+	// Category is what kind of memory it is (fact, preference,
+	// observation, task_result, or one the agent names); default fact.
+	Category string
+	// Subject is what it is about: a later memory with the same subject
+	// supersedes it when both are recalled.
+	Subject string
+	// Refresh names a memory this task confirms instead of writing a new
+	// one: its confidence goes back to 1. Text and tags are then ignored.
+	Refresh        string
 	IdempotencyKey string
 }
 
@@ -168,10 +177,26 @@ type MemoryView struct {
 	ID              string    `json:"id"`
 	Text            string    `json:"text"`
 	Tags            []string  `json:"tags"`
+	Category        string    `json:"category,omitempty"`
+	Subject         string    `json:"subject,omitempty"`
+	Confidence      float64   `json:"confidence,omitempty"`
 	Source          string    `json:"source"`
 	TaskID          string    `json:"task_id,omitempty"`
+	Agent           string    `json:"agent,omitempty"`
 	EstimatedTokens int       `json:"estimated_tokens"`
 	CreatedAt       time.Time `json:"created_at"`
+	// RefreshedAt is when a task last confirmed it.
+	RefreshedAt *time.Time `json:"refreshed_at,omitempty"`
+	// Flagged is the reason it is quarantined, for a task that opted in
+	// to recall quarantined memories.
+	Flagged string `json:"flagged,omitempty"`
+	// Supersedes are the ids of older memories with the same subject that
+	// this one replaces in the recall.
+	Supersedes []string `json:"supersedes,omitempty"`
+	// Quarantined is set when the classifier flagged what Remember just
+	// wrote; Refreshed when Remember confirmed an existing memory.
+	Quarantined bool `json:"quarantined,omitempty"`
+	Refreshed   bool `json:"refreshed,omitempty"`
 }
 
 // Recalled is what Recall returns: the memories, what their estimated
