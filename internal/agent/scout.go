@@ -26,6 +26,12 @@ import (
 // ToolAlert raises an alert; built in, offered to heartbeat scouts.
 const ToolAlert = "alert"
 
+// ToolEscalate hands what a scout found to a capable agent (the heartbeat
+// schedule's escalate_to); built in, offered to heartbeat scouts whose
+// schedule names one. A scout without one is not offered it, and a call
+// anyway is answered with an error saying no agent is configured.
+const ToolEscalate = "escalate"
+
 // MaxScoutTasks bounds the tasks one scout may queue (the engine refuses a
 // decision with more).
 const MaxScoutTasks = 20
@@ -68,6 +74,99 @@ var scoutTools = []provider.Tool{
 		Description: "Queue an alert for the people who watch errand: it is raised when you finish. Use it for what needs a person.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`),
 	},
+}
+
+// escalateSpec is the escalate tool, offered to a scout whose heartbeat
+// names an escalate_to agent.
+var escalateSpec = provider.Tool{
+	Name: ToolEscalate,
+	Description: "Hand something that needs a capable agent's attention to the heartbeat's escalation agent: " +
+		"it gets a task with your signal when you finish. Use it for what you cannot judge or fix yourself; " +
+		"a few escalations a day at most are made.",
+	Parameters: json.RawMessage(`{"type":"object","properties":{` +
+		`"severity":{"type":"string","enum":["low","medium","high","critical"]},` +
+		`"summary":{"type":"string","description":"What is wrong, in a sentence or two."},` +
+		`"evidence":{"description":"What you saw: a list of short strings, or an object.",` +
+		`"anyOf":[{"type":"array","items":{"type":"string"}},{"type":"object"}]},` +
+		`"suggested_agent":{"type":"string","description":"The agent you think should look (advisory)."}},` +
+		`"required":["severity","summary"]}`),
+}
+
+// scoutBuiltins are the built-in tools a scout is offered beyond finish_task
+// and the memory tools: escalate only when its heartbeat has somewhere to
+// escalate to.
+func (a *LLM) scoutBuiltins() []provider.Tool {
+	if a.escalateTo == "" {
+		return scoutTools
+	}
+	return append(slices.Clip(scoutTools), escalateSpec)
+}
+
+// scoutQueues reports whether a scout's call of tool is queued in its
+// state rather than done.
+func scoutQueues(tool string) bool {
+	return tool == ToolSubmitTask || tool == ToolAlert || tool == ToolEscalate
+}
+
+// scoutEscalateTo is the escalate_to agent a heartbeat put in its scout's
+// input ("heartbeat": {"escalate_to": …}), or "".
+func scoutEscalateTo(input json.RawMessage) string {
+	var in struct {
+		Heartbeat struct {
+			EscalateTo string `json:"escalate_to"`
+		} `json:"heartbeat"`
+	}
+	if json.Unmarshal(input, &in) != nil {
+		return ""
+	}
+	return in.Heartbeat.EscalateTo
+}
+
+// ParseEscalation reads and checks the arguments of an escalate call
+// (see taskrun.Escalation.Check): the arguments must be valid UTF-8, which
+// JSON decoding would quietly replace.
+func ParseEscalation(args json.RawMessage) (*taskrun.Escalation, error) {
+	if !utf8.Valid(args) {
+		return nil, errors.New("the arguments must be valid UTF-8")
+	}
+	var in struct {
+		Severity       string          `json:"severity"`
+		Summary        string          `json:"summary"`
+		Evidence       json.RawMessage `json:"evidence"`
+		SuggestedAgent string          `json:"suggested_agent"`
+	}
+	if err := json.Unmarshal(args, &in); err != nil {
+		return nil, err
+	}
+	e := &taskrun.Escalation{Severity: in.Severity, Summary: strings.TrimSpace(in.Summary),
+		Evidence: in.Evidence, SuggestedAgent: strings.TrimSpace(in.SuggestedAgent)}
+	if err := e.Check(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// queueScoutEscalation adds the signal of a scout's escalate call to the
+// state. Like submit_task's, it follows from the call's arguments alone
+// (and the task's input, which names the escalate_to agent), so a
+// replayed call queues it again exactly once.
+func (a *LLM) queueScoutEscalation(args json.RawMessage, next *TaskState) error {
+	if a.escalateTo == "" {
+		return errors.New(ToolEscalate + ": no agent is configured to escalate to (the heartbeat schedule has no escalate_to); use alert to tell a person")
+	}
+	e, err := ParseEscalation(args)
+	if err != nil {
+		return fmt.Errorf("%s: %w", ToolEscalate, err)
+	}
+	if len(next.ScoutEscalations) >= taskrun.MaxEscalations {
+		return fmt.Errorf("%s: %d escalations are queued already, the most one heartbeat may make", ToolEscalate, taskrun.MaxEscalations)
+	}
+	sig, err := marshalPlain(e)
+	if err != nil {
+		return err
+	}
+	next.ScoutEscalations = append(slices.Clip(next.ScoutEscalations), sig)
+	return nil
 }
 
 // scoutTaskSpec is a task a scout queues: a POST /api/tasks body.
@@ -148,22 +247,33 @@ func checkScoutText(field, s string) error {
 // scoutQueued is a scout's answer to a queued submit_task or alert.
 func scoutQueued(tool string) json.RawMessage {
 	note := "starts when the scout finishes"
-	if tool == ToolAlert {
+	switch tool {
+	case ToolAlert:
 		note = "raised when the scout finishes"
+	case ToolEscalate:
+		note = "handed to the escalation agent when the scout finishes, unless the heartbeat's escalations for today are used up"
 	}
 	out, _ := json.Marshal(map[string]any{"queued": true, "note": note})
 	return out
 }
 
-// scoutDecision is a scout's result: submit_task when it queued a task,
-// else alert when it queued an alert, else noop; reason is the result it
-// finished with.
+// scoutDecision is a scout's result: escalate when it queued an
+// escalation, else submit_task when it queued a task, else alert when it
+// queued an alert, else noop; reason is the result it finished with.
+// Whatever the decision's name, every queued task, alert and escalation
+// is carried out.
 func scoutDecision(state *TaskState, reason json.RawMessage) json.RawMessage {
 	d := taskrun.Decision{
 		Decision: taskrun.DecisionNoop,
 		Reason:   reasonText(reason),
 		Tasks:    slices.Clone(state.ScoutTasks),
 		Alerts:   slices.Clone(state.ScoutAlerts),
+	}
+	for _, raw := range state.ScoutEscalations {
+		var e taskrun.Escalation
+		if json.Unmarshal(raw, &e) == nil {
+			d.Escalations = append(d.Escalations, e)
+		}
 	}
 	if d.Tasks == nil {
 		d.Tasks = []json.RawMessage{}
@@ -172,6 +282,8 @@ func scoutDecision(state *TaskState, reason json.RawMessage) json.RawMessage {
 		d.Alerts = []string{}
 	}
 	switch {
+	case len(d.Escalations) > 0:
+		d.Decision = taskrun.DecisionEscalate
 	case len(d.Tasks) > 0:
 		d.Decision = taskrun.DecisionSubmitTask
 	case len(d.Alerts) > 0:
@@ -219,5 +331,9 @@ func scoutMessage(info *taskrun.Info) string {
 		"list_active_tasks and get_task_status tell you more) and decide whether anything needs doing. " +
 		"To start a task, call submit_task; to tell a person, call alert. Both take effect when you finish. " +
 		"Then call finish_task with the reason for your decision. If nothing needs doing, call finish_task and queue nothing.")
+	if to := scoutEscalateTo(info.Input); to != "" {
+		b.WriteString(" If something needs a more capable agent than you (" + to + ") to look into it, call escalate with its " +
+			"severity, a summary and the evidence; it too takes effect when you finish.")
+	}
 	return b.String()
 }

@@ -44,6 +44,10 @@ type TaskState struct {
 	// raises when it finishes.
 	ScoutTasks  []json.RawMessage `json:"scout_tasks,omitempty"`
 	ScoutAlerts []string          `json:"scout_alerts,omitempty"`
+
+	// ScoutEscalations are the signals (taskrun.Escalation) a heartbeat
+	// scout has queued with escalate.
+	ScoutEscalations []json.RawMessage `json:"scout_escalations,omitempty"`
 }
 
 // PlanStep is one titled step of the agent's plan.

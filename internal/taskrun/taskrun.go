@@ -5,11 +5,15 @@
 package taskrun
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Info is what an agent may know about the task it runs.
@@ -46,8 +50,8 @@ type Options struct {
 	// Scout marks a heartbeat scout: its tools look across every run, its
 	// submit_task and alert are queued rather than done, and its result is
 	// a decision the engine carries out when it completes: {"decision":
-	// "noop"|"submit_task"|"alert", "reason", "tasks": [task bodies],
-	// "alerts": [messages]}.
+	// "noop"|"submit_task"|"alert"|"escalate", "reason", "tasks": [task
+	// bodies], "alerts": [messages], "escalations": [signals]}.
 	Scout bool
 }
 
@@ -56,16 +60,145 @@ const (
 	DecisionNoop       = "noop"
 	DecisionSubmitTask = "submit_task"
 	DecisionAlert      = "alert"
+	// DecisionEscalate hands what the scout found to a capable agent: one
+	// top-level task per escalation, for the heartbeat's escalate_to. It
+	// takes precedence over submit_task and alert (whose tasks and alerts
+	// are still carried out): escalate > submit_task > alert > noop.
+	DecisionEscalate = "escalate"
 )
+
+// Severities of an Escalation.
+const (
+	SeverityLow      = "low"
+	SeverityMedium   = "medium"
+	SeverityHigh     = "high"
+	SeverityCritical = "critical"
+)
+
+// Escalation is a scout's structured signal for a capable agent: how bad,
+// what, the evidence (an array of strings or an object), and the agent it
+// suggests (advisory: recorded, never obeyed).
+type Escalation struct {
+	Severity       string          `json:"severity"`
+	Summary        string          `json:"summary"`
+	Evidence       json.RawMessage `json:"evidence,omitempty"`
+	SuggestedAgent string          `json:"suggested_agent,omitempty"`
+}
+
+// Bounds of an Escalation, in bytes of UTF-8 (evidence as compact JSON),
+// and of how many one decision makes.
+const (
+	MaxEscalations           = 5
+	MaxEscalationSummary     = 2000
+	MaxEscalationEvidence    = 8 << 10
+	MaxEscalationEvidenceLen = 50 // items of an evidence array
+	MaxSuggestedAgent        = 100
+)
+
+// Check reports what is wrong with a signal, naming the field: a severity
+// that is not low, medium, high or critical, a blank or oversized
+// summary, evidence that is not an array of strings or an object or is
+// too large, text that is not valid UTF-8 or holds control characters
+// (tab and newline aside). Evidence is left compact.
+func (e *Escalation) Check() error {
+	switch e.Severity {
+	case SeverityLow, SeverityMedium, SeverityHigh, SeverityCritical:
+	case "":
+		return errors.New("severity is required: low, medium, high or critical")
+	default:
+		s := e.Severity
+		if len(s) > 40 {
+			s = strings.ToValidUTF8(s[:40], "") + "…"
+		}
+		return fmt.Errorf("severity %q is not low, medium, high or critical", s)
+	}
+	if strings.TrimSpace(e.Summary) == "" {
+		return errors.New("summary is required: what is wrong, in a sentence or two")
+	}
+	if len(e.Summary) > MaxEscalationSummary {
+		return fmt.Errorf("summary is %d bytes; the limit is %d", len(e.Summary), MaxEscalationSummary)
+	}
+	if len(e.SuggestedAgent) > MaxSuggestedAgent {
+		return fmt.Errorf("suggested_agent is %d bytes; the limit is %d", len(e.SuggestedAgent), MaxSuggestedAgent)
+	}
+	for _, f := range [][2]string{{"summary", e.Summary}, {"suggested_agent", e.SuggestedAgent}} {
+		if err := checkSignalText(f[0], f[1]); err != nil {
+			return err
+		}
+	}
+	ev, err := checkEvidence(e.Evidence)
+	if err != nil {
+		return err
+	}
+	e.Evidence = ev
+	return nil
+}
+
+// checkEvidence checks an escalation's evidence and returns it compact
+// (nil when absent).
+func checkEvidence(raw json.RawMessage) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if !utf8.Valid(raw) {
+		return nil, errors.New("evidence must be valid UTF-8")
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return nil, fmt.Errorf("evidence: %w", err)
+	}
+	if b.Len() > MaxEscalationEvidence {
+		return nil, fmt.Errorf("evidence is %d bytes; the limit is %d", b.Len(), MaxEscalationEvidence)
+	}
+	shape := errors.New("evidence must be an array of strings or an object")
+	switch raw[0] {
+	case '[':
+		var items []string
+		if json.Unmarshal(raw, &items) != nil {
+			return nil, shape
+		}
+		if len(items) > MaxEscalationEvidenceLen {
+			return nil, fmt.Errorf("evidence has %d items; the limit is %d", len(items), MaxEscalationEvidenceLen)
+		}
+		for i, it := range items {
+			if err := checkSignalText(fmt.Sprintf("evidence[%d]", i), it); err != nil {
+				return nil, err
+			}
+		}
+	case '{':
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil, shape
+		}
+	default:
+		return nil, shape
+	}
+	return b.Bytes(), nil
+}
+
+func checkSignalText(field, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s must be valid UTF-8", field)
+	}
+	for _, r := range s {
+		if r != '\t' && r != '\n' && unicode.IsControl(r) {
+			return fmt.Errorf("%s holds the control character %U (only tab and newline are allowed)", field, r)
+		}
+	}
+	return nil
+}
 
 // Decision is a heartbeat scout's result output: what it decided and why,
 // the top-level tasks it starts (each a POST /api/tasks body) and the
-// alerts it raises.
+// alerts it raises, and the escalations it hands to the heartbeat's
+// escalate_to agent.
 type Decision struct {
-	Decision string            `json:"decision"`
-	Reason   string            `json:"reason"`
-	Tasks    []json.RawMessage `json:"tasks"`
-	Alerts   []string          `json:"alerts"`
+	Decision    string            `json:"decision"`
+	Reason      string            `json:"reason"`
+	Tasks       []json.RawMessage `json:"tasks"`
+	Alerts      []string          `json:"alerts"`
+	Escalations []Escalation      `json:"escalations,omitempty"`
 }
 
 // Budget is a task's limits.
@@ -197,6 +330,10 @@ type MemoryView struct {
 	// wrote; Refreshed when Remember confirmed an existing memory.
 	Quarantined bool `json:"quarantined,omitempty"`
 	Refreshed   bool `json:"refreshed,omitempty"`
+	// Reviewing is set when Remember handed the memory to the classifier
+	// agent: it is written, and can be recalled, once that agent has read
+	// it.
+	Reviewing bool `json:"reviewing,omitempty"`
 }
 
 // Recalled is what Recall returns: the memories, what their estimated
