@@ -71,7 +71,7 @@ func memoryTrust(own *MemoryTrust, file *config.Config, lookup func(string) (str
 		return MemoryTrust{}, nil
 	}
 	m := file.Memory
-	trust := MemoryTrust{MinConfidence: m.MinConfidence}
+	trust := MemoryTrust{MinConfidence: m.MinConfidence, ClassifierAgent: m.ClassifierAgent}
 	if len(m.HalfLife) > 0 {
 		trust.HalfLives = map[string]time.Duration{}
 		for cat, d := range m.HalfLife {

@@ -104,6 +104,10 @@ const (
 	ResultRouteNone   = "none"
 	ResultRouteChain  = "chain"
 	ResultRouteMemory = "memory"
+	// ResultRouteMemoryReview is the route of the task that reviews a
+	// memory before it is written (errand's own; clients cannot ask for
+	// it): its completion writes the memory.
+	ResultRouteMemoryReview = "memory_review"
 )
 
 // Quiet reports whether a task's result route keeps an event of type typ
@@ -116,7 +120,7 @@ func Quiet(route, typ string) bool {
 		return false
 	case route == ResultRouteSilent || route == ResultRouteNone:
 		return true
-	case route == ResultRouteChain || route == ResultRouteMemory:
+	case route == ResultRouteChain || route == ResultRouteMemory || route == ResultRouteMemoryReview:
 		return typ == EventTaskCompleted
 	}
 	return false

@@ -146,6 +146,9 @@ func callEngineTool(ctx context.Context, run taskrun.Run, key, name string, args
 			switch {
 			case m.Refreshed:
 				out["refreshed"] = true
+			case m.Reviewing:
+				out["reviewing"] = true
+				out["note"] = "Kept once the classifier has read it; later tasks can recall it then."
 			case m.Quarantined:
 				out["quarantined"] = true
 				out["note"] = "Kept but quarantined: it reads like instructions, so no task recalls it until a person releases it."

@@ -239,13 +239,18 @@ func (e *Engine) Remember(ctx context.Context, p *RememberParams) (*store.Memory
 	if err := checkSubject(p.Subject); err != nil {
 		return nil, err
 	}
-	res, err := e.store.MemoryInsert(ctx, &store.MemoryInsertParams{
+	m := &store.MemoryInsertParams{
 		ID: id.New(id.Memory), Text: p.Text, Tags: tags, TaskID: p.TaskID, Agent: p.Agent,
 		Source: cmp.Or(p.Source, store.SourceUser), IdempotencyKey: p.IdempotencyKey,
 		Category: cmp.Or(p.Category, store.CategoryFact), Subject: p.Subject,
-		Flagged: e.quarantine(p.Text, tags, p.Subject), Embedding: e.embed(ctx, p.Text),
+		Flagged: e.quarantine(p.Text, tags, p.Subject),
 		Actor: cmp.Or(p.Actor, store.ActorUser), Now: e.now(),
-	})
+	}
+	if m.Flagged == nil && e.reviews() {
+		return e.submitReview(ctx, m)
+	}
+	m.Embedding = e.embed(ctx, p.Text)
+	res, err := e.store.MemoryInsert(ctx, m)
 	if err != nil {
 		return nil, fmt.Errorf("remember: %w", err)
 	}
@@ -622,12 +627,23 @@ func (r *run) Remember(ctx context.Context, spec taskrun.MemorySpec) (*taskrun.M
 	if err := checkSubject(spec.Subject); err != nil {
 		return nil, err
 	}
-	res, err := e.store.MemoryInsert(ctx, &store.MemoryInsertParams{
+	m := &store.MemoryInsertParams{
 		ID: id.New(id.Memory), Text: spec.Text, Tags: tags, TaskID: t.ID, Agent: t.Agent, Source: memorySource(t),
 		Category: cmp.Or(spec.Category, store.CategoryFact), Subject: spec.Subject,
-		Flagged: e.quarantine(spec.Text, tags, spec.Subject), Embedding: e.embed(ctx, spec.Text),
+		Flagged:        e.quarantine(spec.Text, tags, spec.Subject),
 		IdempotencyKey: spec.IdempotencyKey, Lease: r.x.lease, Actor: store.AgentActor(t.ID), Now: e.now(),
-	})
+	}
+	if m.Flagged == nil && e.reviews() {
+		pending, err := e.submitReview(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		v := memoryView(pending)
+		v.Reviewing = true
+		return v, nil
+	}
+	m.Embedding = e.embed(ctx, spec.Text)
+	res, err := e.store.MemoryInsert(ctx, m)
 	if err != nil {
 		return nil, r.guard(err)
 	}

@@ -28,6 +28,10 @@ type MemoryTrust struct {
 	// Embedder, when set, gives memories a vector at write time, and
 	// recall fuses the vector ranking with the full-text one.
 	Embedder Embedder
+	// ClassifierAgent, when set, names the agent (a cheap model) that
+	// reads each memory the rules let through before it is written (see
+	// memoryreview.go).
+	ClassifierAgent string
 }
 
 // Embedder turns texts into vectors, one per text, in order.

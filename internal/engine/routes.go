@@ -55,8 +55,29 @@ func (e *Engine) completion(ctx context.Context, t *store.Task, result taskrun.R
 	}
 	if o.ResultRoute == store.ResultRouteMemory {
 		if m := e.routeMemory(ctx, t, result); m != nil {
+			if m.Flagged == nil && e.reviews() {
+				review, err := e.reviewTask(m)
+				if err != nil {
+					return err
+				}
+				if follow, err := e.validate(review); err == nil {
+					fp.FollowUps = append(fp.FollowUps, follow)
+					return nil
+				} else {
+					// Kept, for a person to look at.
+					m.Flagged = &store.MemoryFlag{Reason: "its review could not be submitted: " + err.Error(),
+						By: store.MemoryFlaggedByModel, At: e.clock.Now().UTC()}
+				}
+			}
 			fp.Memories = append(fp.Memories, m)
 		}
+	}
+	if o.ResultRoute == store.ResultRouteMemoryReview {
+		m, err := e.reviewed(ctx, t, result)
+		if err != nil {
+			return err
+		}
+		fp.Memories = append(fp.Memories, m)
 	}
 	return nil
 }

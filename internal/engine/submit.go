@@ -99,6 +99,8 @@ type SubmitParams struct {
 	MaxMemoryEntries int
 	// RecallFlagged lets the task recall quarantined memories.
 	RecallFlagged bool
+	// reviewsMemory allows the memory_review route: errand's own.
+	reviewsMemory bool
 	// Lane lets at most one task of the lane run at a time. With the
 	// engine's SessionLanes, a top-level task with a session and no lane
 	// takes the lane session:<session_id>.
@@ -218,6 +220,10 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 	case "", store.ResultRouteNotify, store.ResultRouteSilent, store.ResultRouteNone, store.ResultRouteMemory:
 		if p.Chain != nil {
 			return nil, invalid("result_route", "task, schedule and context_from_result belong to a chain route")
+		}
+	case store.ResultRouteMemoryReview:
+		if !p.reviewsMemory {
+			return nil, invalid("result_route", "%q is not one of notify, silent, none, memory, chain", p.ResultRoute)
 		}
 	case store.ResultRouteChain:
 		if p.Chain == nil {
