@@ -91,14 +91,25 @@ func (e *Embeddings) Embed(ctx context.Context, texts []string) ([][]float32, er
 	if len(reply.Data) != len(texts) {
 		return nil, &Error{Provider: openAIName, Message: fmt.Sprintf("embeddings: %d vectors for %d texts", len(reply.Data), len(texts))}
 	}
+	// The indexes order the vectors when they are a permutation; servers
+	// that leave them out list the vectors in order.
+	seen := make([]bool, len(texts))
+	permuted := true
+	for _, d := range reply.Data {
+		if d.Index < 0 || d.Index >= len(seen) || seen[d.Index] {
+			permuted = false
+			break
+		}
+		seen[d.Index] = true
+	}
 	out := make([][]float32, len(texts))
 	for i, d := range reply.Data {
-		at := d.Index
-		if at < 0 || at >= len(out) || out[at] != nil {
-			at = i // servers that leave index out list them in order
-		}
 		if len(d.Embedding) == 0 || len(d.Embedding) != len(reply.Data[0].Embedding) {
 			return nil, &Error{Provider: openAIName, Message: "embeddings: vectors of different lengths"}
+		}
+		at := i
+		if permuted {
+			at = d.Index
 		}
 		out[at] = d.Embedding
 	}
