@@ -244,7 +244,7 @@ func (e *Engine) Remember(ctx context.Context, p *RememberParams) (*store.Memory
 		Source: cmp.Or(p.Source, store.SourceUser), IdempotencyKey: p.IdempotencyKey,
 		Category: cmp.Or(p.Category, store.CategoryFact), Subject: p.Subject,
 		Flagged: e.quarantine(p.Text, tags, p.Subject),
-		Actor: cmp.Or(p.Actor, store.ActorUser), Now: e.now(),
+		Actor:   cmp.Or(p.Actor, store.ActorUser), Now: e.now(),
 	}
 	if m.Flagged == nil && e.reviews() {
 		return e.submitReview(ctx, m)
