@@ -91,3 +91,31 @@ func TestMemoryInsertKeyRace(t *testing.T) {
 	require.Equal(t, 1, stores[0].count(t, `SELECT count(*) FROM memories`))
 	require.Equal(t, 1, stores[0].count(t, `SELECT count(*) FROM task_events`))
 }
+
+// Migration 007 gives the memories before it a category: a task's result
+// (the memory route's key, <task id>:result) is a task_result, any other a
+// fact. Down takes the new columns and the conflicts away again.
+func TestMigrationCategorisesMemories(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, testDSN(t))
+	ctx := t.Context()
+	require.NoError(t, s.migrateDown(ctx, 6))
+	require.Zero(t, s.count(t, `SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema()
+		AND table_name = 'memories' AND column_name IN ('category', 'subject', 'flag', 'refreshed_at', 'refreshed_by', 'embedding')`))
+	require.Zero(t, s.count(t, `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'memory_conflicts'`))
+	_, err := s.pool.Exec(ctx, `INSERT INTO memories (id, text, source, estimated_tokens, idempotency_key, created_at) VALUES
+		('mem_1', 'a result', 'user', 1, 'tsk_1:result', now()), ('mem_2', 'a fact', 'user', 1, 'tsk_1:2:1', now()),
+		('mem_3', 'keyless', 'user', 1, NULL, now())`)
+	require.NoError(t, err)
+
+	require.NoError(t, s.migrateUp(ctx))
+	for id, want := range map[string]string{"mem_1": store.CategoryTaskResult, "mem_2": store.CategoryFact, "mem_3": store.CategoryFact} {
+		m, err := s.MemoryGetByID(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, m.Category, id)
+		require.Empty(t, m.Subject)
+		require.Nil(t, m.Flagged)
+		require.Nil(t, m.RefreshedAt)
+		require.False(t, m.HasEmbedding)
+	}
+}

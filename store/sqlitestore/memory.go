@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -241,11 +242,17 @@ func (s *Store) MemoryList(ctx context.Context, p *store.MemoryListParams) ([]*s
 // ftsQuery turns what a person typed into an FTS5 query that cannot be a
 // syntax error: each word becomes a quoted string (quotes doubled inside),
 // which FTS5 reads as a phrase of the tokens in it, and the phrases are
-// joined with OR so that a memory matching more of them ranks higher. ""
-// when there is no word.
+// joined with OR so that a memory matching more of them ranks higher.
+// English stop words are left out unless nothing else is left: each
+// matches nearly every memory, so it would make a search rank the whole
+// table for nothing (PostgreSQL's english configuration drops them too).
+// "" when there is no word.
 func ftsQuery(q string) string {
 	// Control characters separate words too: a NUL must not reach FTS5.
 	words := strings.FieldsFunc(q, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+	if kept := slices.DeleteFunc(slices.Clone(words), isStopword); len(kept) > 0 {
+		words = kept
+	}
 	if len(words) > maxQueryWords {
 		words = words[:maxQueryWords]
 	}
@@ -253,6 +260,27 @@ func ftsQuery(q string) string {
 		words[i] = `"` + strings.ReplaceAll(w, `"`, `""`) + `"`
 	}
 	return strings.Join(words, " OR ")
+}
+
+// stopwords are common English words, as PostgreSQL's english
+// configuration has them.
+var stopwords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`a about above after again against all am an and any are as at be because been
+		before being below between both but by can could did do does doing don down during each few for from further
+		had has have having he her here hers herself him himself his how i if in into is it its itself just me more most
+		my myself no nor not now of off on once only or other our ours ourselves out over own same she should so some
+		such than that the their theirs them themselves then there these they this those through to too under until up
+		very was we were what when where which while who whom why will with would you your yours yourself yourselves`) {
+		m[w] = true
+	}
+	return m
+}()
+
+// isStopword reports whether a query word is a stop word, whatever its
+// case and the punctuation around it.
+func isStopword(w string) bool {
+	return stopwords[strings.ToLower(strings.TrimFunc(w, func(r rune) bool { return !unicode.IsLetter(r) }))]
 }
 
 // MemorySearch implements store.Store. Rank is FTS5's bm25 (lower is a

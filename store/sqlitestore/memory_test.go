@@ -5,20 +5,24 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/store"
 )
 
 func TestFTSQueryQuotesEveryWord(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"":                        "",
-		" \t\n":                   "",
-		"deploy":                  `"deploy"`,
-		`staging "db" port`:       `"staging" OR """db""" OR "port"`,
-		"a AND b":                 `"a" OR "AND" OR "b"`,
-		"NEAR(x y)":               `"NEAR(x" OR "y)"`,
-		"prod* -x col:y":          `"prod*" OR "-x" OR "col:y"`,
-		"nul\x00inside":           `"nul" OR "inside"`,
-		strings.Repeat("w ", 100): strings.TrimSuffix(strings.Repeat(`"w" OR `, maxQueryWords), " OR "),
+		"":                          "",
+		" \t\n":                     "",
+		"deploy":                    `"deploy"`,
+		`staging "db" port`:         `"staging" OR """db""" OR "port"`,
+		"a AND b":                   `"b"`,
+		"what is the staging port?": `"staging" OR "port?"`,
+		"The, of":                   `"The," OR "of"`,
+		"NEAR(x y)":                 `"NEAR(x" OR "y)"`,
+		"prod* -x col:y":            `"prod*" OR "-x" OR "col:y"`,
+		"nul\x00inside":             `"nul" OR "inside"`,
+		strings.Repeat("w ", 100):   strings.TrimSuffix(strings.Repeat(`"w" OR `, maxQueryWords), " OR "),
 	} {
 		require.Equal(t, want, ftsQuery(in), "%q", in)
 	}
@@ -53,4 +57,42 @@ func TestMemoryQueryPlans(t *testing.T) {
 		WHERE memories_fts MATCH ? ORDER BY bm25(memories_fts), m.id DESC LIMIT 5`, `"x"`)
 	require.Contains(t, search, "VIRTUAL TABLE INDEX")
 	require.Contains(t, search, "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)")
+	require.Contains(t, plan(`SELECT `+cols+` FROM memories m WHERE m.flag IS NOT NULL ORDER BY m.id DESC LIMIT 5`),
+		"memories_flagged", "listing the flagged reads only them")
+}
+
+// Migration 018 gives the memories before it a category: a task's result
+// (the memory route's key, <task id>:result) is a task_result, any other a
+// fact. Down takes the new columns and the conflicts away again.
+func TestMigrationCategorisesMemories(t *testing.T) {
+	t.Parallel()
+	s := openTest(t)
+	ctx := t.Context()
+	column := func(name string) int {
+		t.Helper()
+		var n int
+		require.NoError(t, s.writer.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('memories') WHERE name = ?`, name).Scan(&n))
+		return n
+	}
+	require.NoError(t, migrateDown(ctx, s, 17))
+	for _, c := range []string{"category", "subject", "flag", "refreshed_at", "refreshed_by", "embedding"} {
+		require.Zero(t, column(c), c)
+	}
+	var n int
+	require.NoError(t, s.writer.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name IN ('memory_conflicts', 'memories_flagged')`).Scan(&n))
+	require.Zero(t, n)
+	_, err := s.writer.ExecContext(ctx, `INSERT INTO memories (id, text, source, estimated_tokens, idempotency_key, created_at) VALUES
+		('mem_1', 'a result', 'user', 1, 'tsk_1:result', 1), ('mem_2', 'a fact', 'user', 1, 'tsk_1:2:1', 2), ('mem_3', 'keyless', 'user', 1, NULL, 3)`)
+	require.NoError(t, err)
+
+	require.NoError(t, migrateUp(ctx, s))
+	for id, want := range map[string]string{"mem_1": store.CategoryTaskResult, "mem_2": store.CategoryFact, "mem_3": store.CategoryFact} {
+		m, err := s.MemoryGetByID(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, m.Category, id)
+		require.Empty(t, m.Subject)
+		require.Nil(t, m.Flagged)
+		require.Nil(t, m.RefreshedAt)
+		require.False(t, m.HasEmbedding)
+	}
 }

@@ -74,6 +74,7 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"Purge", testPurge},
 		{"SpendGuard", testSpendGuard},
 		{"Memories", testMemory},
+		{"MemoryTrust", testMemoryTrust},
 		{"Leader", testLeader},
 		{"PushConfig", testPushConfig},
 		{"PromptOverhead", testPromptOverhead},
