@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/errandhq/errand/internal/api"
 )
@@ -14,8 +15,11 @@ type ListMemoriesParams struct {
 	Agent  string
 	Source string
 	Query  string
-	Limit  int
-	Cursor string
+	// Flagged, when set, lists only the quarantined memories (true) or
+	// only the others (false).
+	Flagged *bool
+	Limit   int
+	Cursor  string
 }
 
 // ListMemories lists memories newest first, or with Query returns the
@@ -27,6 +31,9 @@ func (c *Client) ListMemories(ctx context.Context, p *ListMemoriesParams) (*api.
 		setIf(q, "agent", p.Agent)
 		setIf(q, "source", p.Source)
 		setIf(q, "q", p.Query)
+		if p.Flagged != nil {
+			q.Set("flagged", strconv.FormatBool(*p.Flagged))
+		}
 		setInt(q, "limit", p.Limit)
 		setIf(q, "cursor", p.Cursor)
 	}
@@ -38,6 +45,14 @@ func (c *Client) ListMemories(ctx context.Context, p *ListMemoriesParams) (*api.
 func (c *Client) GetMemory(ctx context.Context, id string) (*api.Memory, error) {
 	var out api.Memory
 	return &out, c.do(ctx, http.MethodGet, "/api/memories/"+url.PathEscape(id), nil, &out)
+}
+
+// ReleaseMemory releases a quarantined memory and returns it: POST
+// /api/memories/{id}/release. Releasing one that is not flagged changes
+// nothing.
+func (c *Client) ReleaseMemory(ctx context.Context, id string) (*api.Memory, error) {
+	var out api.Memory
+	return &out, c.do(ctx, http.MethodPost, "/api/memories/"+url.PathEscape(id)+"/release", nil, &out)
 }
 
 // DeleteMemory removes one memory: DELETE /api/memories/{id}.

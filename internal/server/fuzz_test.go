@@ -131,6 +131,7 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"GET", "/api/memories/{id}"},
 	{"DELETE", "/api/memories/{id}"},
 	{"POST", "/api/memories/purge"},
+	{"POST", "/api/memories/{id}/release"},
 }
 
 // streamRecorder ends a stream as soon as it starts: the request's context

@@ -18,17 +18,20 @@ import (
 )
 
 // FuzzMemories sends arbitrary query strings to GET /api/memories (the
-// search text goes to the full-text index), arbitrary bodies to POST
-// /api/memories/purge, and arbitrary ids to GET and DELETE
-// /api/memories/{id}. The daemon never panics or answers 5xx; every answer
-// is JSON; a refused request changes nothing; and the memories that no
-// request removed are still listed and found.
+// search text goes to the full-text index, flagged= to the quarantine
+// filter), arbitrary bodies to POST /api/memories/purge, and arbitrary
+// ids to GET and DELETE /api/memories/{id} and POST
+// /api/memories/{id}/release. The daemon never panics or answers 5xx;
+// every answer is JSON; a refused request changes nothing; the memories
+// that no request removed are still listed and found; the quarantined
+// one stays quarantined, and ?flagged=true lists nothing else.
 func FuzzMemories(f *testing.F) {
 	const (
 		list uint8 = iota
 		purge
 		get
 		del
+		release
 	)
 	seeds := []struct {
 		route uint8
@@ -43,6 +46,9 @@ func FuzzMemories(f *testing.F) {
 		{purge, `{"agent":"nobody"} x`}, {purge, `{"agent":"nobody","extra":1}`},
 		{get, "mem_01JH0000000000000000000000"}, {get, "purge"}, {get, "../tasks"}, {get, ""},
 		{del, "mem_01JH0000000000000000000000"}, {del, "nope"}, {del, "%00"},
+		{list, "flagged=true"}, {list, "flagged=false"}, {list, "flagged="}, {list, "flagged=yes"}, {list, "flagged=TRUE"},
+		{list, "flagged=true&flagged=false"}, {list, "flagged=true&q=ignore"}, {list, "flagged=%00"}, {list, "flagged=true;x"},
+		{release, "mem_01JH0000000000000000000000"}, {release, "x"}, {release, "purge"}, {release, "%2e%2e"}, {release, ""},
 	}
 	for _, s := range seeds {
 		f.Add(s.route, s.arg)
@@ -52,6 +58,9 @@ func FuzzMemories(f *testing.F) {
 	// another agent, and DELETE needs their exact id.
 	kept, err := b.client.Remember(f.Context(), &errand.RememberParams{Text: "deploys need the checklist", Agent: "keeper", Tags: []string{"ops"}})
 	require.NoError(f, err)
+	quarantined, err := b.client.Remember(f.Context(), &errand.RememberParams{Text: injectionText, Agent: "keeper"})
+	require.NoError(f, err)
+	require.NotNil(f, quarantined.Flagged)
 
 	serve := func(t *testing.T, method, path, query string, body []byte) *httptest.ResponseRecorder {
 		// The id is one escaped path segment, as a client sends it.
@@ -74,7 +83,7 @@ func FuzzMemories(f *testing.F) {
 			method, path, query string
 			body                []byte
 		)
-		switch route % 4 {
+		switch route % 5 {
 		case list:
 			method, path, query = "GET", "/api/memories", arg
 		case purge:
@@ -85,11 +94,16 @@ func FuzzMemories(f *testing.F) {
 			}
 		case get:
 			method, path = "GET", "/api/memories/"+arg
-		default:
-			if arg == kept.ID {
+		case del:
+			if arg == kept.ID || arg == quarantined.ID {
 				return
 			}
 			method, path = "DELETE", "/api/memories/"+arg
+		default:
+			if arg == quarantined.ID {
+				return // would release what the invariant keeps flagged
+			}
+			method, path = "POST", "/api/memories/"+arg+"/release"
 		}
 		if pathpkg.Clean(path) != path && path != "/api/memories/" {
 			return // the router redirects to the clean path before any handler
@@ -113,5 +127,13 @@ func FuzzMemories(f *testing.F) {
 		require.NoError(t, json.Unmarshal(found.Body.Bytes(), &l))
 		require.Len(t, l.Memories, 1)
 		require.Equal(t, kept.ID, l.Memories[0].ID)
+
+		flagged := serve(t, "GET", "/api/memories", "flagged=true", nil)
+		require.Equal(t, http.StatusOK, flagged.Code, flagged.Body.String())
+		l = api.MemoryList{}
+		require.NoError(t, json.Unmarshal(flagged.Body.Bytes(), &l))
+		require.Len(t, l.Memories, 1, flagged.Body.String())
+		require.Equal(t, quarantined.ID, l.Memories[0].ID)
+		require.NotNil(t, l.Memories[0].Flagged)
 	})
 }

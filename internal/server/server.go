@@ -175,7 +175,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 var (
 	listQueryParams = []string{"status", "session", "parent", "agent", "tag", "q", "limit", "cursor"}
 	streamParams    = []string{"after", "types"}
-	memoryParams    = []string{"task_id", "agent", "source", "q", "limit", "cursor"}
+	memoryParams    = []string{"task_id", "agent", "source", "q", "flagged", "limit", "cursor"}
 	limitParam      = []string{"limit"}
 	inputsParams    = []string{"status", "task_id"}
 	inboxParams     = []string{"session", "all", "limit"}
@@ -225,6 +225,7 @@ func (s *Server) routes() {
 	api("GET /api/memories/{id}", s.getMemory)
 	api("DELETE /api/memories/{id}", s.deleteMemory)
 	api("POST /api/memories/purge", s.purgeMemories)
+	api("POST /api/memories/{id}/release", s.releaseMemory)
 	api("GET /api/inputs", s.inputs, inputsParams...)
 	api("GET /api/inbox", s.inbox, inboxParams...)
 	api("POST /api/inbox/ack", s.ackInbox)

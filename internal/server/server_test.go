@@ -175,6 +175,7 @@ var allRoutes = []struct{ method, path string }{
 	{"GET", "/api/memories/mem_X"},
 	{"DELETE", "/api/memories/mem_X"},
 	{"POST", "/api/memories/purge"},
+	{"POST", "/api/memories/mem_X/release"},
 	{"GET", "/api/nope"},
 }
 
