@@ -3,6 +3,7 @@ package injection
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -113,4 +114,34 @@ func TestCorpus(t *testing.T) {
 		require.GreaterOrEqual(t, s.precision(), th.precision, "%s precision", th.split)
 		require.GreaterOrEqual(t, s.recall(), th.recall, "%s recall", th.split)
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/verdicts.golden")
+
+// TestCorpusVerdicts pins the verdict of every corpus case: whether it is
+// flagged and under which rule ids. A change to the rules or to how they
+// are matched shows here case by case, not only in the figures.
+func TestCorpusVerdicts(t *testing.T) {
+	t.Parallel()
+
+	const path = "testdata/verdicts.golden"
+	var b strings.Builder
+	b.WriteString("# Verdicts of Classify on corpus.jsonl, one line per case: its number,\n" +
+		"# label, split and the rule ids it is flagged under (- when not flagged).\n" +
+		"# TestCorpusVerdicts checks them; go test -run TestCorpusVerdicts -update\n" +
+		"# rewrites the file after a deliberate change of the rules.\n")
+	for i, c := range loadCorpus(t) {
+		rules := "-"
+		if v := Classify(c.Text); v.Flagged {
+			rules = strings.Join(v.Rules, ",")
+		}
+		fmt.Fprintf(&b, "%d\t%s\t%s\t%s\n", i+1, c.Label, c.Split, rules)
+	}
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, string(want), b.String())
 }

@@ -23,11 +23,17 @@
 //     that also hold Latin letters, letters spaced out with single
 //     separators ("i g n o r e", "i.g.n.o.r.e") joined up. A second view
 //     undoes leetspeak in words that mix letters and digits ("1gn0r3").
-//  4. Rules: precompiled regular expressions, each gated by a cheap substring
-//     test, grouped under the rule ids override, jailbreak, role_marker,
-//     exfiltrate, tool_request, conceal, addresses_model, hidden_text and
-//     encoded. Each match weighs 1 (weak) or 2 (strong); a text is flagged
-//     at a total of 2, so a weak sign never quarantines on its own.
+//  4. Rules: precompiled regular expressions grouped under the rule ids
+//     override, jailbreak, role_marker, exfiltrate, tool_request, conceal,
+//     addresses_model, hidden_text and encoded. Each match weighs 1 (weak)
+//     or 2 (strong); a text is flagged at a total of 2, so a weak sign never
+//     quarantines on its own. The regexps are slow per byte, so they rarely
+//     run: the sets of literal words every match of a rule must contain are
+//     derived from its parsed pattern (plus the rule's hand-written keys),
+//     one Aho-Corasick pass finds all of them in the text, and a rule's
+//     regexp runs only on a window of ±320 bytes around an occurrence of
+//     its most selective set, and only when all its other sets occur in
+//     that window. A text of 640 bytes or less is one window.
 //  5. Encoded: base64 and hex blobs that decode to text are classified in
 //     turn (two levels deep, 32 KiB decoded in all); a flagged blob flags the
 //     text under "encoded".

@@ -31,7 +31,7 @@ func decodeBlobs(s string, b *budget) []string {
 		b.decoded -= len(d)
 		out = append(out, string(d))
 	}
-	for _, m := range base64Blob.FindAllString(s, -1) {
+	for _, m := range base64Blobs(s) {
 		if b.blobs >= maxBlobs || b.decoded <= 0 {
 			break
 		}
@@ -40,7 +40,7 @@ func decodeBlobs(s string, b *budget) []string {
 			try(d)
 		}
 	}
-	for _, m := range hexBlob.FindAllString(s, -1) {
+	for _, m := range hexBlobs(s) {
 		if b.blobs >= maxBlobs || b.decoded <= 0 {
 			break
 		}
@@ -55,6 +55,84 @@ func decodeBlobs(s string, b *budget) []string {
 	}
 	return out
 }
+
+// base64Blobs returns base64Blob.FindAllString(s, -1), found without the
+// regexp engine: a match is a run of 20 or more characters of the class,
+// as long as it goes, and then up to two '='.
+func base64Blobs(s string) []string {
+	var out []string
+	for i := 0; i < len(s); {
+		if !isBase64Char(s[i]) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(s) && isBase64Char(s[j]) {
+			j++
+		}
+		if j-i >= 20 {
+			for k := 0; k < 2 && j < len(s) && s[j] == '='; k++ {
+				j++
+			}
+			out = append(out, s[i:j])
+		}
+		i = j
+	}
+	return out
+}
+
+func isBase64Char(c byte) bool { return blobClass[c]&base64Class != 0 }
+
+// blobClass holds, per byte, whether it belongs in a base64 or a hex blob.
+var blobClass = func() (t [256]byte) {
+	for c := range 256 {
+		b := byte(c)
+		if 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '+' || b == '/' || b == '_' || b == '-' {
+			t[c] |= base64Class
+		}
+		if '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F' {
+			t[c] |= hexDigitClass | hexRunClass
+		}
+		if b == 'x' || b == '\\' || b == ' ' || b == ':' {
+			t[c] |= hexRunClass
+		}
+	}
+	return t
+}()
+
+const (
+	base64Class = 1 << iota
+	hexDigitClass
+	hexRunClass
+)
+
+// hexBlobs returns hexBlob.FindAllString(s, -1). A match is made of hex
+// digits, 'x', '\\', ' ' and ':' only and holds at least 32 hex digits, so
+// the regexp runs only on the runs of those characters that have as many.
+func hexBlobs(s string) []string {
+	var out []string
+	for i := 0; i < len(s); {
+		if !isHexRunChar(s[i]) {
+			i++
+			continue
+		}
+		j, digits := i, 0
+		for ; j < len(s) && isHexRunChar(s[j]); j++ {
+			if isHexDigit(s[j]) {
+				digits++
+			}
+		}
+		if digits >= 32 {
+			out = append(out, hexBlob.FindAllString(s[i:j], -1)...)
+		}
+		i = j
+	}
+	return out
+}
+
+func isHexDigit(c byte) bool { return blobClass[c]&hexDigitClass != 0 }
+
+func isHexRunChar(c byte) bool { return blobClass[c]&hexRunClass != 0 }
 
 func decodeBase64(m string) ([]byte, bool) {
 	m = strings.TrimRight(m, "=")

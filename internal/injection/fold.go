@@ -43,7 +43,70 @@ var leet = map[rune]rune{
 // fold computes the views of s.
 func fold(s string) views {
 	s = norm.NFKC.String(s)
-	s = strings.Map(func(r rune) rune {
+	ascii := isASCII(s)
+	switch {
+	case !ascii:
+		s = lower(s)
+	case hasUpper(s):
+		s = lowerASCII(s)
+	}
+	if !ascii {
+		// Only words with non-ASCII letters can hold look-alikes.
+		s = foldWords(s, confusables, isMixedScript)
+	}
+	if !ascii || maySpace(s) {
+		s = joinSpaced(s)
+	}
+	s = squeezeSpaces(s)
+	v := views{main: s}
+	if !ascii || mayLeet(s) {
+		if l := foldWords(s, leet, isLeetWord); l != s {
+			v.leet = l
+		}
+	}
+	return v
+}
+
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// mayLeet reports whether the ASCII text s may hold a leetspeak word: one
+// made of letters and leet signs only, with at least one of each, so with a
+// letter next to a sign.
+func mayLeet(s string) bool {
+	for i := 0; i+1 < len(s); i++ {
+		if leetPair[leetClass[s[i]]|leetClass[s[i+1]]<<2] {
+			return true
+		}
+	}
+	return false
+}
+
+// leetClass is 1 for a-z and 2 for a leet sign; leetPair is true for a
+// letter and a sign in either order.
+var (
+	leetClass = func() (t [256]byte) {
+		for c := 'a'; c <= 'z'; c++ {
+			t[c] = 1
+		}
+		for c := range leet {
+			t[c] = 2
+		}
+		return t
+	}()
+	leetPair = [16]bool{1 | 2<<2: true, 2 | 1<<2: true}
+)
+
+// lower is the case and space folding of fold.
+func lower(s string) string {
+	return strings.Map(func(r rune) rune {
 		if r < utf8.RuneSelf {
 			if 'A' <= r && r <= 'Z' {
 				return r + 'a' - 'A'
@@ -62,20 +125,66 @@ func fold(s string) views {
 		}
 		return r
 	}, s)
-	s = foldWords(s, confusables, isMixedScript)
-	s = joinSpaced(s)
-	s = squeezeSpaces(s)
-	v := views{main: s}
-	if l := foldWords(s, leet, isLeetWord); l != s {
-		v.leet = l
-	}
-	return v
 }
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+func hasUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// maySpace reports whether the ASCII text s may hold what joinSpaced joins:
+// three single letters separated by one and the same spacer.
+func maySpace(s string) bool {
+	for p := 0; p+4 < len(s); p++ {
+		sep := s[p+1]
+		if isSpacer(sep) && s[p+3] == sep && isASCIILetter(s[p]) && isASCIILetter(s[p+2]) && isASCIILetter(s[p+4]) &&
+			(p == 0 || !isASCIIAlnum(s[p-1])) && (p+5 == len(s) || !isASCIIAlnum(s[p+5])) {
+			return true
+		}
+	}
+	return false
+}
+
+func isASCIILetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+func isASCIIAlnum(c byte) bool { return isASCIILetter(c) || '0' <= c && c <= '9' }
 
 // isWordRune reports the runes foldWords treats as part of a word.
 func isWordRune(r rune) bool {
+	if r < utf8.RuneSelf {
+		return asciiWord[r]
+	}
 	return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '@' || r == '$' || r == '!' || r == '|' || r == '+' || r == '_'
 }
+
+// asciiWord is isWordRune for ASCII.
+var asciiWord = func() (t [utf8.RuneSelf]bool) {
+	for c := range rune(utf8.RuneSelf) {
+		t[c] = unicode.IsLetter(c) || unicode.IsDigit(c) || c == '@' || c == '$' || c == '!' || c == '|' || c == '+' || c == '_'
+	}
+	return t
+}()
+
+// asciiLeet is leet for ASCII (every leet sign is ASCII).
+var asciiLeet = func() (t [utf8.RuneSelf]rune) {
+	for k, v := range leet {
+		t[k] = v
+	}
+	return t
+}()
 
 // foldWords applies m to each word for which want is true.
 func foldWords(s string, m map[rune]rune, want func(word string) bool) string {
@@ -135,8 +244,10 @@ func isMixedScript(w string) bool {
 	latin, other := false, false
 	for _, r := range w {
 		switch {
-		case r < utf8.RuneSelf && unicode.IsLetter(r):
-			latin = true
+		case r < utf8.RuneSelf:
+			if unicode.IsLetter(r) {
+				latin = true
+			}
 		case confusables[r] != 0:
 			other = true
 		}
@@ -153,10 +264,10 @@ func isLeetWord(w string) bool {
 		switch {
 		case r >= 'a' && r <= 'z':
 			letters++
-		case leet[r] != 0:
-			signs++
 		case r >= utf8.RuneSelf:
 			return false
+		case asciiLeet[r] != 0:
+			signs++
 		}
 	}
 	return n >= 3 && letters >= 1 && signs >= 1 && letters+signs == n

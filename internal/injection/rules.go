@@ -3,19 +3,20 @@ package injection
 import (
 	"regexp"
 	"slices"
-	"strings"
 	"unicode/utf8"
 )
 
-// rule is one precompiled pattern. It runs only when one of its keys is a
-// substring of the view, which keeps benign text cheap.
+// rule is one precompiled pattern. It runs only where one of its keys and
+// the literals its pattern requires (see literals.go, scan.go) occur
+// together, which keeps benign text cheap.
 type rule struct {
-	id     string
-	weight int // 1: weak, flagged only with other evidence; 2: strong
-	reason string
-	keys   []string
-	re     *regexp.Regexp
-	leet   bool // run on the leetspeak view too
+	id      string
+	weight  int // 1: weak, flagged only with other evidence; 2: strong
+	reason  string
+	keys    []string // hand-written gate: a match holds one of them
+	pattern string
+	re      *regexp.Regexp
+	leet    bool // run on the leetspeak view too
 }
 
 // imp matches the start of an imperative: a clause start with optional
@@ -218,82 +219,117 @@ type ruleSpec struct {
 func compileRules(specs []ruleSpec) []rule {
 	out := make([]rule, len(specs))
 	for i, s := range specs {
-		out[i] = rule{id: s.id, weight: s.weight, reason: s.reason, keys: s.keys, re: regexp.MustCompile(s.pattern), leet: s.leet}
+		out[i] = rule{id: s.id, weight: s.weight, reason: s.reason, keys: s.keys, pattern: s.pattern, re: regexp.MustCompile(s.pattern), leet: s.leet}
 	}
 	return out
 }
 
-func (r *rule) gate(s string) bool {
-	for _, k := range r.keys {
-		if strings.Contains(s, k) {
-			return true
-		}
-	}
-	return false
-}
-
-// Windows: a long text is matched only around the places where a key
-// occurs, since every rule's match lies within windowBefore bytes before
-// and windowAfter bytes after one of its keys. The regexp engine is an NFA
-// here, slow per byte, so this is what keeps Classify fast on big texts.
+// Windows: a long text is matched only around the places where a rule's
+// anchor literals occur, since every rule's match lies within windowBefore
+// bytes before and windowAfter bytes after one of them. The regexp engine
+// is an NFA here, slow per byte, so this is what keeps Classify fast on big
+// texts.
 const (
 	windowBefore = 320
 	windowAfter  = 320
 )
 
-func (r *rule) match(s string) bool {
+// span is a window of a view, s[lo:hi].
+type span struct{ lo, hi int }
+
+// match reports whether rule k matches s, whose literals o holds.
+func (sc *scanner) match(k int, s string, o *occurrences, spans []span) ([]span, bool) {
+	q := &sc.reqs[k]
+	re := rules[k].re
 	if len(s) <= windowBefore+windowAfter {
-		return r.gate(s) && r.re.MatchString(s)
-	}
-	var spans [][2]int
-	for _, k := range r.keys {
-		for off := 0; ; {
-			i := strings.Index(s[off:], k)
-			if i < 0 {
+		found := false
+		for _, id := range q.anchor {
+			if len(o.of(id)) > 0 {
+				found = true
 				break
 			}
-			p := off + i
-			spans = append(spans, [2]int{max(0, p-windowBefore), min(len(s), p+len(k)+windowAfter)})
-			off = p + len(k)
+		}
+		if !found {
+			return spans, false
+		}
+		for i := range q.sets {
+			if !sc.has(&q.sets[i], s, o, 0, len(s)) {
+				return spans, false
+			}
+		}
+		return spans, re.MatchString(s)
+	}
+	spans = spans[:0]
+	for _, id := range q.anchor {
+		n := len(sc.ac.lits[id])
+		for _, p := range o.of(id) {
+			spans = append(spans, span{max(0, int(p)-windowBefore), min(len(s), int(p)+n+windowAfter)})
 		}
 	}
 	if len(spans) == 0 {
-		return false
+		return spans, false
 	}
-	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
+	slices.SortFunc(spans, func(a, b span) int { return a.lo - b.lo })
 	merged := spans[:1]
 	for _, sp := range spans[1:] {
-		if last := &merged[len(merged)-1]; sp[0] <= last[1] {
-			last[1] = max(last[1], sp[1])
+		if last := &merged[len(merged)-1]; sp.lo <= last.hi {
+			last.hi = max(last.hi, sp.hi)
 		} else {
 			merged = append(merged, sp)
 		}
 	}
+next:
 	for _, sp := range merged {
-		a, b := sp[0], sp[1]
+		a, b := sp.lo, sp.hi
 		for a < b && !utf8.RuneStart(s[a]) {
 			a++
 		}
 		for b < len(s) && !utf8.RuneStart(s[b]) {
 			b++
 		}
+		for i := range q.sets {
+			if !sc.has(&q.sets[i], s, o, a, b) {
+				continue next
+			}
+		}
 		w := s[a:b]
 		if a > 0 && s[a-1] != '\n' {
 			// Not a line start: a sentinel keeps ^ from matching here.
 			w = "\x00" + w
 		}
-		if r.re.MatchString(w) {
-			return true
+		if re.MatchString(w) {
+			return merged, true
 		}
 	}
-	return false
+	return merged, false
 }
+
+var ruleScanner = newScanner(rules)
 
 // matchRules adds the matches of every rule in v to e.
 func matchRules(e *evidence, v views) {
-	for i := range rules {
-		r := &rules[i]
-		if r.match(v.main) || (r.leet && v.leet != "" && r.match(v.leet)) {
+	sc := ruleScanner
+	om := occPool.Get().(*occurrences)
+	defer occPool.Put(om)
+	sc.ac.scan(v.main, om)
+	var ol *occurrences
+	if v.leet != "" {
+		ol = occPool.Get().(*occurrences)
+		defer occPool.Put(ol)
+		sc.ac.scan(v.leet, ol)
+	}
+	if len(om.pos) == 0 && (ol == nil || len(ol.pos) == 0) {
+		return // not one literal of any rule: nothing can match
+	}
+	var spans []span
+	for k := range rules {
+		r := &rules[k]
+		var ok bool
+		spans, ok = sc.match(k, v.main, om, spans)
+		if !ok && r.leet && ol != nil {
+			spans, ok = sc.match(k, v.leet, ol, spans)
+		}
+		if ok {
 			e.add(r.id, r.weight, r.reason)
 		}
 	}
