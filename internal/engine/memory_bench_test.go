@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/errandhq/errand/internal/id"
@@ -83,7 +85,7 @@ func BenchmarkRecall(b *testing.B) {
 		},
 	}
 	for _, driver := range []string{"sqlite", "postgres"} {
-		for _, n := range []int{10_000, 100_000} {
+		for _, n := range benchSizes() {
 			b.Run(fmt.Sprintf("%s/memories=%d", driver, n), func(b *testing.B) {
 				st := stores[driver](b)
 				seedMemories(b, st, n)
@@ -111,4 +113,13 @@ func BenchmarkRecall(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchSizes are the store sizes of BenchmarkRecall; ERRAND_BENCH_MEMORIES
+// (a number) measures one size only.
+func benchSizes() []int {
+	if n, err := strconv.Atoi(os.Getenv("ERRAND_BENCH_MEMORIES")); err == nil && n > 0 {
+		return []int{n}
+	}
+	return []int{10_000, 100_000}
 }
