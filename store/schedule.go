@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -34,6 +35,9 @@ type Schedule struct {
 	// StuckAfter is how long a running task runs before a heartbeat scout
 	// is told it may be stuck.
 	StuckAfter Duration `json:"stuck_after,omitzero"`
+	// Escalation is, for a heartbeat, where its scout's escalations go;
+	// nil when they go nowhere.
+	Escalation *ScheduleEscalation `json:"escalation,omitempty"`
 
 	// NextRunAt is the next firing, zero when none is due (disabled, kind
 	// event, or no time left before the year 10000).
@@ -177,6 +181,76 @@ const (
 
 // ActorExternal is the actor of events posted from outside (POST /api/events).
 const ActorExternal = "external"
+
+// ScheduleEscalation is where a heartbeat's escalations go: a task for
+// agent To per signal, under Budget (nil: the default task budget), at
+// most MaxPerDay a day (0 makes none).
+type ScheduleEscalation struct {
+	To        string  `json:"to"`
+	MaxPerDay int     `json:"max_per_day"`
+	Budget    *Budget `json:"budget,omitempty"`
+}
+
+// EncodeEscalation is how a driver stores a schedule's escalation: its
+// JSON, or nil for none.
+func EncodeEscalation(e *ScheduleEscalation) []byte {
+	if e == nil {
+		return nil
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic(err) // plain fields only
+	}
+	return b
+}
+
+// DecodeEscalation reads what EncodeEscalation stored ("" or null: nil).
+func DecodeEscalation(s string) (*ScheduleEscalation, error) {
+	if s == "" || s == "null" {
+		return nil, nil
+	}
+	var e ScheduleEscalation
+	if err := json.Unmarshal([]byte(s), &e); err != nil {
+		return nil, fmt.Errorf("schedule escalation: %w", err)
+	}
+	return &e, nil
+}
+
+// EscalationParams are a heartbeat scout's escalations, made in the
+// transaction that completes it (TaskFinishParams.Escalation) if and only
+// if it ends completed. The schedule's row is locked (or the write
+// serialized) while its count of escalations made on Day is read: Tasks
+// are made in order while the count stays below Max, and the count grows
+// by as many. Two scouts of one schedule finishing at once thus never
+// make more than Max between them. A schedule that is gone makes none.
+type EscalationParams struct {
+	ScheduleID string
+	// Day is the day the count is of, as the engine names it
+	// ("2006-01-02", UTC): a count of another day starts again from 0.
+	Day   string
+	Max   int
+	Tasks []*TaskInsertParams
+	// Record is told how many of Tasks are made (the first ones) and
+	// returns the finish's result, in place of TaskFinishParams.Result,
+	// and the events to append besides TaskFinishParams.Events. It may be
+	// called more than once (a retried transaction) and must depend only
+	// on made.
+	Record func(made int) (result json.RawMessage, events []EventAppend)
+}
+
+// PlanEscalation is how many of p's tasks are made, given the schedule's
+// count (day and number) as read, and the count to write. found is false
+// for a schedule that is gone: none are made.
+func PlanEscalation(p *EscalationParams, found bool, day string, count int) (made, newCount int) {
+	if day != p.Day {
+		count = 0
+	}
+	if !found {
+		return 0, count
+	}
+	made = min(len(p.Tasks), max(p.Max-count, 0))
+	return made, count + made
+}
 
 // ScheduleActor is the actor of writes a schedule makes.
 func ScheduleActor(id string) string { return "schedule:" + id }

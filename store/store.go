@@ -558,6 +558,11 @@ type TaskFinishParams struct {
 	Memories []*MemoryInsertParams
 	Actor    string
 	Now      *time.Time
+
+	// Escalation, for a heartbeat scout, makes its escalations in the same
+	// transaction if and only if the task ends completed, counted against
+	// its schedule's daily cap (see EscalationParams).
+	Escalation *EscalationParams
 }
 
 // TaskCancelParams cancels one task.

@@ -26,6 +26,10 @@ type recordedDecision struct {
 	Reason   string   `json:"reason"`
 	Tasks    []string `json:"tasks"`
 	Alerts   []string `json:"alerts,omitempty"`
+	// Escalations are the scout's signals, each with the task made for
+	// it or why none was; EscalateTo is the agent they went to.
+	Escalations []escalationRecord `json:"escalations,omitempty"`
+	EscalateTo  string             `json:"escalate_to,omitempty"`
 }
 
 // completion adds to a completing task's finish what its role and route
@@ -138,7 +142,7 @@ func parseDecision(output json.RawMessage) (*taskrun.Decision, error) {
 		dec := json.NewDecoder(bytes.NewReader(output))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&out); err != nil {
-			return nil, fmt.Errorf(`want {"decision": "noop|submit_task|alert", "reason", "tasks": […], "alerts": […]}: %w`, err)
+			return nil, fmt.Errorf(`want {"decision": "noop|submit_task|alert|escalate", "reason", "tasks": […], "alerts": […], "escalations": […]}: %w`, err)
 		}
 		d = out.Decision
 		if out.Alert != "" {
@@ -147,6 +151,8 @@ func parseDecision(output json.RawMessage) (*taskrun.Decision, error) {
 	}
 	if d.Decision == "" {
 		switch {
+		case len(d.Escalations) > 0:
+			d.Decision = taskrun.DecisionEscalate
 		case len(d.Tasks) > 0:
 			d.Decision = taskrun.DecisionSubmitTask
 		case len(d.Alerts) > 0:
@@ -157,8 +163,12 @@ func parseDecision(output json.RawMessage) (*taskrun.Decision, error) {
 	}
 	switch d.Decision {
 	case taskrun.DecisionNoop:
-		if len(d.Tasks) > 0 || len(d.Alerts) > 0 {
-			return nil, errors.New("a noop starts no task and raises no alert")
+		if len(d.Tasks) > 0 || len(d.Alerts) > 0 || len(d.Escalations) > 0 {
+			return nil, errors.New("a noop starts no task, raises no alert and escalates nothing")
+		}
+	case taskrun.DecisionEscalate:
+		if len(d.Escalations) == 0 {
+			return nil, errors.New("escalate needs at least one escalation")
 		}
 	case taskrun.DecisionSubmitTask:
 		if len(d.Tasks) == 0 {
@@ -169,7 +179,14 @@ func parseDecision(output json.RawMessage) (*taskrun.Decision, error) {
 			return nil, errors.New("alert needs a message")
 		}
 	default:
-		return nil, fmt.Errorf("decision %q is not noop, submit_task or alert", d.Decision)
+		return nil, fmt.Errorf("decision %q is not noop, submit_task, alert or escalate", d.Decision)
+	}
+	if len(d.Escalations) > 0 && d.Decision != taskrun.DecisionEscalate {
+		// escalate takes precedence: a decision that escalates says so.
+		return nil, fmt.Errorf("a decision with escalations is escalate, not %s", d.Decision)
+	}
+	if len(d.Escalations) > taskrun.MaxEscalations {
+		return nil, fmt.Errorf("%d escalations; a decision makes at most %d", len(d.Escalations), taskrun.MaxEscalations)
 	}
 	if len(d.Tasks) > maxScoutTasks {
 		return nil, fmt.Errorf("%d tasks; a decision starts at most %d", len(d.Tasks), maxScoutTasks)
@@ -225,6 +242,11 @@ func (e *Engine) scoutDecision(ctx context.Context, t *store.Task, result taskru
 		}
 		fp.FollowUps = append(fp.FollowUps, params)
 		rec.Tasks = append(rec.Tasks, params.ID)
+	}
+	if len(d.Escalations) > 0 {
+		// The store makes them, up to the day's cap, and records the
+		// decision with their outcome in the same transaction.
+		return e.escalate(ctx, t, d, rec, result.Warning, fp)
 	}
 	out, err := json.Marshal(taskrun.Result{Output: mustJSON(rec), Warning: result.Warning})
 	if err != nil {

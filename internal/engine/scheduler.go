@@ -243,11 +243,22 @@ func (e *Engine) firingTask(ctx context.Context, sc *store.Schedule, now time.Ti
 // failed since its last firing, run suspiciously long, or wait long for a
 // person.
 type scoutWorld struct {
-	Since   time.Time    `json:"since,omitzero"`
-	Now     time.Time    `json:"now"`
-	Failed  []*scoutTask `json:"failed"`
-	Stuck   []*scoutTask `json:"stuck"`
-	Waiting []*scoutTask `json:"waiting"`
+	// Schedule is the heartbeat that fired the scout; EscalateTo the agent
+	// its escalations go to, if any (the scout is offered escalate then).
+	Schedule   *scoutScheduleRef `json:"schedule,omitempty"`
+	EscalateTo string            `json:"escalate_to,omitempty"`
+	Since      time.Time         `json:"since,omitzero"`
+	Now        time.Time         `json:"now"`
+	Failed     []*scoutTask      `json:"failed"`
+	Stuck      []*scoutTask      `json:"stuck"`
+	Waiting    []*scoutTask      `json:"waiting"`
+}
+
+// scoutScheduleRef names a heartbeat schedule in a scout's input and an
+// escalated task's.
+type scoutScheduleRef struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
 }
 
 type scoutTask struct {
@@ -265,7 +276,11 @@ func (e *Engine) scoutContext(ctx context.Context, sc *store.Schedule, now time.
 	if stuckAfter <= 0 {
 		stuckAfter = DefaultStuckAfter
 	}
-	w := &scoutWorld{Since: sc.LastRunAt, Now: now, Failed: []*scoutTask{}, Stuck: []*scoutTask{}, Waiting: []*scoutTask{}}
+	w := &scoutWorld{Schedule: &scoutScheduleRef{ID: sc.ID, Name: sc.Name}, Since: sc.LastRunAt, Now: now,
+		Failed: []*scoutTask{}, Stuck: []*scoutTask{}, Waiting: []*scoutTask{}}
+	if sc.Escalation != nil && sc.Escalation.MaxPerDay > 0 {
+		w.EscalateTo = sc.Escalation.To
+	}
 	lists := []struct {
 		status store.Status
 		into   *[]*scoutTask

@@ -43,6 +43,14 @@ type ScheduleParams struct {
 	// goal.
 	Task       json.RawMessage
 	StuckAfter time.Duration // heartbeat only; default 30m
+	// EscalateTo is, for a heartbeat, the agent its scout's escalations
+	// go to ("": the scout cannot escalate). MaxEscalationsPerDay caps
+	// them per UTC day (nil: DefaultMaxEscalationsPerDay; 0 forbids), and
+	// EscalationBudget is each escalated task's budget (nil: the default
+	// task budget). Heartbeat only.
+	EscalateTo           string
+	MaxEscalationsPerDay *int
+	EscalationBudget     *store.Budget
 }
 
 // SchedulePatch changes some fields of a schedule; nil fields stay.
@@ -55,6 +63,12 @@ type SchedulePatch struct {
 	ActiveHours *string
 	Task        json.RawMessage
 	StuckAfter  *time.Duration
+	// EscalateTo, MaxEscalationsPerDay and EscalationBudget change the
+	// heartbeat's escalation; an empty EscalateTo removes it (with its cap
+	// and budget).
+	EscalateTo           *string
+	MaxEscalationsPerDay *int
+	EscalationBudget     *store.Budget
 }
 
 // EventSpec is what an event schedule listens for: events of Type whose
@@ -173,6 +187,9 @@ func (e *Engine) checkSchedule(ctx context.Context, p *ScheduleParams) (*store.S
 	case sc.Kind == store.ScheduleHeartbeat:
 		sc.StuckAfter = store.Duration(cmp.Or(p.StuckAfter, DefaultStuckAfter))
 	}
+	if sc.Escalation, err = e.checkEscalation(sc.Kind, p); err != nil {
+		return nil, err
+	}
 	if len(bytes.TrimSpace(p.Task)) == 0 {
 		return nil, invalid("task", "is required: the POST /api/tasks body of the tasks the schedule makes")
 	}
@@ -256,6 +273,9 @@ func (e *Engine) UpdateSchedule(ctx context.Context, idOrName string, patch *Sch
 		Name: cur.Name, Kind: cur.Kind, Spec: cur.Spec, Timezone: cur.Timezone, CatchUp: cur.CatchUp, Overlap: cur.Overlap,
 		ActiveHours: cur.ActiveHours, Enabled: &cur.Enabled, Task: cur.Task, StuckAfter: time.Duration(cur.StuckAfter),
 	}
+	if esc := cur.Escalation; esc != nil {
+		p.EscalateTo, p.MaxEscalationsPerDay, p.EscalationBudget = esc.To, &esc.MaxPerDay, esc.Budget
+	}
 	timing := false
 	if patch.Enabled != nil {
 		timing = timing || *patch.Enabled != cur.Enabled
@@ -284,6 +304,18 @@ func (e *Engine) UpdateSchedule(ctx context.Context, idOrName string, patch *Sch
 	}
 	if patch.StuckAfter != nil {
 		p.StuckAfter = *patch.StuckAfter
+	}
+	if patch.EscalateTo != nil {
+		p.EscalateTo = *patch.EscalateTo
+		if p.EscalateTo == "" {
+			p.MaxEscalationsPerDay, p.EscalationBudget = nil, nil
+		}
+	}
+	if patch.MaxEscalationsPerDay != nil {
+		p.MaxEscalationsPerDay = patch.MaxEscalationsPerDay
+	}
+	if patch.EscalationBudget != nil {
+		p.EscalationBudget = patch.EscalationBudget
 	}
 	return e.replaceSchedule(ctx, cur, p, timing, cur.Declared)
 }

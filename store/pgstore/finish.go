@@ -181,6 +181,14 @@ func (s *Store) finishOne(ctx context.Context, tx *txn, ends *leaseEnds, p *stor
 	if err != nil || plan.Done {
 		return err
 	}
+	followUps, events := p.FollowUps, p.Events
+	if plan.To == store.StatusCompleted && p.Escalation != nil {
+		res, made, evs, err := s.escalate(ctx, tx, p.Escalation)
+		if err != nil {
+			return fmt.Errorf("escalations: %w", err)
+		}
+		plan.Result, followUps, events = res, append(slices.Clip(followUps), made...), append(slices.Clip(events), evs...)
+	}
 	to, effective, taskErr, result, released := plan.To, plan.Effective, plan.Error, plan.Result, plan.Released
 	var (
 		errCode, errMessage *string
@@ -221,7 +229,7 @@ func (s *Store) finishOne(ctx context.Context, tx *txn, ends *leaseEnds, p *stor
 		return err
 	}
 	if to == store.StatusCompleted {
-		for _, f := range p.FollowUps {
+		for _, f := range followUps {
 			if _, err := s.insertTask(ctx, tx, f); err != nil {
 				// Not %w: a follow-up that cannot be written fails the whole
 				// batch rather than passing as this entry's own outcome.
@@ -234,7 +242,7 @@ func (s *Store) finishOne(ctx context.Context, tx *txn, ends *leaseEnds, p *stor
 				return err
 			}
 		}
-		for _, ev := range p.Events {
+		for _, ev := range events {
 			if err := tx.appendEvent(ev.TaskID, ev.Type, ev.Actor, ev.Data, at); err != nil {
 				return err
 			}

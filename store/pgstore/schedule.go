@@ -16,7 +16,7 @@ import (
 )
 
 const scheduleColumns = `id, name, kind, spec, timezone, catch_up, active_hours, overlap, enabled, declared, task,
-	stuck_after, next_run_at, last_run_at, last_task_id, fire_count, event_cursor, created_at, updated_at`
+	stuck_after, next_run_at, last_run_at, last_task_id, fire_count, event_cursor, created_at, updated_at, escalation`
 
 func scanSchedule(r pgx.Row) (*store.Schedule, error) {
 	var (
@@ -25,11 +25,15 @@ func scanSchedule(r pgx.Row) (*store.Schedule, error) {
 		stuckAfter       int64
 		next, last       *time.Time
 		lastTask         *string
+		escalation       *string
 		created, updated time.Time
 	)
 	err := r.Scan(&sc.ID, &sc.Name, &sc.Kind, &sc.Spec, &sc.Timezone, &sc.CatchUp, &sc.ActiveHours, &sc.Overlap, &sc.Enabled, &sc.Declared,
-		&task, &stuckAfter, &next, &last, &lastTask, &sc.FireCount, &sc.EventCursor, &created, &updated)
+		&task, &stuckAfter, &next, &last, &lastTask, &sc.FireCount, &sc.EventCursor, &created, &updated, &escalation)
 	if err != nil {
+		return nil, err
+	}
+	if sc.Escalation, err = store.DecodeEscalation(deref(escalation)); err != nil {
 		return nil, err
 	}
 	sc.Task = json.RawMessage(task)
@@ -62,12 +66,12 @@ func (s *Store) ScheduleInsert(ctx context.Context, p *store.ScheduleInsertParam
 	err := s.writeTx(ctx, func(tx *txn) error {
 		var err error
 		out, err = scanSchedule(tx.QueryRow(ctx, `INSERT INTO schedules (id, name, kind, spec, timezone, catch_up, active_hours, enabled,
-			declared, task, stuck_after, next_run_at, event_cursor, created_at, updated_at, overlap)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15)
+			declared, task, stuck_after, next_run_at, event_cursor, created_at, updated_at, overlap, escalation)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15, $16)
 			RETURNING `+scheduleColumns,
 			sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, sc.Enabled, sc.Declared,
 			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNull(sc.NextRunAt), sc.EventCursor, at,
-			cmp.Or(sc.Overlap, store.OverlapSkip)))
+			cmp.Or(sc.Overlap, store.OverlapSkip), nullJSON(store.EncodeEscalation(sc.Escalation))))
 		if isUniqueName(err) {
 			return fmt.Errorf("%w: %q", store.ErrNameTaken, sc.Name)
 		}
@@ -147,11 +151,12 @@ func (s *Store) ScheduleUpdate(ctx context.Context, p *store.ScheduleUpdateParam
 		var err error
 		out, err = scanSchedule(tx.QueryRow(ctx, `UPDATE schedules SET name = $1, kind = $2, spec = $3, timezone = $4, catch_up = $5,
 			active_hours = $6, enabled = $7, declared = $8, task = $9, stuck_after = $10, next_run_at = $11,
-			event_cursor = CASE WHEN $12 THEN $13 ELSE event_cursor END, updated_at = $14, overlap = $16 WHERE id = $15
+			event_cursor = CASE WHEN $12 THEN $13 ELSE event_cursor END, updated_at = $14, overlap = $16,
+			escalation = $17 WHERE id = $15
 			RETURNING `+scheduleColumns,
 			sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, sc.Enabled, sc.Declared,
 			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNull(sc.NextRunAt),
-			p.ResetCursor, sc.EventCursor, at, sc.ID, cmp.Or(sc.Overlap, store.OverlapSkip)))
+			p.ResetCursor, sc.EventCursor, at, sc.ID, cmp.Or(sc.Overlap, store.OverlapSkip), nullJSON(store.EncodeEscalation(sc.Escalation))))
 		switch {
 		case isUniqueName(err):
 			return fmt.Errorf("%w: %q", store.ErrNameTaken, sc.Name)
@@ -304,4 +309,30 @@ func eventByID(ctx context.Context, q querier, id int64) (*store.Event, error) {
 	}
 	e.Data, e.CreatedAt = json.RawMessage(data), at.UTC()
 	return &e, nil
+}
+
+// escalate makes a completing scout's escalations (store.EscalationParams)
+// in its finish's transaction. The schedule's row is locked while its
+// count is read and written, so two scouts of one schedule finishing at
+// once count one after the other. It returns the finish's result, the
+// tasks to insert and the events to append.
+func (s *Store) escalate(ctx context.Context, tx *txn, p *store.EscalationParams) (json.RawMessage, []*store.TaskInsertParams, []store.EventAppend, error) {
+	var (
+		day   string
+		count int
+	)
+	err := tx.QueryRow(ctx, `SELECT escalation_day, escalation_count FROM schedules WHERE id = $1 FOR UPDATE`, p.ScheduleID).Scan(&day, &count)
+	found := err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, nil, err
+	}
+	made, count := store.PlanEscalation(p, found, day, count)
+	if found && made > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE schedules SET escalation_day = $1, escalation_count = $2 WHERE id = $3`,
+			p.Day, count, p.ScheduleID); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	result, events := p.Record(made)
+	return result, p.Tasks[:made], events, nil
 }

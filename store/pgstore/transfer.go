@@ -150,7 +150,7 @@ const (
 	sqlImportDependency = `INSERT INTO task_dependencies (task_id, depends_on_id, kind) VALUES ($1, $2, $3)`
 
 	sqlImportSchedule = `INSERT INTO schedules (` + scheduleColumns + `)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
 
 	// A memory is written without its vector: vectors are derived from
 	// the text, so an export leaves them out (see store.Batch).
@@ -273,7 +273,8 @@ func (im *importer) queueBatch(b *store.Batch) error {
 		im.queue("schedule "+sc.ID, sqlImportSchedule,
 			sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, cmp.Or(sc.Overlap, store.OverlapSkip),
 			sc.Enabled, sc.Declared, jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNull(sc.NextRunAt),
-			toNull(sc.LastRunAt), nullString(sc.LastTaskID), sc.FireCount, sc.EventCursor, sc.CreatedAt, sc.UpdatedAt)
+			toNull(sc.LastRunAt), nullString(sc.LastTaskID), sc.FireCount, sc.EventCursor, sc.CreatedAt, sc.UpdatedAt,
+			nullJSON(store.EncodeEscalation(sc.Escalation)))
 	}
 	for _, m := range b.Memories {
 		if m == nil || m.ID == "" || m.Text == "" || m.Source == "" {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/errandhq/errand/store"
@@ -84,6 +85,14 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 	if err != nil || plan.Done {
 		return err
 	}
+	followUps, events := p.FollowUps, p.Events
+	if plan.To == store.StatusCompleted && p.Escalation != nil {
+		res, made, evs, err := s.escalate(ctx, tx, p.Escalation)
+		if err != nil {
+			return fmt.Errorf("escalations: %w", err)
+		}
+		plan.Result, followUps, events = res, append(slices.Clip(followUps), made...), append(slices.Clip(events), evs...)
+	}
 	to, effective, taskErr, result, released := plan.To, plan.Effective, plan.Error, plan.Result, plan.Released
 	var (
 		errCode, errMessage sql.NullString
@@ -132,7 +141,7 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 		return err
 	}
 	if to == store.StatusCompleted {
-		for _, f := range p.FollowUps {
+		for _, f := range followUps {
 			if _, err := s.insertTask(ctx, tx, f); err != nil {
 				// Not %w: a follow-up that cannot be written fails the whole
 				// batch rather than passing as this entry's own outcome.
@@ -145,7 +154,7 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishPa
 				return err
 			}
 		}
-		for _, ev := range p.Events {
+		for _, ev := range events {
 			if err := s.appendEvent(ctx, tx, ev.TaskID, ev.Type, ev.Actor, ev.Data, at); err != nil {
 				return err
 			}

@@ -14,7 +14,7 @@ import (
 )
 
 const scheduleColumns = `id, name, kind, spec, timezone, catch_up, active_hours, overlap, enabled, declared, task,
-	stuck_after, next_run_at, last_run_at, last_task_id, fire_count, event_cursor, created_at, updated_at`
+	stuck_after, next_run_at, last_run_at, last_task_id, fire_count, event_cursor, created_at, updated_at, escalation`
 
 func scanSchedule(r rowScanner) (*store.Schedule, error) {
 	var (
@@ -23,12 +23,16 @@ func scanSchedule(r rowScanner) (*store.Schedule, error) {
 		stuckAfter        int64
 		next, last        sql.NullInt64
 		lastTask          sql.NullString
+		escalation        sql.NullString
 		created, updated  int64
 		enabled, declared bool
 	)
 	err := r.Scan(&sc.ID, &sc.Name, &sc.Kind, &sc.Spec, &sc.Timezone, &sc.CatchUp, &sc.ActiveHours, &sc.Overlap, &enabled, &declared,
-		&task, &stuckAfter, &next, &last, &lastTask, &sc.FireCount, &sc.EventCursor, &created, &updated)
+		&task, &stuckAfter, &next, &last, &lastTask, &sc.FireCount, &sc.EventCursor, &created, &updated, &escalation)
 	if err != nil {
+		return nil, err
+	}
+	if sc.Escalation, err = store.DecodeEscalation(escalation.String); err != nil {
 		return nil, err
 	}
 	sc.Enabled, sc.Declared = enabled, declared
@@ -60,11 +64,11 @@ func (s *Store) ScheduleInsert(ctx context.Context, p *store.ScheduleInsertParam
 	var out *store.Schedule
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO schedules (id, name, kind, spec, timezone, catch_up, active_hours, overlap, enabled,
-			declared, task, stuck_after, next_run_at, event_cursor, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			declared, task, stuck_after, next_run_at, event_cursor, created_at, updated_at, escalation)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, cmp.Or(sc.Overlap, store.OverlapSkip), sc.Enabled, sc.Declared,
 			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNullMicros(sc.NextRunAt), sc.EventCursor,
-			micros(at), micros(at))
+			micros(at), micros(at), nullJSON(store.EncodeEscalation(sc.Escalation)))
 		if isUniqueName(err) {
 			return fmt.Errorf("%w: %q", store.ErrNameTaken, sc.Name)
 		}
@@ -149,10 +153,11 @@ func (s *Store) ScheduleUpdate(ctx context.Context, p *store.ScheduleUpdateParam
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE schedules SET name = ?1, kind = ?2, spec = ?3, timezone = ?4, catch_up = ?5,
 			active_hours = ?6, enabled = ?7, declared = ?8, task = ?9, stuck_after = ?10, next_run_at = ?11,
-			event_cursor = CASE WHEN ?12 THEN ?13 ELSE event_cursor END, updated_at = ?14, overlap = ?16 WHERE id = ?15`,
+			event_cursor = CASE WHEN ?12 THEN ?13 ELSE event_cursor END, updated_at = ?14, overlap = ?16,
+			escalation = ?17 WHERE id = ?15`,
 			sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, sc.Enabled, sc.Declared,
 			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNullMicros(sc.NextRunAt),
-			p.ResetCursor, sc.EventCursor, micros(at), sc.ID, cmp.Or(sc.Overlap, store.OverlapSkip))
+			p.ResetCursor, sc.EventCursor, micros(at), sc.ID, cmp.Or(sc.Overlap, store.OverlapSkip), nullJSON(store.EncodeEscalation(sc.Escalation)))
 		if isUniqueName(err) {
 			return fmt.Errorf("%w: %q", store.ErrNameTaken, sc.Name)
 		}
@@ -294,4 +299,29 @@ func eventByID(ctx context.Context, tx *sql.Tx, id int64) (*store.Event, error) 
 	}
 	e.Data, e.CreatedAt = json.RawMessage(data), fromMicros(at)
 	return &e, nil
+}
+
+// escalate makes a completing scout's escalations (store.EscalationParams)
+// in its finish's transaction, which holds the database's write lock: the
+// count read is the count written over. It returns the finish's result,
+// the tasks to insert and the events to append.
+func (s *Store) escalate(ctx context.Context, tx *sql.Tx, p *store.EscalationParams) (json.RawMessage, []*store.TaskInsertParams, []store.EventAppend, error) {
+	var (
+		day   string
+		count int
+	)
+	err := tx.QueryRowContext(ctx, `SELECT escalation_day, escalation_count FROM schedules WHERE id = ?`, p.ScheduleID).Scan(&day, &count)
+	found := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, nil, err
+	}
+	made, count := store.PlanEscalation(p, found, day, count)
+	if found && made > 0 {
+		if _, err := tx.ExecContext(ctx, `UPDATE schedules SET escalation_day = ?, escalation_count = ? WHERE id = ?`,
+			p.Day, count, p.ScheduleID); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	result, events := p.Record(made)
+	return result, p.Tasks[:made], events, nil
 }

@@ -323,7 +323,7 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 				sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, cmp.Or(sc.Overlap, store.OverlapSkip),
 				sc.Enabled, sc.Declared, jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNullMicros(sc.NextRunAt),
 				toNullMicros(sc.LastRunAt), nullString(sc.LastTaskID), sc.FireCount, sc.EventCursor,
-				micros(sc.CreatedAt), micros(sc.UpdatedAt))
+				micros(sc.CreatedAt), micros(sc.UpdatedAt), nullJSON(store.EncodeEscalation(sc.Escalation)))
 			if err != nil {
 				return err
 			}
@@ -372,7 +372,7 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 const sqlImportMemory = `INSERT INTO memories (` + memoryColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 const sqlImportSchedule = `INSERT INTO schedules (` + scheduleColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func importTask(im *importer, rec *store.TaskRecord) error {
 	if rec == nil || rec.Task == nil || rec.ID == "" {

@@ -1,0 +1,253 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/store"
+)
+
+// Escalation: a heartbeat's scout may hand what it found to a capable
+// agent (taskrun.DecisionEscalate). When the scout completes, errand makes
+// one top-level task per signal for the schedule's escalate_to agent, in
+// the transaction that completes the scout, at most max_escalations_per_day
+// a day (UTC) per schedule: the store counts them on the schedule's row,
+// locked, so two daemons cannot exceed the cap between them. Signals
+// beyond the cap are recorded as capped in the scout's decision, and an
+// alert says so. The scout's suggested_agent is advisory: recorded in the
+// signal, never obeyed. An escalated task's source is schedule:<id>, and its
+// input names the scout task ("heartbeat": {"schedule", "scout_task_id"}).
+
+// DefaultMaxEscalationsPerDay is a heartbeat's daily cap of escalations
+// when its schedule names escalate_to and no cap.
+const DefaultMaxEscalationsPerDay = 3
+
+// maxEscalationsPerDay bounds the cap a schedule may set.
+const maxEscalationsPerDay = 1000
+
+// escalationDay is the layout of the day the daily cap counts, in UTC.
+const escalationDay = "2006-01-02"
+
+// checkEscalation checks a schedule's escalation settings and returns
+// what the store keeps (nil: the heartbeat escalates nowhere).
+func (e *Engine) checkEscalation(kind string, p *ScheduleParams) (*store.ScheduleEscalation, error) {
+	set := p.EscalateTo != "" || p.MaxEscalationsPerDay != nil || p.EscalationBudget != nil
+	if set && kind != store.ScheduleHeartbeat {
+		field := "escalate_to"
+		switch {
+		case p.EscalateTo != "":
+		case p.MaxEscalationsPerDay != nil:
+			field = "max_escalations_per_day"
+		default:
+			field = "escalation_budget"
+		}
+		return nil, invalid(field, "only a heartbeat schedule takes it")
+	}
+	if n := p.MaxEscalationsPerDay; n != nil && (*n < 0 || *n > maxEscalationsPerDay) {
+		return nil, invalid("max_escalations_per_day", "%d is out of range 0–%d (0 forbids escalations)", *n, maxEscalationsPerDay)
+	}
+	if b := p.EscalationBudget; b != nil && (b.MaxTokens < 0 || b.MaxCostUSD < 0 || b.MaxWallClock < 0 || b.MaxToolCalls < 0) {
+		return nil, invalid("escalation_budget", "limits must not be negative")
+	}
+	if p.EscalateTo == "" {
+		if set {
+			return nil, invalid("escalate_to", "is required with max_escalations_per_day or escalation_budget: the agent escalations go to")
+		}
+		return nil, nil
+	}
+	if err := checkWord("escalate_to", "an agent name", p.EscalateTo); err != nil {
+		return nil, err
+	}
+	if err := e.checkAgent(p.EscalateTo); err != nil {
+		var v *ValidationError
+		if errors.As(err, &v) {
+			out := *v
+			out.Field = "escalate_to"
+			return nil, &out
+		}
+		return nil, unprocessable("escalate_to", "%v", err)
+	}
+	esc := &store.ScheduleEscalation{To: p.EscalateTo, MaxPerDay: DefaultMaxEscalationsPerDay, Budget: p.EscalationBudget}
+	if p.MaxEscalationsPerDay != nil {
+		esc.MaxPerDay = *p.MaxEscalationsPerDay
+	}
+	return esc, nil
+}
+
+// escalationRecord is one signal as the scout's decision records it: the
+// task made for it, or capped (the day's escalations were used up), or
+// refused (the schedule has nowhere to escalate to).
+type escalationRecord struct {
+	taskrun.Escalation
+	TaskID  string `json:"task_id,omitempty"`
+	Capped  bool   `json:"capped,omitempty"`
+	Refused string `json:"refused,omitempty"`
+}
+
+// scoutHeartbeat is the schedule a scout's input names
+// ("heartbeat": {"schedule": {"id", "name"}}), as the engine wrote it when
+// it fired the scout; nil for a scout submitted otherwise.
+func scoutHeartbeat(t *store.Task) *scoutScheduleRef {
+	var in struct {
+		Heartbeat struct {
+			Schedule *scoutScheduleRef `json:"schedule"`
+		} `json:"heartbeat"`
+	}
+	if json.Unmarshal(t.Input, &in) != nil {
+		return nil
+	}
+	return in.Heartbeat.Schedule
+}
+
+// escalationPriority is an escalated task's priority by its severity.
+func escalationPriority(severity string) int {
+	switch severity {
+	case taskrun.SeverityCritical:
+		return 9
+	case taskrun.SeverityHigh:
+		return 7
+	case taskrun.SeverityLow:
+		return 3
+	}
+	return 5
+}
+
+// clip shortens s to at most n bytes on a rune boundary, with an ellipsis.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// escalate plans a scout's escalations in its finish: the tasks for the
+// schedule's escalate_to, made (up to the day's cap) by the store in the
+// completing transaction, which records the decision (rec, with each
+// signal's outcome) as the scout's result and journals it.
+func (e *Engine) escalate(ctx context.Context, t *store.Task, d *taskrun.Decision, rec recordedDecision, warning *string, fp *store.TaskFinishParams) error {
+	for i := range d.Escalations {
+		if err := d.Escalations[i].Check(); err != nil {
+			return &taskrun.Error{Code: CodeBadDecision, Err: fmt.Errorf("escalations[%d]: %w", i, err)}
+		}
+	}
+	ref := scoutHeartbeat(t)
+	var (
+		sc     *store.Schedule
+		refuse string
+	)
+	if ref == nil || ref.ID == "" {
+		refuse = "the scout was not fired by a heartbeat schedule"
+	} else {
+		var err error
+		sc, err = e.store.ScheduleGetByID(ctx, ref.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			refuse = fmt.Sprintf("heartbeat %s is gone", ref.Name)
+		case err != nil:
+			return err
+		case sc.Escalation == nil:
+			refuse = fmt.Sprintf("heartbeat %s has no escalate_to", sc.Name)
+		default:
+			if err := e.checkAgent(sc.Escalation.To); err != nil {
+				refuse = fmt.Sprintf("heartbeat %s escalates to %q: %v", sc.Name, sc.Escalation.To, err)
+			}
+		}
+	}
+	actor := store.AgentActor(t.ID)
+	var tasks []*store.TaskInsertParams
+	if refuse == "" {
+		for _, sig := range d.Escalations {
+			p, err := e.escalationTask(t, sc, sig)
+			if err != nil {
+				return &taskrun.Error{Code: CodeBadDecision, Err: fmt.Errorf("escalation: %w", err)}
+			}
+			tasks = append(tasks, p)
+		}
+	}
+	record := func(made int) (json.RawMessage, []store.EventAppend) {
+		r := rec
+		r.Escalations = make([]escalationRecord, len(d.Escalations))
+		var notMade []string
+		for i, sig := range d.Escalations {
+			r.Escalations[i] = escalationRecord{Escalation: sig}
+			switch {
+			case refuse != "":
+				r.Escalations[i].Refused = refuse
+				notMade = append(notMade, sig.Summary)
+			case i < made:
+				r.Escalations[i].TaskID = tasks[i].ID
+			default:
+				r.Escalations[i].Capped = true
+				notMade = append(notMade, sig.Summary)
+			}
+		}
+		if sc != nil && sc.Escalation != nil {
+			r.EscalateTo = sc.Escalation.To
+		}
+		out := mustJSON(taskrun.Result{Output: mustJSON(r), Warning: warning})
+		events := []store.EventAppend{{Type: store.EventHeartbeatDecision, TaskID: t.ID, Actor: actor, Data: r}}
+		for _, a := range r.Alerts {
+			events = append(events, store.EventAppend{Type: store.EventAlert, TaskID: t.ID, Actor: actor, Data: &alertData{Message: a}})
+		}
+		if len(notMade) > 0 {
+			var msg string
+			if refuse != "" {
+				msg = fmt.Sprintf("%d escalation(s) not made: %s", len(notMade), refuse)
+			} else {
+				msg = fmt.Sprintf("heartbeat %s: %d escalation(s) not made: today's cap of %d (max_escalations_per_day, UTC) is reached",
+					sc.Name, len(notMade), sc.Escalation.MaxPerDay)
+			}
+			msg += ": " + clip(strings.Join(notMade, "; "), 1000)
+			events = append(events, store.EventAppend{Type: store.EventAlert, TaskID: t.ID, Actor: actor, Data: &alertData{Message: msg}})
+		}
+		return out, events
+	}
+	if refuse != "" {
+		fp.Result, fp.Events = record(0)
+		return nil
+	}
+	fp.Escalation = &store.EscalationParams{
+		ScheduleID: sc.ID, Day: e.clock.Now().UTC().Format(escalationDay), Max: sc.Escalation.MaxPerDay,
+		Tasks: tasks, Record: record,
+	}
+	return nil
+}
+
+// escalationTask is the task one signal makes: for the schedule's
+// escalate_to, with the signal and where it came from as its input, under
+// the escalation budget (nil: the default), in the scout's session, its
+// priority by severity.
+func (e *Engine) escalationTask(t *store.Task, sc *store.Schedule, sig taskrun.Escalation) (*store.TaskInsertParams, error) {
+	input, err := json.Marshal(map[string]any{
+		"escalation": sig,
+		"heartbeat":  map[string]any{"schedule": &scoutScheduleRef{ID: sc.ID, Name: sc.Name}, "scout_task_id": t.ID},
+	})
+	if err != nil {
+		return nil, err
+	}
+	summary := strings.TrimSpace(sig.Summary)
+	goal := fmt.Sprintf("Escalation (%s) from heartbeat %s, whose scout (task %s) found something that needs a capable agent: %s\n\n"+
+		"The input's \"escalation\" holds the scout's signal (severity, summary, evidence); look into it and act or report.",
+		sig.Severity, sc.Name, t.ID, clip(summary, DefaultMaxGoalBytes/2))
+	prio := escalationPriority(sig.Severity)
+	p := &SubmitParams{
+		Goal: goal, Title: clip("Escalation: "+firstLine(summary), maxTitleRunes-1), Agent: sc.Escalation.To, Input: input,
+		Priority: &prio, SessionID: t.SessionID, Budget: sc.Escalation.Budget,
+		Source: store.SourceSchedule + ":" + sc.ID, Actor: store.AgentActor(t.ID),
+	}
+	return e.validate(p)
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
