@@ -27,7 +27,13 @@ type Schedule struct {
 	// StuckAfter is, for a heartbeat, how long a task runs before its
 	// scout hears it may be stuck; null for the other kinds.
 	StuckAfter *store.Duration `json:"stuck_after"`
-	Enabled    bool            `json:"enabled"`
+	// EscalateTo is, for a heartbeat, the agent its scout's escalations
+	// go to, with their daily cap (UTC) and budget (null: the default task
+	// budget); null when it escalates nowhere.
+	EscalateTo           *string       `json:"escalate_to"`
+	MaxEscalationsPerDay *int          `json:"max_escalations_per_day"`
+	EscalationBudget     *store.Budget `json:"escalation_budget"`
+	Enabled              bool          `json:"enabled"`
 	// Declared marks a schedule errand.yaml declares: only the file
 	// removes it.
 	Declared bool `json:"declared"`
@@ -83,6 +89,10 @@ func FromSchedule(sc *store.Schedule) *Schedule {
 	if sc.StuckAfter != 0 {
 		d := sc.StuckAfter
 		w.StuckAfter = &d
+	}
+	if e := sc.Escalation; e != nil {
+		to, n := e.To, e.MaxPerDay
+		w.EscalateTo, w.MaxEscalationsPerDay, w.EscalationBudget = &to, &n, e.Budget
 	}
 	return w
 }
@@ -163,6 +173,12 @@ type CreateSchedule struct {
 	Overlap     string          `json:"overlap,omitempty"` // default skip
 	Enabled     *bool           `json:"enabled,omitempty"` // default true
 	StuckAfter  string          `json:"stuck_after,omitempty"`
+	// EscalateTo, MaxEscalationsPerDay (default 3; 0 forbids) and
+	// EscalationBudget (default: the default task budget) say where a
+	// heartbeat's escalations go; heartbeat only.
+	EscalateTo           string        `json:"escalate_to,omitempty"`
+	MaxEscalationsPerDay *int          `json:"max_escalations_per_day,omitempty"`
+	EscalationBudget     *store.Budget `json:"escalation_budget,omitempty"`
 	// Task is the template of the tasks the schedule makes: a POST
 	// /api/tasks body; a heartbeat's may name a prompt_file instead of a
 	// goal.
@@ -180,6 +196,11 @@ type PatchSchedule struct {
 	Overlap     *string         `json:"overlap,omitempty"`
 	StuckAfter  *string         `json:"stuck_after,omitempty"`
 	Task        json.RawMessage `json:"task,omitempty"`
+	// EscalateTo "" removes the heartbeat's escalation, with its cap and
+	// budget.
+	EscalateTo           *string       `json:"escalate_to,omitempty"`
+	MaxEscalationsPerDay *int          `json:"max_escalations_per_day,omitempty"`
+	EscalationBudget     *store.Budget `json:"escalation_budget,omitempty"`
 }
 
 // ScheduleList is GET /api/schedules, by name, a page at a time:

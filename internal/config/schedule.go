@@ -61,6 +61,17 @@ type Schedule struct {
 	// StuckAfter is how long a task runs before a heartbeat's scout hears
 	// it may be stuck; 0 means the engine's default (30m). Heartbeat only.
 	StuckAfter Duration `yaml:"stuck_after,omitempty"`
+	// EscalateTo is the agent a heartbeat's scout escalates to: each
+	// signal becomes a task for it. Empty: the scout cannot escalate.
+	// Heartbeat only.
+	EscalateTo string `yaml:"escalate_to,omitempty"`
+	// MaxEscalationsPerDay caps the escalations a heartbeat makes per UTC
+	// day; nil means the engine's default (3), 0 forbids them. Heartbeat
+	// only, with EscalateTo.
+	MaxEscalationsPerDay *int `yaml:"max_escalations_per_day,omitempty"`
+	// EscalationBudget is each escalated task's budget; nil means the
+	// default task budget (budget.task). Heartbeat only, with EscalateTo.
+	EscalationBudget *TaskBudget `yaml:"escalation_budget,omitempty"`
 	// Task is the template of the tasks the schedule makes, as compact
 	// JSON: a POST /api/tasks body, whose goal a heartbeat may read from
 	// prompt_file instead (a path relative to the config file's
@@ -500,7 +511,43 @@ func (s Schedule) validate(p *problems, path, name string) {
 	if s.StuckAfter > 0 && s.Kind != ScheduleHeartbeat {
 		p.add(path+".stuck_after", "only for kind heartbeat")
 	}
+	s.checkEscalation(p, path)
 	s.checkTask(p, path+".task")
+}
+
+// checkEscalation checks a heartbeat's escalation settings; that the
+// agent exists is checked with the agents (Config.validate).
+func (s Schedule) checkEscalation(p *problems, path string) {
+	fields := []struct {
+		key string
+		set bool
+	}{
+		{"escalate_to", s.EscalateTo != ""},
+		{"max_escalations_per_day", s.MaxEscalationsPerDay != nil},
+		{"escalation_budget", s.EscalationBudget != nil},
+	}
+	for _, f := range fields {
+		if f.set && s.Kind != ScheduleHeartbeat {
+			p.add(path+"."+f.key, "only for kind heartbeat")
+		}
+	}
+	if n := s.MaxEscalationsPerDay; n != nil && *n < 0 {
+		p.add(path+".max_escalations_per_day", "must not be negative (0 forbids escalations)")
+	}
+	if s.EscalateTo == "" && (fields[1].set || fields[2].set) {
+		p.add(path+".escalate_to", "is required with max_escalations_per_day or escalation_budget: the agent escalations go to")
+	}
+	if b := s.EscalationBudget; b != nil {
+		bp := path + ".escalation_budget"
+		if b.MaxTokens < 0 {
+			p.add(bp+".max_tokens", "must not be negative")
+		}
+		p.check(bp+".max_cost_usd", amount(b.MaxCostUSD))
+		p.check(bp+".max_wall_clock", atLeast(b.MaxWallClock, 0))
+		if b.MaxToolCalls < 0 {
+			p.add(bp+".max_tool_calls", "must not be negative")
+		}
+	}
 }
 
 // checkEventSpec checks an event schedule's spec: {"type": …, "match":

@@ -138,6 +138,15 @@ func TestScheduleErrors(t *testing.T) {
 		{"ActiveHoursNotHeartbeat", "schedules: {s: {kind: interval, spec: 1h, active_hours: '08:00-18:00', " + task + "}}", "schedules.s.active_hours: only a heartbeat schedule takes active hours"},
 		{"CatchUp", "schedules: {s: {kind: interval, spec: 1h, catch_up: all, " + task + "}}", `schedules.s.catch_up: "all" is not one or none`},
 		{"StuckAfter", "schedules: {s: {kind: interval, spec: 1h, stuck_after: 5m, " + task + "}}", "schedules.s.stuck_after: only for kind heartbeat"},
+		{"EscalateToUnknown", "schedules: {s: {kind: heartbeat, escalate_to: oncall, " + task + "}}", `schedules.s.escalate_to: "oncall" is not an agent in agents`},
+		{"EscalationsNegative", "agents: {oncall: {kind: exec, command: [x]}}\nschedules: {s: {kind: heartbeat, escalate_to: oncall, max_escalations_per_day: -1, " + task + "}}",
+			"schedules.s.max_escalations_per_day: must not be negative (0 forbids escalations)"},
+		{"EscalationsWithoutAgent", "schedules: {s: {kind: heartbeat, max_escalations_per_day: 2, " + task + "}}",
+			"schedules.s.escalate_to: is required with max_escalations_per_day or escalation_budget: the agent escalations go to"},
+		{"EscalateToNotHeartbeat", "agents: {oncall: {kind: exec, command: [x]}}\nschedules: {s: {kind: interval, spec: 1h, escalate_to: oncall, " + task + "}}",
+			"schedules.s.escalate_to: only for kind heartbeat"},
+		{"EscalationBudgetNegative", "agents: {oncall: {kind: exec, command: [x]}}\nschedules: {s: {kind: heartbeat, escalate_to: oncall, escalation_budget: {max_tool_calls: -1}, " + task + "}}",
+			"schedules.s.escalation_budget.max_tool_calls: must not be negative"},
 		{"Enabled", "schedules: {s: {kind: interval, spec: 1h, enabled: sometimes, " + task + "}}", `schedules.s.enabled: "sometimes" is not true or false (line 1)`},
 		{"Name", "schedules: {'nightly run': {kind: interval, spec: 1h, " + task + "}}", `schedules: "nightly run" is not a valid schedule name: use up to 100 letters, digits, '.', '_' and '-', not starting with sch_`},
 		{"NameLikeID", "schedules: {sch_1: {kind: interval, spec: 1h, " + task + "}}", `schedules: "sch_1" is not a valid schedule name: use up to 100 letters, digits, '.', '_' and '-', not starting with sch_`},
@@ -222,4 +231,32 @@ func indent(s, prefix string) string {
 		b.WriteString(prefix + line)
 	}
 	return b.String()
+}
+
+// A heartbeat's escalation settings read as written, and survive a
+// round trip through YAML.
+func TestScheduleEscalation(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(`
+agents: {oncall: {kind: exec, command: [x]}}
+schedules:
+  scout:
+    kind: heartbeat
+    escalate_to: oncall
+    max_escalations_per_day: 0
+    escalation_budget: {max_cost_usd: 0.5, max_wall_clock: 10m}
+    task: {prompt_file: HEARTBEAT.md}
+`))
+	require.NoError(t, err)
+	zero := 0
+	require.Equal(t, Schedule{
+		Kind: "heartbeat", Enabled: true, EscalateTo: "oncall", MaxEscalationsPerDay: &zero,
+		EscalationBudget: &TaskBudget{MaxCostUSD: 0.5, MaxWallClock: Duration(10 * time.Minute)},
+		Task:             TaskTemplate(`{"prompt_file":"HEARTBEAT.md"}`),
+	}, cfg.Schedules["scout"])
+	out, err := yaml.Marshal(cfg)
+	require.NoError(t, err)
+	again, err := Parse(out)
+	require.NoError(t, err, string(out))
+	require.Equal(t, cfg, again, string(out))
 }

@@ -79,6 +79,9 @@ func (c *checker) value(n *yaml.Node, t reflect.Type, path string) bool {
 }
 
 func (c *checker) check(n *yaml.Node, t reflect.Type, path string) bool {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem() // an optional value (nil: absent) is checked as the value
+	}
 	// The types of schedules: that YAML writes as mappings of their own.
 	switch {
 	case t == anyJSONType:

@@ -123,6 +123,11 @@ func (c *Config) Validate() error {
 	}
 	for _, name := range sortedKeys(c.Schedules) {
 		c.Schedules[name].validate(&p, "schedules."+name, name)
+		if to := c.Schedules[name].EscalateTo; to != "" && to != "default" {
+			if _, ok := c.Agents[to]; !ok {
+				p.add("schedules."+name+".escalate_to", "%q is not an agent in agents", to)
+			}
+		}
 	}
 	if c.A2A.BaseURL != "" {
 		p.check("a2a.base_url", checkHTTPURL(c.A2A.BaseURL))

@@ -30,9 +30,23 @@ func declaredSchedules(cfg *config.Config) []*errand.ScheduleParams {
 			Enabled:     &enabled,
 			Task:        json.RawMessage(s.Task),
 			StuckAfter:  time.Duration(s.StuckAfter),
+
+			EscalateTo:           s.EscalateTo,
+			MaxEscalationsPerDay: s.MaxEscalationsPerDay,
+			EscalationBudget:     escalationBudget(s.EscalationBudget),
 		})
 	}
 	return out
+}
+
+// escalationBudget is a heartbeat's escalation_budget as the engine takes
+// it; nil keeps the default task budget.
+func escalationBudget(b *config.TaskBudget) *errand.Budget {
+	if b == nil {
+		return nil
+	}
+	return &errand.Budget{MaxTokens: b.MaxTokens, MaxCostUSD: b.MaxCostUSD, MaxWallClock: errand.Duration(b.MaxWallClock),
+		MaxToolCalls: b.MaxToolCalls}
 }
 
 // scheduleChanges is what applying a config did to the declared

@@ -87,6 +87,7 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
 	sc, err := s.client.CreateSchedule(r.Context(), &errand.ScheduleParams{
 		Name: body.Name, Kind: body.Kind, Spec: spec, Timezone: body.Timezone, CatchUp: body.CatchUp, Overlap: body.Overlap,
 		ActiveHours: body.ActiveHours, Enabled: body.Enabled, Task: body.Task, StuckAfter: stuck,
+		EscalateTo: body.EscalateTo, MaxEscalationsPerDay: body.MaxEscalationsPerDay, EscalationBudget: body.EscalationBudget,
 	})
 	if errors.Is(err, errand.ErrNameTaken) {
 		err = fmt.Errorf("%w: a schedule named %q exists; choose another name, or PATCH that one", err, body.Name)
@@ -140,6 +141,7 @@ func (s *Server) patchSchedule(w http.ResponseWriter, r *http.Request) {
 	patch := &errand.SchedulePatch{
 		Enabled: body.Enabled, Timezone: body.Timezone, CatchUp: body.CatchUp, Overlap: body.Overlap,
 		ActiveHours: body.ActiveHours, Task: body.Task,
+		EscalateTo: body.EscalateTo, MaxEscalationsPerDay: body.MaxEscalationsPerDay, EscalationBudget: body.EscalationBudget,
 	}
 	if body.Spec != nil {
 		spec, err := specText(body.Spec)

@@ -66,11 +66,12 @@ func TestScheduleCRUD(t *testing.T) {
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal(b, &raw))
 	for _, key := range []string{"id", "name", "kind", "spec", "timezone", "catch_up", "active_hours", "overlap", "stuck_after", "enabled", "declared",
-		"task", "next_run_at", "last_run_at", "last_task_id", "fire_count", "created_at", "updated_at"} {
+		"task", "next_run_at", "last_run_at", "last_task_id", "fire_count", "created_at", "updated_at",
+		"escalate_to", "max_escalations_per_day", "escalation_budget"} {
 		require.Contains(t, raw, key)
 	}
-	require.Len(t, raw, 18, "no field beyond the documented ones: %s", b)
-	for _, key := range []string{"last_run_at", "last_task_id", "stuck_after"} {
+	require.Len(t, raw, 21, "no field beyond the documented ones: %s", b)
+	for _, key := range []string{"last_run_at", "last_task_id", "stuck_after", "escalate_to", "max_escalations_per_day", "escalation_budget"} {
 		require.Nil(t, raw[key], key)
 	}
 	require.Equal(t, "*/5 * * * *", raw["spec"])
@@ -342,5 +343,41 @@ func TestScheduleListPages(t *testing.T) {
 	for _, bad := range []string{"limit=0", "limit=1001", "limit=ten", "page=2"} {
 		res, b := f.do("GET", "/api/schedules?"+bad, "")
 		require.Equal(t, http.StatusBadRequest, res.StatusCode, bad+": "+string(b))
+	}
+}
+
+// A heartbeat's escalation travels through POST, GET and PATCH; an agent
+// nobody runs is a 422 naming escalate_to, a negative cap a 400.
+func TestScheduleEscalation(t *testing.T) {
+	f := newScheduleFixture(t)
+	sc := f.createSchedule(`{"name":"scout","kind":"heartbeat","escalate_to":"default","escalation_budget":{"max_cost_usd":0.5},
+		"task":{"goal":"Look around"}}`)
+	require.Equal(t, "default", *sc.EscalateTo)
+	require.Equal(t, 3, *sc.MaxEscalationsPerDay, "the default cap")
+	require.InDelta(t, 0.5, sc.EscalationBudget.MaxCostUSD, 1e-9)
+
+	res, b := f.do("PATCH", "/api/schedules/scout", `{"max_escalations_per_day":0}`)
+	require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+	got := f.getSchedule("scout")
+	require.Equal(t, 0, *got.MaxEscalationsPerDay)
+	require.Equal(t, "default", *got.EscalateTo)
+	res, b = f.do("PATCH", "/api/schedules/scout", `{"escalate_to":""}`)
+	require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+	got = f.getSchedule("scout")
+	require.Nil(t, got.EscalateTo)
+	require.Nil(t, got.MaxEscalationsPerDay)
+
+	for _, tc := range []struct {
+		body  string
+		code  int
+		field string
+	}{
+		{`{"name":"a","kind":"heartbeat","escalate_to":"ghost","task":{"goal":"g"}}`, http.StatusUnprocessableEntity, "escalate_to"},
+		{`{"name":"b","kind":"heartbeat","escalate_to":"default","max_escalations_per_day":-1,"task":{"goal":"g"}}`, http.StatusBadRequest, "max_escalations_per_day"},
+		{`{"name":"c","kind":"interval","spec":"1m","escalate_to":"default","task":{"goal":"g"}}`, http.StatusBadRequest, "escalate_to"},
+	} {
+		res, b := f.do("POST", "/api/schedules", tc.body)
+		require.Equal(t, tc.code, res.StatusCode, string(b))
+		require.Contains(t, string(b), tc.field)
 	}
 }
