@@ -313,6 +313,27 @@ func TestDashboardInChromium(t *testing.T) {
 	swept, err := client.RunSchedule(t.Context(), "inbox-sweep")
 	require.NoError(t, err)
 	waitEvent(t, client, swept.ID, "task.completed")
+	// Memories: two that disagree about one subject (a recall journals the
+	// conflict) and one the rules quarantine, released from the page.
+	for _, text := range []string{"The wiki backup runs at 02:00", "The wiki backup runs at 03:00 since the move"} {
+		_, err = client.Remember(t.Context(), &errand.RememberParams{Text: text, Subject: "wiki backup time"})
+		require.NoError(t, err)
+	}
+	_, err = client.Recall(t.Context(), &errand.RecallParams{Query: "wiki backup"})
+	require.NoError(t, err)
+	quarantined, err := client.Remember(t.Context(), &errand.RememberParams{Text: injectionText, Category: "observation"})
+	require.NoError(t, err)
+	require.NotNil(t, quarantined.Flagged)
+	run("release a quarantined memory",
+		chromedp.Navigate(base+"/memories"), chromedp.WaitVisible(`table.conflicts a[href^="/memories/mem_"]`), shot("memories"),
+		chromedp.Click(`a[href="/memories?flagged=true"]`, chromedp.NodeVisible),
+		chromedp.WaitVisible(`tr.flagged .badge.quarantined`),
+		chromedp.Click(`form[action="/memories/`+quarantined.ID+`/release"] button`),
+		chromedp.WaitVisible(`//p[@class="empty" and contains(., "No memory is quarantined.")]`, chromedp.BySearch),
+	)
+	released, err := client.Memory(t.Context(), quarantined.ID)
+	require.NoError(t, err)
+	require.Nil(t, released.Flagged)
 	run("the other pages",
 		chromedp.Navigate(base+"/money"), chromedp.WaitVisible("svg.spend-chart rect.chart-bar"),
 		chromedp.WaitVisible("line.chart-limit"), chromedp.WaitVisible("table.alerts"), shot("money"),
@@ -329,5 +350,5 @@ func TestDashboardInChromium(t *testing.T) {
 	require.Empty(t, problems, "script errors in the pages:\n%s", strings.Join(problems, "\n"))
 	entries, err := os.ReadDir(shots)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(entries), 13)
+	require.GreaterOrEqual(t, len(entries), 14)
 }

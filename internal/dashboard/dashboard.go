@@ -143,6 +143,9 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("GET /money", d.page(d.moneyPage))
 	d.mux.Handle("GET /schedules", d.page(d.schedulesPage))
 	d.mux.Handle("POST /schedules/{id}/{action}", d.change(d.scheduleAct))
+	d.mux.Handle("GET /memories", d.page(d.memoriesPage))
+	d.mux.Handle("GET /memories/{id}", d.page(d.memoryPage))
+	d.mux.Handle("POST /memories/{id}/{action}", d.change(d.memoryAct))
 	d.mux.Handle("/", d.page(func(w http.ResponseWriter, r *http.Request, v *view) {
 		d.fail(w, r, v, http.StatusNotFound, "No such page.")
 	}))

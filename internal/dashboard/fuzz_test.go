@@ -60,6 +60,16 @@ func FuzzPages(f *testing.F) {
 			f.Fatal(err)
 		}
 	}
+	// A quarantined memory and a plain one: the memories page shows a
+	// badge and a Release button.
+	flagged, err := client.Remember(f.Context(), &errand.RememberParams{Text: injectionText})
+	if err != nil {
+		f.Fatal(err)
+	}
+	plain, err := client.Remember(f.Context(), &errand.RememberParams{Text: "a <plain> note", Subject: "notes"})
+	if err != nil {
+		f.Fatal(err)
+	}
 	d, err := New(Config{Client: client, Token: testToken, Home: f.TempDir()})
 	if err != nil {
 		f.Fatal(err)
@@ -69,7 +79,9 @@ func FuzzPages(f *testing.F) {
 	for _, seed := range []string{"/", "/?status=running&agent=a&session=s", "/?cursor=zz", "/tasks/" + task.ID, "/tasks/rows?status=%ff",
 		"/tasks/" + task.ID + "/live", "/queue", "/health", "/money", "/schedules", "/tasks/nope", "/static/app.css", "/../etc/passwd",
 		"/?q=%25_%5C", "/?q=%00", "/tasks/" + task.ID + "/artifact", "/tasks/..%2F..%2Fetc/artifact",
-		"/schedules?cursor=fuzz-49", "/schedules?cursor=%ff", "/schedules?cursor=a&cursor=b", "/schedules?page=2", "/schedules?cursor=%00"} {
+		"/schedules?cursor=fuzz-49", "/schedules?cursor=%ff", "/schedules?cursor=a&cursor=b", "/schedules?page=2", "/schedules?cursor=%00",
+		"/memories", "/memories?flagged=true", "/memories?flagged=%ff", "/memories?cursor=bWVt", "/memories?flagged=true&cursor=%00",
+		"/memories/" + flagged.ID, "/memories/" + plain.ID + "?x=1", "/memories/nope", "/memories/..%2F"} {
 		f.Add("GET", seed, "")
 	}
 	f.Add("POST", "/tasks/"+task.ID+"/answer", "answer=%00%ff")
@@ -77,6 +89,9 @@ func FuzzPages(f *testing.F) {
 	f.Add("POST", "/tasks/"+task.ID+"/frobnicate", "")
 	f.Add("POST", "/schedules/fuzz-00/disable", "cursor=fuzz-49")
 	f.Add("POST", "/schedules/fuzz-00/enable", "cursor=%ff")
+	f.Add("POST", "/memories/"+plain.ID+"/release", "back=memory")
+	f.Add("POST", "/memories/nope/release", "back=%ff")
+	f.Add("POST", "/memories/"+plain.ID+"/forget", "")
 	f.Fuzz(func(t *testing.T, method, target, form string) {
 		if method != "GET" && method != "POST" {
 			return
@@ -136,3 +151,36 @@ func FuzzScheduleCursor(f *testing.F) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// The memories page's query is refused or read as a filter and a cursor
+// that its links carry back unchanged.
+func FuzzMemoriesQuery(f *testing.F) {
+	for _, seed := range []string{"", "flagged=true", "flagged=false", "flagged=", "flagged=1", "flagged=true&flagged=true",
+		"cursor=bWVtXzAx", "cursor=%ff", "cursor=a%00", "flagged=true&cursor=x", "page=2", "cursor=a;b"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return // not a query a browser sends
+		}
+		flagged, cursor, err := memoriesQuery(q)
+		if err != nil {
+			return
+		}
+		if !validCursor(cursor) || flagged && q.Get("flagged") != "true" {
+			t.Fatalf("accepted %q as flagged=%v cursor=%q", raw, flagged, cursor)
+		}
+		back := url.Values{"cursor": {cursor}}
+		if flagged {
+			back.Set("flagged", "true")
+		}
+		again, err := url.ParseQuery(back.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f2, c2, err := memoriesQuery(again); err != nil || f2 != flagged || c2 != cursor {
+			t.Fatalf("%q came back as flagged=%v cursor=%q, %v", raw, f2, c2, err)
+		}
+	})
+}

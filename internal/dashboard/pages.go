@@ -32,6 +32,7 @@ var pageTemplates = map[string]string{
 	"queue":     "queue.html",
 	"money":     "money.html",
 	"schedules": "schedules.html",
+	"memories":  "memories.html",
 	"health":    "health.html",
 }
 
@@ -55,6 +56,7 @@ func (d *Dashboard) parseTemplates() error {
 		"share":    shareOf,
 		"overlap":  overlapOf,
 		"planWord": planWord,
+		"conf":     confidenceText,
 	}
 	d.pages = map[string]*template.Template{}
 	for name, file := range pageTemplates {
