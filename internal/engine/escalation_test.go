@@ -120,7 +120,7 @@ func TestEscalationMadeAndCapped(t *testing.T) {
 	ctx := context.Background()
 	startPool(t, b.engine, &PoolConfig{Schedules: true, Handlers: map[string]taskrun.Handler{"scout": escalatingScout(2)}})
 	sc := createSchedule(t, b.engine, &ScheduleParams{
-		Name: "watch", Kind: "heartbeat", EscalateTo: "oncall", MaxEscalationsPerDay: intp(3),
+		Name: "watch", Kind: "heartbeat", EscalateTo: "oncall", MaxEscalationsPerDay: intp(3), Enabled: new(false), // run by hand only
 		EscalationBudget: &store.Budget{MaxCostUSD: 0.75, MaxToolCalls: 30},
 		Task:             json.RawMessage(`{"goal": "Look", "agent": "scout", "session_id": "ops"}`),
 	})
