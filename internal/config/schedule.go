@@ -224,6 +224,7 @@ type taskShape struct {
 	Lane                string      `yaml:"lane"`
 	MaxMemoryTokens     int         `yaml:"max_memory_tokens"`
 	MaxMemoryEntries    int         `yaml:"max_memory_entries"`
+	RecallFlagged       bool        `yaml:"recall_flagged"`
 	PromptFile          string      `yaml:"prompt_file"`
 }
 
