@@ -34,7 +34,7 @@ type recordedDecision struct {
 
 // completion adds to a completing task's finish what its role and route
 // call for, to be written in the same transaction: a scout's decision
-// (its tasks, alerts and heartbeat.decision event), a chain's follow-up,
+// (its tasks, alerts, escalations and heartbeat.decision event), a chain's follow-up,
 // the memory of a memory route.
 // An error fails the task: nothing of it is carried out.
 func (e *Engine) completion(ctx context.Context, t *store.Task, result taskrun.Result, fp *store.TaskFinishParams) error {
