@@ -145,7 +145,8 @@ mcp_servers:
 	require.Equal(t, 2, model.Requests())
 	resumed := model.Request(1).Messages
 	require.Equal(t, "tool", resumed[len(resumed)-1].Role)
-	require.Equal(t, `"Echo: survive the crash"`, resumed[len(resumed)-1].Content)
+	require.Equal(t, "<data kind=\"tool\" tool=\"everything.echo\">\n\"Echo: survive the crash\"\n</data>", resumed[len(resumed)-1].Content,
+		"the replayed result, as data")
 
 	var steps api.StepList
 	require.Equal(t, http.StatusOK, d.api("GET", "/api/tasks/"+task.ID+"/steps", nil, &steps))
