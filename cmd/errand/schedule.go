@@ -59,6 +59,9 @@ type scheduleAdd struct {
 	match                           []string
 	timezone, catchUp, activeHours  string
 	overlap, stuckAfter             string
+	escalateTo                      string
+	maxEscalations                  int
+	maxEscalationsSet               bool
 	disabled                        bool
 	agent, goal, title, promptFile  string
 	taskJSON                        string
@@ -91,6 +94,7 @@ else as a string: --match env=prod is "prod".`,
   errand schedule add triage --on-event task.failed --match agent=shell "Find out why it failed"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.maxEscalationsSet = cmd.Flags().Changed("max-escalations-per-day")
 			body, err := o.request(args[0], strings.Join(args[1:], " "), cmd.Flags().Changed("goal"))
 			if err != nil {
 				return err
@@ -121,6 +125,8 @@ else as a string: --match env=prod is "prod".`,
 	f.StringVar(&o.overlap, "overlap", "", "while its last task has not ended, a firing: skip (default; allow_all with --on-event), buffer_one (waits for it), allow_all or cancel_previous")
 	f.StringVar(&o.activeHours, "active-hours", "", "with --heartbeat: HH:MM-HH:MM of the day it runs in")
 	f.StringVar(&o.stuckAfter, "stuck-after", "", "with --heartbeat: how long a task runs before the scout hears it may be stuck (default 30m)")
+	f.StringVar(&o.escalateTo, "escalate-to", "", "with --heartbeat: the agent that gets a task for each escalation the scout raises")
+	f.IntVar(&o.maxEscalations, "max-escalations-per-day", 3, "with --escalate-to: at most this many escalations a day (UTC); 0 makes none")
 	f.BoolVar(&o.disabled, "disabled", false, "add it disabled (enable it with: errand schedule enable NAME)")
 	f.StringVar(&o.agent, "agent", "", "agent to run the tasks (default: the daemon's default agent)")
 	f.StringVar(&o.goal, "goal", "", "goal of the tasks (or give it after NAME)")
@@ -133,7 +139,13 @@ else as a string: --match env=prod is "prod".`,
 // request builds the POST /api/schedules body of `schedule add`.
 func (o *scheduleAdd) request(name, argGoal string, goalFlag bool) (*api.CreateSchedule, error) {
 	body := &api.CreateSchedule{Name: name, Timezone: o.timezone, CatchUp: o.catchUp, Overlap: o.overlap,
-		ActiveHours: o.activeHours, StuckAfter: o.stuckAfter}
+		ActiveHours: o.activeHours, StuckAfter: o.stuckAfter, EscalateTo: o.escalateTo}
+	if o.maxEscalationsSet {
+		if o.escalateTo == "" {
+			return nil, errors.New("--max-escalations-per-day goes with --escalate-to")
+		}
+		body.MaxEscalationsPerDay = &o.maxEscalations
+	}
 	var kinds []string
 	for _, k := range []struct{ flag, kind, value string }{
 		{"--cron", store.ScheduleCron, o.cron},
@@ -391,6 +403,13 @@ func (a *app) showSchedule(sc *api.Schedule) error {
 	field("Active hours", sc.ActiveHours)
 	if sc.StuckAfter != nil {
 		field("Stuck after", sc.StuckAfter.String())
+	}
+	if sc.EscalateTo != nil && *sc.EscalateTo != "" {
+		text := *sc.EscalateTo
+		if n := sc.MaxEscalationsPerDay; n != nil {
+			text += fmt.Sprintf(" (at most %d a day, UTC)", *n)
+		}
+		field("Escalates to", text)
 	}
 	enabled := style(color, ansiGreen, "yes")
 	if !sc.Enabled {

@@ -80,9 +80,15 @@ func TestScheduleLifecycle(t *testing.T) {
 	prompt := filepath.Join(dir, "HEARTBEAT.md")
 	require.NoError(t, os.WriteFile(prompt, []byte("- check the queue\n"), 0o600))
 	r = cli(t, e, d.args("schedule", "add", "scout", "--heartbeat", "10m", "--active-hours", "00:00-23:59", "--stuck-after", "45m",
-		"--prompt-file", prompt, "--disabled")...)
+		"--max-escalations-per-day", "2", "--prompt-file", prompt, "--disabled")...)
+	require.ErrorContains(t, r.err, "--max-escalations-per-day goes with --escalate-to")
+	r = cli(t, e, d.args("schedule", "add", "scout", "--heartbeat", "10m", "--active-hours", "00:00-23:59", "--stuck-after", "45m",
+		"--escalate-to", "shell", "--max-escalations-per-day", "2", "--prompt-file", prompt, "--disabled")...)
 	require.NoError(t, r.err, r.stderr)
 	require.Contains(t, r.stdout, ": disabled\n")
+	r = cli(t, e, d.args("schedule", "show", "scout")...)
+	require.NoError(t, r.err, r.stderr)
+	require.Contains(t, r.stdout, "Escalates to  shell (at most 2 a day, UTC)\n")
 
 	// What the flags made.
 	poll, err := d.client.Schedule(t.Context(), "poll")
@@ -97,6 +103,9 @@ func TestScheduleLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, scout.Enabled)
 	require.Equal(t, 45*time.Minute, time.Duration(scout.StuckAfter))
+	require.NotNil(t, scout.Escalation)
+	require.Equal(t, "shell", scout.Escalation.To)
+	require.Equal(t, 2, scout.Escalation.MaxPerDay)
 	var tmpl struct {
 		PromptFile string `json:"prompt_file"`
 	}
