@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"cmp"
-	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -281,30 +280,28 @@ func (s *Store) MemoryNearest(ctx context.Context, p *store.MemoryNearestParams)
 		return nil, fmt.Errorf("nearest memories: %w", err)
 	}
 	defer rows.Close()
-	top := nearestHeap{limit: max(p.Limit, 1)}
+	top := store.NewNearestTop(p.Limit)
 	for rows.Next() {
-		var (
-			c   nearest
-			vec pgtype.DriverBytes // read in place: valid until the next row
-		)
-		if err := rows.Scan(&c.id, &c.created, &vec); err != nil {
+		var c store.NearestCandidate
+		var vec pgtype.DriverBytes // read in place: valid until the next row
+		if err := rows.Scan(&c.ID, &c.CreatedAt, &vec); err != nil {
 			return nil, fmt.Errorf("nearest memories: %w", err)
 		}
 		var ok bool
-		if c.similarity, ok = store.DotEncoded(p.Vector, vec); ok {
-			top.offer(c)
+		if c.Similarity, ok = store.DotEncoded(p.Vector, vec); ok {
+			top.Offer(c)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("nearest memories: %w", err)
 	}
-	best := top.best()
+	best := top.Best()
 	if len(best) == 0 {
 		return nil, nil
 	}
 	ids := make([]string, len(best))
 	for i, c := range best {
-		ids[i] = c.id
+		ids[i] = c.ID
 	}
 	rows, err = s.pool.Query(ctx, `SELECT `+memorySelect+` FROM memories WHERE id = ANY($1)`, ids)
 	if err != nil {
@@ -314,77 +311,7 @@ func (s *Store) MemoryNearest(ctx context.Context, p *store.MemoryNearestParams)
 	if err != nil {
 		return nil, fmt.Errorf("nearest memories: %w", err)
 	}
-	return nearestResult(best, ms), nil
-}
-
-// nearest is a candidate of MemoryNearest.
-type nearest struct {
-	id         string
-	created    time.Time
-	similarity float64
-}
-
-// worse orders candidates: less similar, then older, then the lower id.
-func (c nearest) worse(o nearest) bool {
-	if c.similarity != o.similarity {
-		return c.similarity < o.similarity
-	}
-	if !c.created.Equal(o.created) {
-		return c.created.Before(o.created)
-	}
-	return c.id < o.id
-}
-
-// nearestHeap keeps the best limit candidates offered, the worst of them
-// at the root.
-type nearestHeap struct {
-	limit int
-	items []nearest
-}
-
-func (h *nearestHeap) Len() int           { return len(h.items) }
-func (h *nearestHeap) Less(i, j int) bool { return h.items[i].worse(h.items[j]) }
-func (h *nearestHeap) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
-func (h *nearestHeap) Push(x any)         { h.items = append(h.items, x.(nearest)) }
-func (h *nearestHeap) Pop() any {
-	c := h.items[len(h.items)-1]
-	h.items = h.items[:len(h.items)-1]
-	return c
-}
-
-func (h *nearestHeap) offer(c nearest) {
-	switch {
-	case len(h.items) < h.limit:
-		heap.Push(h, c)
-	case h.items[0].worse(c):
-		h.items[0] = c
-		heap.Fix(h, 0)
-	}
-}
-
-// best empties the heap, the best candidate first.
-func (h *nearestHeap) best() []nearest {
-	out := make([]nearest, len(h.items))
-	for i := len(out) - 1; i >= 0; i-- {
-		out[i] = heap.Pop(h).(nearest)
-	}
-	return out
-}
-
-// nearestResult pairs the candidates with their memories, in the
-// candidates' order; one deleted since the scan is left out.
-func nearestResult(best []nearest, ms []*store.Memory) []*store.MemoryNearest {
-	byID := make(map[string]*store.Memory, len(ms))
-	for _, m := range ms {
-		byID[m.ID] = m
-	}
-	out := make([]*store.MemoryNearest, 0, len(best))
-	for _, c := range best {
-		if m := byID[c.id]; m != nil {
-			out = append(out, &store.MemoryNearest{Memory: m, Similarity: c.similarity})
-		}
-	}
-	return out
+	return store.PairNearest(best, ms), nil
 }
 
 // MemoryRefresh implements store.Store.
