@@ -112,3 +112,47 @@ func TestClassifierAgentReviewsRoutedResults(t *testing.T) {
 	require.Equal(t, store.CategoryTaskResult, got[0].Category)
 	require.Nil(t, got[0].Flagged)
 }
+
+// An agent's remember goes through the review too, and keeps the writing
+// task's provenance; a repeated remember (a resumed step) is one review,
+// and refreshing confirms a memory without one.
+func TestRunRememberIsReviewedWithItsProvenance(t *testing.T) {
+	t.Parallel()
+	b := setupTrust(t, MemoryTrust{ClassifierAgent: "cheap"})
+	views := make(chan [2]*taskrun.MemoryView, 1)
+	startPool(t, b.engine, &PoolConfig{Handlers: map[string]taskrun.Handler{
+		"cheap": classifierAgent,
+		"writer": taskrun.HandlerFunc(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+			spec := taskrun.MemorySpec{Text: "Standups are at 09:30", Category: "team_norm", IdempotencyKey: r.Task().ID + ":1:1"}
+			first, err := r.Remember(ctx, spec)
+			if err != nil {
+				return taskrun.Result{}, err
+			}
+			again, err := r.Remember(ctx, spec)
+			if err != nil {
+				return taskrun.Result{}, err
+			}
+			views <- [2]*taskrun.MemoryView{first, again}
+			return ok("noted"), nil
+		}),
+	}})
+	writer := submit(t, b.engine, &SubmitParams{Goal: "note the standup", Agent: "writer"})
+	v := recv(t, views)
+	require.True(t, v[0].Reviewing)
+	require.Equal(t, v[0].ID, v[1].ID, "one review for the repeated step")
+	waitForStatus(t, b.engine, writer.ID, store.StatusCompleted)
+
+	reviews, err := b.engine.List(context.Background(), &ListParams{Agent: "cheap", Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, reviews.Tasks, 1)
+	waitForStatus(t, b.engine, reviews.Tasks[0].ID, store.StatusCompleted)
+	m, err := b.engine.GetMemory(context.Background(), v[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, writer.ID, m.TaskID, "the writer's provenance, not the review's")
+	require.Equal(t, "writer", m.Agent)
+	require.Equal(t, "team_norm", m.Category)
+	require.Equal(t, writer.ID+":1:1", m.IdempotencyKey)
+	require.Nil(t, m.Flagged)
+	ev := waitEvent(t, b.engine, writer.ID, store.EventMemoryCreated)
+	require.Equal(t, store.AgentActor(writer.ID), ev.Actor)
+}
