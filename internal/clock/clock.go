@@ -69,3 +69,14 @@ type realTicker struct{ t *time.Ticker }
 func (r realTicker) C() <-chan time.Time   { return r.t.C }
 func (r realTicker) Stop()                 { r.t.Stop() }
 func (r realTicker) Reset(d time.Duration) { r.t.Reset(d) }
+
+// WithNow is c telling the time by now: timers and tickers, which measure
+// durations, stay c's.
+func WithNow(c Clock, now func() time.Time) Clock { return nowClock{c, now} }
+
+type nowClock struct {
+	Clock
+	now func() time.Time
+}
+
+func (c nowClock) Now() time.Time { return c.now() }

@@ -163,6 +163,15 @@ type Engine struct {
 	cancels map[store.Lease]time.Time
 }
 
+// timeKeeper is a store with a clock of its own, which every daemon on it
+// shares (PostgreSQL's is the database server's). Without an injected
+// clock, the engine's decisions (when a lease needs renewing, when a retry
+// or a schedule is due) then read it too, so hosts whose clocks disagree
+// agree on them.
+type timeKeeper interface {
+	Now() time.Time
+}
+
 // New returns an Engine over st.
 func New(st store.Store, cfg *Config) (*Engine, error) {
 	if cfg == nil {
@@ -172,10 +181,14 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	clk := cfg.Clock
+	if st, ok := st.(timeKeeper); ok && cfg.storeClock {
+		clk = clock.WithNow(clk, st.Now)
+	}
 	return &Engine{
 		store:   st,
 		cfg:     cfg,
-		clock:   cfg.Clock,
+		clock:   clk,
 		logger:  cfg.Logger,
 		pools:   map[*Pool]struct{}{},
 		cancels: map[store.Lease]time.Time{},

@@ -70,7 +70,7 @@ func (s *Store) chainStates(ctx context.Context, tx *txn, chain []string) ([]*st
 // made at once, from any daemon, queue on those rows, and each one checks
 // what the ones before it reserved.
 func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserveParams) error {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	var (
 		refused      *store.BudgetExceededError
 		spendRefused *store.SpendLimitError

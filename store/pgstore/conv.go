@@ -8,15 +8,6 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-// now returns the time a write is stamped with, at the store's precision
-// (timestamptz keeps microseconds).
-func now(p *time.Time) time.Time {
-	if p != nil {
-		return p.UTC().Truncate(time.Microsecond)
-	}
-	return time.Now().UTC().Truncate(time.Microsecond)
-}
-
 // ceilMicro is t rounded up to the microsecond: the first stored time at or
 // after t.
 func ceilMicro(t time.Time) time.Time {

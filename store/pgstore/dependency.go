@@ -233,7 +233,7 @@ func (s *Store) openChildren(ctx context.Context, tx *txn, parentID string) (int
 
 // TaskDependencyAdd implements store.Store.
 func (s *Store) TaskDependencyAdd(ctx context.Context, p *store.TaskDependencyAddParams) (*store.Task, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	kind := cmp.Or(p.Kind, store.DependencyBlocks)
 	var t *store.Task
 	err := s.writeTx(ctx, func(tx *txn) error {

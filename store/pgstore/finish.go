@@ -168,7 +168,7 @@ func finishStates(ctx context.Context, tx *txn, ids []string) (map[string]*finis
 // finishOne ends one lease; ls is the task's state, locked (nil: no such
 // task), and is updated for a later entry of the batch.
 func (s *Store) finishOne(ctx context.Context, tx *txn, ends *leaseEnds, p *store.TaskFinishParams, ls *finishState) error {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	if ls == nil {
 		return store.ErrNotFound
 	}
@@ -279,7 +279,7 @@ func (s *Store) leaseWrite(ctx context.Context, tx *txn, sql, id string, args ..
 
 // TaskCheckpoint implements store.Store.
 func (s *Store) TaskCheckpoint(ctx context.Context, p *store.TaskCheckpointParams) error {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	err := s.writeTx(ctx, func(tx *txn) error {
 		return s.leaseWrite(ctx, tx, sqlCheckpoint, p.Lease.TaskID,
 			nullJSON(p.Checkpoint), at, p.Lease.TaskID, p.Lease.Token)
@@ -292,7 +292,7 @@ func (s *Store) TaskCheckpoint(ctx context.Context, p *store.TaskCheckpointParam
 
 // TaskProgress implements store.Store.
 func (s *Store) TaskProgress(ctx context.Context, p *store.TaskProgressParams) error {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	b, err := json.Marshal(p.Progress)
 	if err != nil {
 		return fmt.Errorf("progress task %s: %w", p.Lease.TaskID, err)
@@ -313,7 +313,7 @@ func (s *Store) TaskProgress(ctx context.Context, p *store.TaskProgressParams) e
 // TaskCancel implements store.Store. It cancels the task's unfinished
 // descendants too, in the same transaction.
 func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*store.Task, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	var t *store.Task
 	err := s.writeTx(ctx, func(tx *txn) error {
 		if err := s.cancelTree(ctx, tx, p.ID, p.Reason, p.Actor, at); err != nil {
@@ -417,7 +417,7 @@ func (s *Store) cancelOne(ctx context.Context, tx *txn, id, reason, actor string
 
 // TaskRetry implements store.Store.
 func (s *Store) TaskRetry(ctx context.Context, p *store.TaskRetryParams) (*store.Task, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	var t *store.Task
 	err := s.writeTx(ctx, func(tx *txn) error {
 		ls, err := s.leaseState(ctx, tx, p.ID)

@@ -35,7 +35,7 @@ func scanInput(r pgx.Row) (*store.InputRequest, error) {
 
 // InputAnswer implements store.Store.
 func (s *Store) InputAnswer(ctx context.Context, p *store.InputAnswerParams) (*store.InputRequest, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	var answered *store.InputRequest
 	err := s.writeTx(ctx, func(tx *txn) error {
 		// The request is locked, then its task (as InputExpire does): of
@@ -121,7 +121,7 @@ func (s *Store) InputList(ctx context.Context, p *store.InputListParams) ([]*sto
 
 // InputExpire implements store.Store.
 func (s *Store) InputExpire(ctx context.Context, nowp *time.Time) (int, error) {
-	at := now(nowp)
+	at := s.now(nowp)
 	var ended int
 	err := s.writeTx(ctx, func(tx *txn) error {
 		ended = 0

@@ -30,7 +30,7 @@ func (s *Store) LeaderAcquire(ctx context.Context, p *store.LeaderAcquireParams)
 	}
 	var at *time.Time
 	if p.Now != nil {
-		t := now(p.Now)
+		t := s.now(p.Now)
 		at = &t
 	}
 	l := &store.Leader{Name: p.Name}

@@ -75,7 +75,7 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 	if p.Limit < 1 {
 		return nil, nil
 	}
-	at := now(p.Now)
+	at := s.now(p.Now)
 	expires := at.Add(p.TTL)
 	var agents []string
 	if p.Agents != nil {
@@ -186,7 +186,7 @@ const sqlRenew = `WITH held AS (
 
 // LeaseRenewMany implements store.Store.
 func (s *Store) LeaseRenewMany(ctx context.Context, p *store.LeaseRenewManyParams) ([]store.LeaseRenewResult, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	expires := at.Add(p.TTL)
 	ids := make([]string, len(p.Leases))
 	tokens := make([]int64, len(p.Leases))
@@ -231,7 +231,7 @@ func (s *Store) LeaseRenewMany(ctx context.Context, p *store.LeaseRenewManyParam
 
 // TaskRecover implements store.Store.
 func (s *Store) TaskRecover(ctx context.Context, p *store.TaskRecoverParams) ([]*store.Task, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	owners := append([]string{}, p.Owners...)
 	var recovered []*store.Task
 	err := s.writeTx(ctx, func(tx *txn) error {

@@ -138,7 +138,7 @@ func (s *Store) insertMemory(ctx context.Context, tx *txn, p *store.MemoryInsert
 
 // MemoryInsert implements store.Store.
 func (s *Store) MemoryInsert(ctx context.Context, p *store.MemoryInsertParams) (*store.MemoryInsertResult, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	res := &store.MemoryInsertResult{}
 	err := s.writeTx(ctx, func(tx *txn) error {
 		if p.Lease.Token != 0 {
@@ -316,7 +316,7 @@ func (s *Store) MemoryNearest(ctx context.Context, p *store.MemoryNearestParams)
 
 // MemoryRefresh implements store.Store.
 func (s *Store) MemoryRefresh(ctx context.Context, p *store.MemoryRefreshParams) (*store.Memory, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	var m *store.Memory
 	err := s.writeTx(ctx, func(tx *txn) error {
 		if p.Lease.Token != 0 {
@@ -345,7 +345,7 @@ func (s *Store) MemoryRefresh(ctx context.Context, p *store.MemoryRefreshParams)
 
 // MemoryFlag implements store.Store.
 func (s *Store) MemoryFlag(ctx context.Context, p *store.MemoryFlagParams) (*store.Memory, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	var m *store.Memory
 	err := s.writeTx(ctx, func(tx *txn) error {
 		var err error
@@ -370,7 +370,7 @@ func (s *Store) MemoryFlag(ctx context.Context, p *store.MemoryFlagParams) (*sto
 
 // MemoryRelease implements store.Store.
 func (s *Store) MemoryRelease(ctx context.Context, p *store.MemoryReleaseParams) (*store.Memory, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	var m *store.Memory
 	err := s.writeTx(ctx, func(tx *txn) error {
 		var err error
@@ -398,7 +398,7 @@ func (s *Store) MemoryConflictRecord(ctx context.Context, p *store.MemoryConflic
 	if p.NewerID == "" || p.OlderID == "" {
 		return false, errors.New("record memory conflict: a conflict needs two memory ids")
 	}
-	at := now(p.Now)
+	at := s.now(p.Now)
 	var recorded bool
 	err := s.writeTx(ctx, func(tx *txn) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO memory_conflicts (newer_id, older_id, subject, created_at)
@@ -421,7 +421,7 @@ func (s *Store) MemoryConflictRecord(ctx context.Context, p *store.MemoryConflic
 
 // MemoryDelete implements store.Store.
 func (s *Store) MemoryDelete(ctx context.Context, p *store.MemoryDeleteParams) error {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	err := s.writeTx(ctx, func(tx *txn) error {
 		var taskID, source string
 		err := tx.QueryRow(ctx, `DELETE FROM memories WHERE id = $1 RETURNING task_id, source`, p.ID).Scan(&taskID, &source)
@@ -452,7 +452,7 @@ func (s *Store) MemoryPurge(ctx context.Context, p *store.MemoryPurgeParams) (in
 	if len(where) == 0 {
 		return 0, store.ErrMemoryPurgeAll
 	}
-	at := now(p.Now)
+	at := s.now(p.Now)
 	err := s.writeTx(ctx, func(tx *txn) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM memories AS m WHERE `+strings.Join(where, ` AND `), args...)
 		if err != nil {

@@ -77,7 +77,7 @@ func (s *Store) NotificationList(ctx context.Context, p *store.NotificationListP
 
 // NotificationAck implements store.Store.
 func (s *Store) NotificationAck(ctx context.Context, p *store.NotificationAckParams) (int, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	var acked int64
 	err := s.writeTx(ctx, func(tx *txn) error {
 		if len(p.IDs) == 0 {
@@ -128,7 +128,7 @@ func (s *Store) CursorSet(ctx context.Context, p *store.CursorSetParams) error {
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO cursors (name, event_id, updated_at) VALUES ($1, $2, $3)
 		ON CONFLICT (name) DO UPDATE SET event_id = excluded.event_id, updated_at = excluded.updated_at`,
-		p.Name, p.EventID, now(p.Now))
+		p.Name, p.EventID, s.now(p.Now))
 	if err != nil {
 		return fmt.Errorf("set cursor %s: %w", p.Name, err)
 	}

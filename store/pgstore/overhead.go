@@ -44,7 +44,7 @@ func (s *Store) PromptOverheadRecord(ctx context.Context, p *store.PromptOverhea
 	}
 	var at *time.Time
 	if p.Now != nil {
-		t := now(p.Now)
+		t := s.now(p.Now)
 		at = &t
 	}
 	if _, err := s.pool.Exec(ctx, promptOverheadRecord, p.Key, p.Agent, p.Tokens, at); err != nil {

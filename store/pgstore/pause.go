@@ -48,7 +48,7 @@ func (s *Store) TaskResume(ctx context.Context, p *store.TaskPauseParams) (*stor
 func (s *Store) pauseOrResume(ctx context.Context, p *store.TaskPauseParams,
 	one func(context.Context, *txn, string, string, time.Time, bool) error, verb string,
 ) (*store.Task, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	var t *store.Task
 	err := s.writeTx(ctx, func(tx *txn) error {
 		var ids []string

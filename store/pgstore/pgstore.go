@@ -34,6 +34,9 @@ type Config struct {
 	MaxConns int32
 	// Logger hears of a lost signal listener; default: discarded.
 	Logger *slog.Logger
+	// LocalClock is this host's clock, which the store corrects to the
+	// database server's; default time.Now. Tests set it to skew a host.
+	LocalClock func() time.Time
 }
 
 // Store is the PostgreSQL store.
@@ -42,6 +45,7 @@ type Store struct {
 	logger *slog.Logger
 	// channel carries signals between the processes sharing the schema.
 	channel string
+	clock   *dbClock
 	// listening, when set, is called each time a listener starts
 	// listening: a hook for tests.
 	listening func()
@@ -70,7 +74,7 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	s := &Store{pool: pool, logger: cfg.Logger}
+	s := &Store{pool: pool, logger: cfg.Logger, clock: newDBClock(cfg.LocalClock)}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -84,6 +88,11 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	s.channel = signalChannel(schema)
+	if err := s.clock.sync(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: read the database clock: %w", err)
+	}
+	s.clock.run(pool, s.logf)
 	return s, nil
 }
 
@@ -106,6 +115,7 @@ func (s *Store) logf(format string, args ...any) {
 
 // Close closes the pool.
 func (s *Store) Close() error {
+	s.clock.close()
 	s.pool.Close()
 	return nil
 }

@@ -40,7 +40,7 @@ func (s *Store) PushConfigPut(ctx context.Context, p *store.PushConfigPutParams)
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("put push config: %w: %w", store.ErrPushConfigInvalid, err)
 	}
-	c, at := p.Config, now(p.Now)
+	c, at := p.Config, s.now(p.Now)
 	var out *store.PushConfig
 	err := s.writeTx(ctx, func(tx *txn) error {
 		var err error

@@ -60,7 +60,7 @@ func isUniqueName(err error) bool {
 
 // ScheduleInsert implements store.Store.
 func (s *Store) ScheduleInsert(ctx context.Context, p *store.ScheduleInsertParams) (*store.Schedule, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	sc := p.Schedule
 	var out *store.Schedule
 	err := s.writeTx(ctx, func(tx *txn) error {
@@ -144,7 +144,7 @@ func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) (
 
 // ScheduleUpdate implements store.Store.
 func (s *Store) ScheduleUpdate(ctx context.Context, p *store.ScheduleUpdateParams) (*store.Schedule, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	sc := p.Schedule
 	var out *store.Schedule
 	err := s.writeTx(ctx, func(tx *txn) error {
@@ -190,7 +190,7 @@ func (s *Store) ScheduleDelete(ctx context.Context, id string) error {
 // while the task is written, and a task that cannot be written rolls the
 // claim back with it.
 func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (*store.ScheduleFireResult, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	out := &store.ScheduleFireResult{}
 	err := s.writeTx(ctx, func(tx *txn) error {
 		*out = store.ScheduleFireResult{}
@@ -272,7 +272,7 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 
 // EventInsert implements store.Store.
 func (s *Store) EventInsert(ctx context.Context, p *store.EventInsertParams) (*store.Event, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	data := p.Data
 	if len(data) == 0 {
 		data = json.RawMessage(`{}`)

@@ -110,7 +110,7 @@ func (g *guard) snapshot(ctx context.Context, q querier, at time.Time) (*store.S
 // SpendGuardGet implements store.Store. It reads in one snapshot, so a
 // reservation that became spend meanwhile is counted once.
 func (s *Store) SpendGuardGet(ctx context.Context, nowAt *time.Time) (*store.SpendGuard, error) {
-	at := now(nowAt)
+	at := s.now(nowAt)
 	var sg *store.SpendGuard
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		g, err := loadGuard(ctx, tx)
@@ -131,7 +131,7 @@ func (s *Store) SpendGuardSet(ctx context.Context, p *store.SpendGuardSetParams)
 	if err := p.Limits.Validate(); err != nil {
 		return nil, false, err
 	}
-	at := now(p.Now)
+	at := s.now(p.Now)
 	b, err := json.Marshal(p.Limits)
 	if err != nil {
 		return nil, false, err
@@ -188,7 +188,7 @@ func (s *Store) SpendGuardSet(ctx context.Context, p *store.SpendGuardSetParams)
 
 // SpendGuardResume implements store.Store.
 func (s *Store) SpendGuardResume(ctx context.Context, p *store.SpendGuardResumeParams) (*store.SpendGuard, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	var sg *store.SpendGuard
 	err := s.writeTx(ctx, func(tx *txn) error {
 		g, err := lockGuard(ctx, tx)

@@ -44,7 +44,7 @@ func scanStep(r pgx.Row) (*store.Step, error) {
 // writes of a key; a key taken at once by another task is found by the
 // insert's conflict.
 func (s *Store) StepStart(ctx context.Context, p *store.StepStartParams) (*store.StepStartResult, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	var res *store.StepStartResult
 	err := s.writeTx(ctx, func(tx *txn) error {
 		if err := s.checkLease(ctx, tx, p.Lease); err != nil {
@@ -98,7 +98,7 @@ func (s *Store) StepFinish(ctx context.Context, p *store.StepFinishParams) (*sto
 	default:
 		return nil, fmt.Errorf("finish step %s: status %q: want done, failed or denied", p.IdempotencyKey, p.Status)
 	}
-	at := now(p.Now)
+	at := s.now(p.Now)
 	var step *store.Step
 	err := s.writeTx(ctx, func(tx *txn) error {
 		if err := s.checkLease(ctx, tx, p.Lease); err != nil {

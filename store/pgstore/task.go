@@ -133,7 +133,7 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 
 // insertTask writes a task inside tx (see TaskInsert).
 func (s *Store) insertTask(ctx context.Context, tx *txn, p *store.TaskInsertParams) (*store.TaskInsertResult, error) {
-	at := now(p.Now)
+	at := s.now(p.Now)
 	t := &store.Task{
 		ID: p.ID, ParentID: p.ParentID, RunID: p.RunID, SessionID: p.SessionID,
 		Agent: p.Agent, Title: p.Title, Goal: p.Goal,
@@ -148,7 +148,7 @@ func (s *Store) insertTask(ctx context.Context, tx *txn, p *store.TaskInsertPara
 		if !store.TimeInRange(p.RunAt.UTC()) {
 			return nil, &store.TimeRangeError{Field: "run_at", Time: *p.RunAt}
 		}
-		t.RunAt = now(p.RunAt)
+		t.RunAt = s.now(p.RunAt)
 	}
 	var budget, options *string
 	if p.Budget != nil {
