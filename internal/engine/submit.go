@@ -194,10 +194,14 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 	if len(p.SystemPrompt) > DefaultMaxGoalBytes {
 		return nil, invalid("system_prompt", "is %d bytes; the limit is %d", len(p.SystemPrompt), DefaultMaxGoalBytes)
 	}
-	for field, names := range map[string][]string{"tools": p.Tools, "tools_deny": p.ToolsDeny} {
-		for _, n := range names {
+	// In a fixed order, so a request wrong in both always names the same field.
+	for _, list := range []struct {
+		field string
+		names []string
+	}{{"tools", p.Tools}, {"tools_deny", p.ToolsDeny}} {
+		for _, n := range list.names {
 			if strings.TrimSpace(n) == "" || len(n) > 100 {
-				return nil, invalid(field, "each tool name must be 1–100 bytes and not blank")
+				return nil, invalid(list.field, "each tool name must be 1–100 bytes and not blank")
 			}
 		}
 	}
