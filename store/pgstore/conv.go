@@ -1,11 +1,11 @@
 package pgstore
 
 import (
-	"encoding/json"
 	"strings"
 	"time"
 
 	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand/store/internal/sqlval"
 )
 
 // ceilMicro is t rounded up to the microsecond: the first stored time at or
@@ -55,20 +55,11 @@ func nullJSON(b []byte) *string {
 	return &s
 }
 
-func jsonOr(b json.RawMessage, empty string) string {
-	if len(b) == 0 {
-		return empty
-	}
-	return string(b)
-}
-
-func marshalList(v []string) string {
-	if len(v) == 0 {
-		return "[]"
-	}
-	b, _ := json.Marshal(v) // a []string always marshals
-	return string(b)
-}
+// The driver's other files call the value helpers by these names.
+var (
+	jsonOr      = sqlval.JSONOr
+	marshalList = sqlval.MarshalList
+)
 
 // prefixed qualifies each of a comma-separated column list with prefix,
 // for joins.

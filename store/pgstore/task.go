@@ -382,3 +382,15 @@ func (s *Store) checkLease(ctx context.Context, tx *txn, lease store.Lease) erro
 	}
 	return nil
 }
+
+// AppendEvent appends an event to the task's journal; it goes out at
+// commit (see txn.appendEvent).
+func (x execTx) AppendEvent(_ context.Context, taskID, typ, actor string, data any, at time.Time) error {
+	return x.tx.appendEvent(taskID, typ, actor, data, at)
+}
+
+// TaskEnded tells the task's parent and dependents that it ended (see
+// ended).
+func (x execTx) TaskEnded(ctx context.Context, taskID string, at time.Time) error {
+	return x.s.ended(ctx, x.tx, taskID, at)
+}

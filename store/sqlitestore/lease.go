@@ -7,22 +7,15 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand/store/internal/sqlval"
 )
-
-// statusList renders statuses as an SQL list, e.g. 'pending', 'retry_scheduled'.
-func statusList(statuses []store.Status) string {
-	quoted := make([]string, len(statuses))
-	for i, s := range statuses {
-		quoted[i] = "'" + string(s) + "'"
-	}
-	return strings.Join(quoted, ", ")
-}
 
 // claimable is where a claim may come from, straight from the transition
 // table; the tasks_ready index is declared over the same list.
-var claimable = statusList(store.SourcesOf(store.StatusRunning))
+var claimable = sqlval.StatusList(store.SourcesOf(store.StatusRunning))
 
 var (
 	// A task in a lane is ready only when no task of its lane runs and no
@@ -66,7 +59,7 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 	expires := at.Add(p.TTL)
 	var agents sql.NullString
 	if p.Agents != nil {
-		agents = sql.NullString{String: marshalList(p.Agents), Valid: true}
+		agents = sql.NullString{String: sqlval.MarshalList(p.Agents), Valid: true}
 	}
 
 	var claimed []*store.Task
@@ -135,15 +128,7 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 		return nil, fmt.Errorf("lease tasks: %w", err)
 	}
 	// RETURNING gives no order; callers expect claim order.
-	slices.SortFunc(claimed, func(a, b *store.Task) int {
-		if a.Priority != b.Priority {
-			return b.Priority - a.Priority
-		}
-		if c := a.RunAt.Compare(b.RunAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	slices.SortFunc(claimed, store.ClaimOrder)
 	return claimed, nil
 }
 
@@ -189,84 +174,50 @@ func (s *Store) TaskRecover(ctx context.Context, p *store.TaskRecoverParams) ([]
 	at := now(p.Now)
 	var recovered []*store.Task
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		recovered = recovered[:0]
-		rows, err := tx.QueryContext(ctx, `SELECT id, attempt, max_attempts, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, '')
-			FROM tasks WHERE status = 'running'
-			  AND (lease_expires_at < ?1 OR lease_owner IN (SELECT value FROM json_each(?2)))`,
-			micros(at), marshalList(p.Owners))
-		if err != nil {
-			return err
-		}
-		type expired struct {
-			id                   string
-			attempt, maxAttempts int
-			cancelled            bool
-			reason               string
-		}
-		var found []expired
-		for rows.Next() {
-			var e expired
-			if err := rows.Scan(&e.id, &e.attempt, &e.maxAttempts, &e.cancelled, &e.reason); err != nil {
-				rows.Close()
-				return err
-			}
-			found = append(found, e)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-
-		for _, e := range found {
-			to, eventType := store.StatusPending, store.EventTaskRecovered
-			var taskErr *store.TaskError
-			switch {
-			case e.cancelled:
-				to, eventType = store.StatusCancelled, store.EventTaskCancelled
-				taskErr = store.CancelError(e.reason)
-			case e.attempt >= e.maxAttempts:
-				to, eventType = store.StatusFailed, store.EventTaskFailed
-				taskErr = &store.TaskError{Code: "lease_expired", Message: "the worker's lease expired on the last attempt"}
-			}
-			if err := store.CheckTransition(e.id, store.StatusRunning, to); err != nil {
-				return err
-			}
-			var errCode, errMessage sql.NullString
-			var finished sql.NullInt64
-			if taskErr != nil {
-				errCode, errMessage = nullString(taskErr.Code), nullString(taskErr.Message)
-			}
-			if to.Terminal() {
-				finished = toNullMicros(at)
-			}
-			t, err := scanTask(tx.QueryRowContext(ctx, `UPDATE tasks SET
-				status = ?1, lease_token = lease_token + 1, lease_owner = NULL, lease_expires_at = NULL, spend_reserved = 0,
-				error_code = ?2, error_message = ?3, finished_at = ?4, updated_at = ?5,
-				run_at = CASE WHEN ?1 = 'pending' THEN run_at ELSE ?5 END
-				WHERE id = ?6 AND status = 'running' RETURNING `+taskColumns,
-				to, errCode, errMessage, finished, micros(at), e.id))
-			if err != nil {
-				return err
-			}
-			err = s.appendEvent(ctx, tx, e.id, eventType, store.ActorSystem, &store.TransitionData{
-				From: store.StatusRunning, To: to, Attempt: e.attempt, Error: taskErr, Reason: "lease expired",
-			}, at)
-			if err != nil {
-				return err
-			}
-			if to.Terminal() {
-				if err := s.ended(ctx, tx, e.id, at); err != nil {
-					return err
-				}
-			}
-			recovered = append(recovered, t)
-		}
-		return nil
+		var err error
+		recovered, err = store.RecoverLeases(ctx, execTx{s, tx}, p.Owners, at)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("recover leases: %w", err)
 	}
 	return recovered, nil
+}
+
+var _ store.LeaseRecoverer = execTx{}
+
+// ExpiredLeases implements store.LeaseRecoverer.
+func (x execTx) ExpiredLeases(ctx context.Context, owners []string, at time.Time) ([]store.ExpiredLease, error) {
+	rows, err := x.tx.QueryContext(ctx, `SELECT id, attempt, max_attempts, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, '')
+		FROM tasks WHERE status = 'running'
+		  AND (lease_expires_at < ?1 OR lease_owner IN (SELECT value FROM json_each(?2)))`,
+		micros(at), sqlval.MarshalList(owners))
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r rowScanner) (store.ExpiredLease, error) {
+		var e store.ExpiredLease
+		err := r.Scan(&e.TaskID, &e.Attempt, &e.MaxAttempts, &e.CancelRequested, &e.CancelReason)
+		return e, err
+	})
+}
+
+// RecoverLease implements store.LeaseRecoverer.
+func (x execTx) RecoverLease(ctx context.Context, e store.ExpiredLease, plan store.RecoverPlan, at time.Time) (*store.Task, error) {
+	var errCode, errMessage sql.NullString
+	var finished sql.NullInt64
+	if plan.Error != nil {
+		errCode, errMessage = nullString(plan.Error.Code), nullString(plan.Error.Message)
+	}
+	if plan.To.Terminal() {
+		finished = toNullMicros(at)
+	}
+	return scanTask(x.tx.QueryRowContext(ctx, `UPDATE tasks SET
+		status = ?1, lease_token = lease_token + 1, lease_owner = NULL, lease_expires_at = NULL, spend_reserved = 0,
+		error_code = ?2, error_message = ?3, finished_at = ?4, updated_at = ?5,
+		run_at = CASE WHEN ?1 = 'pending' THEN run_at ELSE ?5 END
+		WHERE id = ?6 AND status = 'running' RETURNING `+taskColumns,
+		plan.To, errCode, errMessage, finished, micros(at), e.TaskID))
 }
 
 // LeaseOwnerList implements store.Store.

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand/store/internal/sqlval"
 )
 
 const taskColumns = `id, parent_id, run_id, session_id, agent, title, goal, input, metadata, tags,
@@ -142,19 +144,22 @@ func (s *Store) TaskGetByID(ctx context.Context, id string) (*store.Task, error)
 	return t, nil
 }
 
-func jsonOr(b json.RawMessage, empty string) string {
-	if len(b) == 0 {
-		return empty
-	}
-	return string(b)
+// The driver's other files call the value helpers by these names.
+var (
+	statusList  = sqlval.StatusList
+	jsonOr      = sqlval.JSONOr
+	marshalList = sqlval.MarshalList
+)
+
+// AppendEvent appends an event to the task's journal (see appendEvent).
+func (x execTx) AppendEvent(ctx context.Context, taskID, typ, actor string, data any, at time.Time) error {
+	return x.s.appendEvent(ctx, x.tx, taskID, typ, actor, data, at)
 }
 
-func marshalList(v []string) string {
-	if len(v) == 0 {
-		return "[]"
-	}
-	b, _ := json.Marshal(v) // a []string always marshals
-	return string(b)
+// TaskEnded tells the task's parent and dependents that it ended (see
+// ended).
+func (x execTx) TaskEnded(ctx context.Context, taskID string, at time.Time) error {
+	return x.s.ended(ctx, x.tx, taskID, at)
 }
 
 // TaskInsert implements store.Store.

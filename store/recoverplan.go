@@ -1,0 +1,91 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// ExpiredLease is what a recovery reads, locked, of a running task whose
+// lease expired or whose owner is gone.
+type ExpiredLease struct {
+	TaskID          string
+	Attempt         int
+	MaxAttempts     int
+	CancelRequested bool
+	CancelReason    string
+}
+
+// RecoverPlan is what recovering one expired lease writes.
+type RecoverPlan struct {
+	// To is the task's new status: pending to run again, or an end.
+	To        Status
+	EventType string
+	// Error is the task's error when it ends; nil when it runs again.
+	Error *TaskError
+	// Data is the event's.
+	Data *TransitionData
+}
+
+// PlanRecover decides what becomes of a task whose lease expired: a
+// cancel asked for ends it cancelled, the last attempt ends it failed, and
+// otherwise it goes back to the queue.
+func PlanRecover(e ExpiredLease) (RecoverPlan, error) {
+	plan := RecoverPlan{To: StatusPending, EventType: EventTaskRecovered}
+	switch {
+	case e.CancelRequested:
+		plan.To, plan.EventType = StatusCancelled, EventTaskCancelled
+		plan.Error = CancelError(e.CancelReason)
+	case e.Attempt >= e.MaxAttempts:
+		plan.To, plan.EventType = StatusFailed, EventTaskFailed
+		plan.Error = &TaskError{Code: "lease_expired", Message: "the worker's lease expired on the last attempt"}
+	}
+	if err := CheckTransition(e.TaskID, StatusRunning, plan.To); err != nil {
+		return RecoverPlan{}, err
+	}
+	plan.Data = &TransitionData{From: StatusRunning, To: plan.To, Attempt: e.Attempt, Error: plan.Error, Reason: "lease expired"}
+	return plan, nil
+}
+
+// LeaseRecoverer is what RecoverLeases needs of a driver's write
+// transaction.
+type LeaseRecoverer interface {
+	// ExpiredLeases reads, locked where the driver locks, the running
+	// tasks whose lease expired by at or whose owner is one of owners.
+	ExpiredLeases(ctx context.Context, owners []string, at time.Time) ([]ExpiredLease, error)
+	// RecoverLease ends the task's lease as plan says and returns the
+	// task as written.
+	RecoverLease(ctx context.Context, e ExpiredLease, plan RecoverPlan, at time.Time) (*Task, error)
+	AppendEvent(ctx context.Context, taskID, typ, actor string, data any, at time.Time) error
+	// TaskEnded tells the task's parent and dependents that it ended.
+	TaskEnded(ctx context.Context, taskID string, at time.Time) error
+}
+
+// RecoverLeases takes back the leases that expired by at or that owners
+// held (see TaskRecoverParams) and returns the tasks recovered.
+func RecoverLeases(ctx context.Context, x LeaseRecoverer, owners []string, at time.Time) ([]*Task, error) {
+	found, err := x.ExpiredLeases(ctx, owners, at)
+	if err != nil {
+		return nil, err
+	}
+	var recovered []*Task
+	for _, e := range found {
+		plan, err := PlanRecover(e)
+		if err != nil {
+			return nil, err
+		}
+		t, err := x.RecoverLease(ctx, e, plan, at)
+		if err != nil {
+			return nil, err
+		}
+		if err := x.AppendEvent(ctx, e.TaskID, plan.EventType, ActorSystem, plan.Data, at); err != nil {
+			return nil, err
+		}
+		if plan.To.Terminal() {
+			if err := x.TaskEnded(ctx, e.TaskID, at); err != nil {
+				return nil, err
+			}
+		}
+		recovered = append(recovered, t)
+	}
+	return recovered, nil
+}
