@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,186 +39,52 @@ const (
 			min(d.depends_on_id) FILTER (WHERE b.id IS NULL)
 		FROM task_dependencies d LEFT JOIN tasks b ON b.id = d.depends_on_id
 		WHERE d.task_id = $1 AND d.kind = 'blocks'`
+	// sqlCloseInputs closes the questions an ended task left open.
+	sqlCloseInputs = `UPDATE input_requests SET status = '` + store.InputCancelled + `'
+		WHERE task_id = $1 AND status = '` + store.InputPending + `'`
 )
 
-// settle decides, inside tx, where a blocked task stands given its
-// blockers: pending once every one has completed (or failed or been
-// cancelled, for a task that runs anyway), failed with dependency_failed
-// once one has failed or been cancelled, else still blocked. A task it
-// ends settles its own dependents in turn.
+// graphTx is a write transaction seen as the task graph (store.TaskGraph)
+// and the pause of tasks (store.TaskPauser).
 //
-// It is for a task that has just become blocked (inserted, resumed, given
-// an edge), so it locks what a blocker ending at the same moment needs:
-// the task's parent, the task, then its blockers (shared, in id order).
-// Either that end has committed before the count, or its transaction
-// waits and then finds the task blocked. A blocker that is a child of the
-// same parent stays unlocked: its end locks that parent, held here, before
-// it looks for dependents. A blocker gone meanwhile (purged) is a
-// *store.ReferenceError.
+// Its locks: a task that has just become blocked (inserted, resumed, given
+// an edge) is settled with what a blocker ending at the same moment needs
+// locked: the task's parent, the task, then its blockers (shared, in id
+// order). Either that end has committed before the count, or its
+// transaction waits and then finds the task blocked. A blocker that is a
+// child of the same parent stays unlocked: its end locks that parent, held
+// here, before it looks for dependents. A dependent of a task that has
+// just ended needs no more than its own lock: two blockers ending at once
+// queue on it, and the second counts with the first committed. An ended
+// task's parent is locked before its dependents are looked for.
+type graphTx struct{ execTx }
+
+var _ store.DependencyAdder = graphTx{}
+
+// settle settles a task that has just become blocked (see store.Settle).
 func (s *Store) settle(ctx context.Context, tx *txn, taskID string, at time.Time) error {
-	var parentID *string
-	err := tx.QueryRow(ctx, sqlLockParent, taskID).Scan(&parentID)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return err
-	}
-	return s.settleLocked(ctx, tx, taskID, parentID, true, at)
+	return store.Settle(ctx, s.graph(tx), taskID, at)
 }
 
-// settleLocked is settle once the parent is locked; it locks the blockers
-// only with lockBlockers. Called for a dependent of a task that has just
-// ended, it needs no more than the dependent's lock: two blockers ending at
-// once queue on it, and the second counts with the first committed.
-func (s *Store) settleLocked(ctx context.Context, tx *txn, taskID string, parentID *string, lockBlockers bool, at time.Time) error {
-	var status store.Status
-	var policy string
-	var attempt int
-	err := tx.QueryRow(ctx, `SELECT status, on_dependency_failure, attempt FROM tasks WHERE id = $1 FOR UPDATE`, taskID).
-		Scan(&status, &policy, &attempt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.ErrNotFound
-	}
-	if err != nil {
-		return err
-	}
-	if status != store.StatusBlocked {
-		return nil
-	}
-	if lockBlockers {
-		if _, err := tx.Exec(ctx, sqlLockBlockers, taskID, parentID); err != nil {
-			return err
-		}
-	}
-	// A new statement: it sees every end committed before the locks above.
-	var open, broken int
-	var brokenBy, missing *string
-	if err := tx.QueryRow(ctx, sqlBlockers, taskID).Scan(&open, &broken, &brokenBy, &missing); err != nil {
-		return err
-	}
-	if missing != nil && lockBlockers {
-		return &store.ReferenceError{Field: "depends_on", ID: *missing}
-	}
-	switch {
-	case broken > 0 && policy != store.OnDependencyFailureRun:
-		taskErr := &store.TaskError{Code: store.CodeDependencyFailed,
-			Message: fmt.Sprintf("dependency %s failed or was cancelled", deref(brokenBy))}
-		if err := store.CheckTransition(taskID, store.StatusBlocked, store.StatusFailed); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'failed', error_code = $1, error_message = $2,
-			finished_at = $3, updated_at = $3 WHERE id = $4`, taskErr.Code, taskErr.Message, at, taskID); err != nil {
-			return err
-		}
-		if err := tx.appendEvent(taskID, store.EventTaskFailed, store.ActorSystem,
-			&store.TransitionData{From: store.StatusBlocked, To: store.StatusFailed, Attempt: attempt, Error: taskErr}, at); err != nil {
-			return err
-		}
-		return s.ended(ctx, tx, taskID, at)
-	case open == 0:
-		if err := store.CheckTransition(taskID, store.StatusBlocked, store.StatusPending); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'pending', run_at = greatest(run_at, $1), updated_at = $1
-			WHERE id = $2`, at, taskID); err != nil {
-			return err
-		}
-		return tx.appendEvent(taskID, store.EventTaskUnblocked, store.ActorSystem,
-			&store.TransitionData{From: store.StatusBlocked, To: store.StatusPending, Attempt: attempt}, at)
-	}
-	return nil
-}
-
-// settleDependents settles every blocked task that taskID blocks; call it in
-// the transaction that ends taskID. The dependents are locked in id order
-// before any is decided.
-func (s *Store) settleDependents(ctx context.Context, tx *txn, taskID string, at time.Time) error {
-	rows, err := tx.Query(ctx, sqlDependents, taskID)
-	if err != nil {
-		return err
-	}
-	dependents, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
-	}
-	for _, id := range dependents {
-		if err := s.settleLocked(ctx, tx, id, nil, false, at); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// sqlCloseInputs closes the questions an ended task left open.
-const sqlCloseInputs = `UPDATE input_requests SET status = '` + store.InputCancelled + `'
-	WHERE task_id = $1 AND status = '` + store.InputPending + `'`
-
-// ended does, inside the transaction that ended taskID, what its end sets
-// off: its open question is closed (cancelled), its dependents are settled
-// and a parent waiting for its children resumes when this was the last
-// one.
-//
-// The parent is locked first, before the dependents are looked for: a
-// transaction holding it (a sibling's insert, see settle; the parent's
-// own finish counting its open children) either sees this end or is seen
-// by what follows.
+// ended does what the end of taskID sets off (see store.Ended), inside the
+// transaction that ended it.
 func (s *Store) ended(ctx context.Context, tx *txn, taskID string, at time.Time) error {
-	return s.endedAs(ctx, tx, taskID, at, true, true)
+	return store.Ended(ctx, s.graph(tx), taskID, at)
 }
 
 // endedAs is ended for a task known, from its locked row, to have no
 // parent or no dependents (false), which saves looking.
 func (s *Store) endedAs(ctx context.Context, tx *txn, taskID string, at time.Time, hasParent, hasDependents bool) error {
-	// Nothing reads it and it cannot fail but with the transaction: it goes
-	// out with the next statement.
-	tx.queue(sqlCloseInputs, taskID)
-	var parentID string
-	if hasParent {
-		err := tx.QueryRow(ctx, sqlLockParent, taskID).Scan(&parentID)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-	}
-	if hasDependents {
-		if err := s.settleDependents(ctx, tx, taskID, at); err != nil {
-			return err
-		}
-	}
-	if parentID == "" {
-		return nil
-	}
-	return s.resumeIfChildrenDone(ctx, tx, parentID, at)
+	return store.EndedAs(ctx, s.graph(tx), taskID, hasParent, hasDependents, at)
 }
 
-// resumeIfChildrenDone makes a parent in waiting_subtasks pending once none
-// of its children is left unfinished. It locks the parent before it counts:
-// of two children ending at once, the second counts with the first
-// committed.
+// resumeIfChildrenDone resumes a parent waiting for its children once they
+// have all ended (see store.ResumeIfChildrenDone).
 func (s *Store) resumeIfChildrenDone(ctx context.Context, tx *txn, parentID string, at time.Time) error {
-	var status store.Status
-	var attempt int
-	err := tx.QueryRow(ctx, `SELECT status, attempt FROM tasks WHERE id = $1 FOR UPDATE`, parentID).Scan(&status, &attempt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.ErrNotFound
-	}
-	if err != nil {
-		return err
-	}
-	if status != store.StatusWaitingSubtasks {
-		return nil
-	}
-	open, err := s.openChildren(ctx, tx, parentID)
-	if err != nil || open > 0 {
-		return err
-	}
-	if err := store.CheckTransition(parentID, status, store.StatusPending); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'pending', run_at = $1, updated_at = $1 WHERE id = $2`,
-		at, parentID); err != nil {
-		return err
-	}
-	return tx.appendEvent(parentID, store.EventTaskSubtasksDone, store.ActorSystem,
-		&store.TransitionData{From: store.StatusWaitingSubtasks, To: store.StatusPending, Attempt: attempt}, at)
+	return store.ResumeIfChildrenDone(ctx, s.graph(tx), parentID, at)
 }
+
+func (s *Store) graph(tx *txn) graphTx { return graphTx{execTx{s: s, tx: tx}} }
 
 // openChildren counts a task's children that have not ended. The caller
 // holds the parent's lock: a child that ends locks its parent (see ended)
@@ -231,80 +96,171 @@ func (s *Store) openChildren(ctx context.Context, tx *txn, parentID string) (int
 	return open, err
 }
 
+// lockParent locks the parent of taskID and returns its id, or nil.
+func (x graphTx) lockParent(ctx context.Context, taskID string) (*string, error) {
+	var parentID *string
+	err := x.tx.QueryRow(ctx, sqlLockParent, taskID).Scan(&parentID)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	return parentID, nil
+}
+
+func (x graphTx) SettleState(ctx context.Context, taskID string, fresh bool) (*store.SettleState, error) {
+	var st store.SettleState
+	if fresh {
+		var err error
+		if st.ParentID, err = x.lockParent(ctx, taskID); err != nil {
+			return nil, err
+		}
+	}
+	err := x.tx.QueryRow(ctx, `SELECT status, on_dependency_failure, attempt FROM tasks WHERE id = $1 FOR UPDATE`, taskID).
+		Scan(&st.Status, &st.OnDependencyFailure, &st.Attempt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+func (x graphTx) SettleBlockers(ctx context.Context, taskID string, st *store.SettleState, fresh bool) (store.Blockers, error) {
+	if fresh {
+		if _, err := x.tx.Exec(ctx, sqlLockBlockers, taskID, st.ParentID); err != nil {
+			return store.Blockers{}, err
+		}
+	}
+	// A new statement: it sees every end committed before the locks above.
+	var b store.Blockers
+	var brokenBy, missing *string
+	err := x.tx.QueryRow(ctx, sqlBlockers, taskID).Scan(&b.Open, &b.Broken, &brokenBy, &missing)
+	b.BrokenBy, b.Missing = deref(brokenBy), deref(missing)
+	return b, err
+}
+
+func (x graphTx) FailBlocked(ctx context.Context, taskID string, e *store.TaskError, at time.Time) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET status = 'failed', error_code = $1, error_message = $2,
+		finished_at = $3, updated_at = $3 WHERE id = $4`, e.Code, e.Message, at, taskID)
+	return err
+}
+
+func (x graphTx) Unblock(ctx context.Context, taskID string, at time.Time) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET status = 'pending', run_at = greatest(run_at, $1), updated_at = $1
+		WHERE id = $2`, at, taskID)
+	return err
+}
+
+// CloseInputs implements store.TaskGraph: nothing reads it and it cannot
+// fail but with the transaction, so it goes out with the next statement.
+func (x graphTx) CloseInputs(_ context.Context, taskID string) error {
+	x.tx.queue(sqlCloseInputs, taskID)
+	return nil
+}
+
+// EndedParent implements store.TaskGraph, locking the parent.
+func (x graphTx) EndedParent(ctx context.Context, taskID string) (string, error) {
+	var parentID string
+	err := x.tx.QueryRow(ctx, sqlLockParent, taskID).Scan(&parentID)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return "", err
+	}
+	return parentID, nil
+}
+
+// BlockedDependents implements store.TaskGraph, locking them in id order
+// before any is decided.
+func (x graphTx) BlockedDependents(ctx context.Context, taskID string) ([]string, error) {
+	rows, err := x.tx.Query(ctx, sqlDependents, taskID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// WaitingState implements store.TaskGraph, locking the parent before its
+// children are counted: of two children ending at once, the second counts
+// with the first committed.
+func (x graphTx) WaitingState(ctx context.Context, parentID string) (store.Status, int, error) {
+	var status store.Status
+	var attempt int
+	err := x.tx.QueryRow(ctx, `SELECT status, attempt FROM tasks WHERE id = $1 FOR UPDATE`, parentID).Scan(&status, &attempt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", 0, store.ErrNotFound
+	}
+	return status, attempt, err
+}
+
+func (x graphTx) OpenChildren(ctx context.Context, parentID string) (int, error) {
+	return x.s.openChildren(ctx, x.tx, parentID)
+}
+
+func (x graphTx) SubtasksDone(ctx context.Context, parentID string, at time.Time) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET status = 'pending', run_at = $1, updated_at = $1 WHERE id = $2`,
+		at, parentID)
+	return err
+}
+
+func (x graphTx) AppendEvent(_ context.Context, taskID, typ, actor string, data any, at time.Time) error {
+	return x.tx.appendEvent(taskID, typ, actor, data, at)
+}
+
+// EdgeEnds implements store.DependencyAdder. It takes graphLock, then
+// locks both tasks in id order: neither is purged meanwhile, the task's
+// status holds, and the blocker cannot end unseen.
+func (x graphTx) EdgeEnds(ctx context.Context, taskID, dependsOnID string) (taskFound, blockerFound bool, err error) {
+	if _, err := x.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, graphLock); err != nil {
+		return false, false, err
+	}
+	rows, err := x.tx.Query(ctx, `SELECT id FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE`,
+		[]string{taskID, dependsOnID})
+	if err != nil {
+		return false, false, err
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return slices.Contains(found, taskID), slices.Contains(found, dependsOnID), err
+}
+
+func (x graphTx) DependsOn(ctx context.Context, from, to string) (bool, error) {
+	var reach bool
+	err := x.tx.QueryRow(ctx, `WITH RECURSIVE reach(id) AS (
+			SELECT depends_on_id FROM task_dependencies WHERE task_id = $1
+			UNION
+			SELECT d.depends_on_id FROM task_dependencies d JOIN reach ON d.task_id = reach.id
+		) SELECT EXISTS (SELECT 1 FROM reach WHERE id = $2)`, from, to).Scan(&reach)
+	return reach, err
+}
+
+func (x graphTx) InsertDependency(ctx context.Context, taskID, dependsOnID, kind string) (bool, error) {
+	tag, err := x.tx.Exec(ctx, `INSERT INTO task_dependencies (task_id, depends_on_id, kind) VALUES ($1, $2, $3)
+		ON CONFLICT DO NOTHING`, taskID, dependsOnID, kind)
+	return err == nil && tag.RowsAffected() == 1, err
+}
+
+func (x graphTx) AddBlocker(ctx context.Context, taskID, dependsOnID string, at time.Time) (store.Status, int, error) {
+	var status store.Status
+	var attempt int
+	err := x.tx.QueryRow(ctx, `UPDATE tasks SET depends_on = (depends_on::jsonb || to_jsonb($1::text))::json, updated_at = $2
+		WHERE id = $3 RETURNING status, attempt`, dependsOnID, at, taskID).Scan(&status, &attempt)
+	return status, attempt, err
+}
+
+func (x graphTx) Block(ctx context.Context, taskID string) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET status = 'blocked' WHERE id = $1`, taskID)
+	return err
+}
+
 // TaskDependencyAdd implements store.Store.
 func (s *Store) TaskDependencyAdd(ctx context.Context, p *store.TaskDependencyAddParams) (*store.Task, error) {
 	at := s.now(p.Now)
-	kind := cmp.Or(p.Kind, store.DependencyBlocks)
 	var t *store.Task
 	err := s.writeTx(ctx, func(tx *txn) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, graphLock); err != nil {
+		if err := store.AddDependency(ctx, s.graph(tx), p, at); err != nil {
 			return err
 		}
-		// Both tasks are locked, in id order: neither is purged meanwhile,
-		// the task's status holds, and the blocker cannot end unseen.
-		rows, err := tx.Query(ctx, `SELECT id FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE`,
-			[]string{p.TaskID, p.DependsOnID})
-		if err != nil {
-			return err
-		}
-		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		for _, ref := range []struct{ field, id string }{{"task_id", p.TaskID}, {"depends_on", p.DependsOnID}} {
-			if !slices.Contains(found, ref.id) {
-				return &store.ReferenceError{Field: ref.field, ID: ref.id}
-			}
-		}
-		if p.TaskID == p.DependsOnID {
-			return fmt.Errorf("%w: a task cannot depend on itself", store.ErrCycle)
-		}
-		// A cycle closes if the blocker already depends, at any distance,
-		// on the task.
-		var cycle bool
-		err = tx.QueryRow(ctx, `WITH RECURSIVE reach(id) AS (
-				SELECT depends_on_id FROM task_dependencies WHERE task_id = $1
-				UNION
-				SELECT d.depends_on_id FROM task_dependencies d JOIN reach ON d.task_id = reach.id
-			) SELECT EXISTS (SELECT 1 FROM reach WHERE id = $2)`, p.DependsOnID, p.TaskID).Scan(&cycle)
-		if err != nil {
-			return err
-		}
-		if cycle {
-			return fmt.Errorf("%w: %s already depends on %s", store.ErrCycle, p.DependsOnID, p.TaskID)
-		}
-		tag, err := tx.Exec(ctx, `INSERT INTO task_dependencies (task_id, depends_on_id, kind) VALUES ($1, $2, $3)
-			ON CONFLICT DO NOTHING`, p.TaskID, p.DependsOnID, kind)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 1 && kind == store.DependencyBlocks {
-			var status store.Status
-			var attempt int
-			err := tx.QueryRow(ctx, `UPDATE tasks SET depends_on = (depends_on::jsonb || to_jsonb($1::text))::json, updated_at = $2
-				WHERE id = $3 RETURNING status, attempt`, p.DependsOnID, at, p.TaskID).Scan(&status, &attempt)
-			if err != nil {
-				return err
-			}
-			if status == store.StatusPending {
-				if err := store.CheckTransition(p.TaskID, status, store.StatusBlocked); err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'blocked' WHERE id = $1`, p.TaskID); err != nil {
-					return err
-				}
-				if err := tx.appendEvent(p.TaskID, store.EventTaskBlocked, p.Actor,
-					&store.TransitionData{From: store.StatusPending, To: store.StatusBlocked, Attempt: attempt}, at); err != nil {
-					return err
-				}
-				if err := s.settle(ctx, tx, p.TaskID, at); err != nil {
-					return err
-				}
-			}
-		}
-		var gerr error
-		t, gerr = getTask(ctx, tx, p.TaskID)
-		return gerr
+		var err error
+		t, err = getTask(ctx, tx, p.TaskID)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("add dependency of %s on %s: %w", p.TaskID, p.DependsOnID, err)

@@ -18,138 +18,30 @@ const (
 		WHERE task_id = ? AND status = '` + store.InputPending + `'`
 )
 
-// settle decides, inside tx, where a blocked task stands given its
-// blockers: pending once every one has completed (or failed or been
-// cancelled, for a task that runs anyway), failed with dependency_failed
-// once one has failed or been cancelled, else still blocked. A task it
-// ends settles its own dependents in turn.
+// graphTx is a write transaction seen as the task graph (store.TaskGraph)
+// and the pause of tasks (store.TaskPauser).
+type graphTx struct{ execTx }
+
+var _ store.DependencyAdder = graphTx{}
+
+// settle settles a task that has just become blocked (see store.Settle).
 func (s *Store) settle(ctx context.Context, tx *sql.Tx, taskID string, at time.Time) error {
-	var status store.Status
-	var policy string
-	var attempt int
-	err := tx.QueryRowContext(ctx, `SELECT status, on_dependency_failure, attempt FROM tasks WHERE id = ?`, taskID).
-		Scan(&status, &policy, &attempt)
-	if err != nil {
-		return err
-	}
-	if status != store.StatusBlocked {
-		return nil
-	}
-	var open, broken int
-	var brokenBy sql.NullString
-	err = tx.QueryRowContext(ctx, `SELECT
-			count(*) FILTER (WHERE b.status NOT IN ('completed', 'failed', 'cancelled')),
-			count(*) FILTER (WHERE b.status IN ('failed', 'cancelled')),
-			min(CASE WHEN b.status IN ('failed', 'cancelled') THEN b.id END)
-		FROM task_dependencies d JOIN tasks b ON b.id = d.depends_on_id
-		WHERE d.task_id = ? AND d.kind = 'blocks'`, taskID).Scan(&open, &broken, &brokenBy)
-	if err != nil {
-		return err
-	}
-	switch {
-	case broken > 0 && policy != store.OnDependencyFailureRun:
-		taskErr := &store.TaskError{Code: store.CodeDependencyFailed,
-			Message: fmt.Sprintf("dependency %s failed or was cancelled", brokenBy.String)}
-		if err := store.CheckTransition(taskID, store.StatusBlocked, store.StatusFailed); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'failed', error_code = ?1, error_message = ?2,
-			finished_at = ?3, updated_at = ?3 WHERE id = ?4`, taskErr.Code, taskErr.Message, micros(at), taskID); err != nil {
-			return err
-		}
-		if err := s.appendEvent(ctx, tx, taskID, store.EventTaskFailed, store.ActorSystem,
-			&store.TransitionData{From: store.StatusBlocked, To: store.StatusFailed, Attempt: attempt, Error: taskErr}, at); err != nil {
-			return err
-		}
-		return s.ended(ctx, tx, taskID, at)
-	case open == 0:
-		if err := store.CheckTransition(taskID, store.StatusBlocked, store.StatusPending); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', run_at = max(run_at, ?1), updated_at = ?1
-			WHERE id = ?2`, micros(at), taskID); err != nil {
-			return err
-		}
-		return s.appendEvent(ctx, tx, taskID, store.EventTaskUnblocked, store.ActorSystem,
-			&store.TransitionData{From: store.StatusBlocked, To: store.StatusPending, Attempt: attempt}, at)
-	}
-	return nil
+	return store.Settle(ctx, s.graph(tx), taskID, at)
 }
 
-// settleDependents settles every blocked task that taskID blocks; call it in
-// the transaction that ends taskID.
-func (s *Store) settleDependents(ctx context.Context, tx *sql.Tx, taskID string, at time.Time) error {
-	rows, err := tx.StmtContext(ctx, s.stmts.dependents).QueryContext(ctx, taskID)
-	if err != nil {
-		return err
-	}
-	var dependents []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		dependents = append(dependents, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, id := range dependents {
-		if err := s.settle(ctx, tx, id, at); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// ended does, inside the transaction that ended taskID, what its end sets
-// off: its open question is closed (cancelled), its dependents are settled
-// and a parent waiting for its children resumes when this was the last
-// one.
+// ended does what the end of taskID sets off (see store.Ended), inside the
+// transaction that ended it.
 func (s *Store) ended(ctx context.Context, tx *sql.Tx, taskID string, at time.Time) error {
-	if _, err := tx.StmtContext(ctx, s.stmts.closeInputs).ExecContext(ctx, taskID); err != nil {
-		return err
-	}
-	if err := s.settleDependents(ctx, tx, taskID, at); err != nil {
-		return err
-	}
-	var parentID sql.NullString
-	if err := tx.StmtContext(ctx, s.stmts.parentOf).QueryRowContext(ctx, taskID).Scan(&parentID); err != nil {
-		return err
-	}
-	if !parentID.Valid {
-		return nil
-	}
-	return s.resumeIfChildrenDone(ctx, tx, parentID.String, at)
+	return store.Ended(ctx, s.graph(tx), taskID, at)
 }
 
-// resumeIfChildrenDone makes a parent in waiting_subtasks pending once none
-// of its children is left unfinished.
+// resumeIfChildrenDone resumes a parent waiting for its children once they
+// have all ended (see store.ResumeIfChildrenDone).
 func (s *Store) resumeIfChildrenDone(ctx context.Context, tx *sql.Tx, parentID string, at time.Time) error {
-	var status store.Status
-	var attempt int
-	if err := tx.QueryRowContext(ctx, `SELECT status, attempt FROM tasks WHERE id = ?`, parentID).Scan(&status, &attempt); err != nil {
-		return err
-	}
-	if status != store.StatusWaitingSubtasks {
-		return nil
-	}
-	open, err := s.openChildren(ctx, tx, parentID)
-	if err != nil || open > 0 {
-		return err
-	}
-	if err := store.CheckTransition(parentID, status, store.StatusPending); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', run_at = ?1, updated_at = ?1 WHERE id = ?2`,
-		micros(at), parentID); err != nil {
-		return err
-	}
-	return s.appendEvent(ctx, tx, parentID, store.EventTaskSubtasksDone, store.ActorSystem,
-		&store.TransitionData{From: store.StatusWaitingSubtasks, To: store.StatusPending, Attempt: attempt}, at)
+	return store.ResumeIfChildrenDone(ctx, s.graph(tx), parentID, at)
 }
+
+func (s *Store) graph(tx *sql.Tx) graphTx { return graphTx{execTx{s: s, tx: tx}} }
 
 // openChildren counts a task's children that have not ended.
 func (s *Store) openChildren(ctx context.Context, tx *sql.Tx, parentID string) (int, error) {
@@ -159,75 +51,142 @@ func (s *Store) openChildren(ctx context.Context, tx *sql.Tx, parentID string) (
 	return open, err
 }
 
+func (x graphTx) SettleState(ctx context.Context, taskID string, _ bool) (*store.SettleState, error) {
+	var st store.SettleState
+	err := x.tx.QueryRowContext(ctx, `SELECT status, on_dependency_failure, attempt FROM tasks WHERE id = ?`, taskID).
+		Scan(&st.Status, &st.OnDependencyFailure, &st.Attempt)
+	if err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+func (x graphTx) SettleBlockers(ctx context.Context, taskID string, _ *store.SettleState, _ bool) (store.Blockers, error) {
+	var b store.Blockers
+	var brokenBy sql.NullString
+	err := x.tx.QueryRowContext(ctx, `SELECT
+			count(*) FILTER (WHERE b.status NOT IN ('completed', 'failed', 'cancelled')),
+			count(*) FILTER (WHERE b.status IN ('failed', 'cancelled')),
+			min(CASE WHEN b.status IN ('failed', 'cancelled') THEN b.id END)
+		FROM task_dependencies d JOIN tasks b ON b.id = d.depends_on_id
+		WHERE d.task_id = ? AND d.kind = 'blocks'`, taskID).Scan(&b.Open, &b.Broken, &brokenBy)
+	b.BrokenBy = brokenBy.String
+	return b, err
+}
+
+func (x graphTx) FailBlocked(ctx context.Context, taskID string, e *store.TaskError, at time.Time) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET status = 'failed', error_code = ?1, error_message = ?2,
+		finished_at = ?3, updated_at = ?3 WHERE id = ?4`, e.Code, e.Message, micros(at), taskID)
+	return err
+}
+
+func (x graphTx) Unblock(ctx context.Context, taskID string, at time.Time) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', run_at = max(run_at, ?1), updated_at = ?1
+		WHERE id = ?2`, micros(at), taskID)
+	return err
+}
+
+func (x graphTx) CloseInputs(ctx context.Context, taskID string) error {
+	_, err := x.tx.StmtContext(ctx, x.s.stmts.closeInputs).ExecContext(ctx, taskID)
+	return err
+}
+
+func (x graphTx) EndedParent(ctx context.Context, taskID string) (string, error) {
+	var parentID sql.NullString
+	err := x.tx.StmtContext(ctx, x.s.stmts.parentOf).QueryRowContext(ctx, taskID).Scan(&parentID)
+	return parentID.String, err
+}
+
+func (x graphTx) BlockedDependents(ctx context.Context, taskID string) ([]string, error) {
+	rows, err := x.tx.StmtContext(ctx, x.s.stmts.dependents).QueryContext(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r rowScanner) (string, error) {
+		var id string
+		err := r.Scan(&id)
+		return id, err
+	})
+}
+
+func (x graphTx) WaitingState(ctx context.Context, parentID string) (store.Status, int, error) {
+	var status store.Status
+	var attempt int
+	err := x.tx.QueryRowContext(ctx, `SELECT status, attempt FROM tasks WHERE id = ?`, parentID).Scan(&status, &attempt)
+	return status, attempt, err
+}
+
+func (x graphTx) OpenChildren(ctx context.Context, parentID string) (int, error) {
+	return x.s.openChildren(ctx, x.tx, parentID)
+}
+
+func (x graphTx) SubtasksDone(ctx context.Context, parentID string, at time.Time) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', run_at = ?1, updated_at = ?1 WHERE id = ?2`,
+		micros(at), parentID)
+	return err
+}
+
+func (x graphTx) AppendEvent(ctx context.Context, taskID, typ, actor string, data any, at time.Time) error {
+	return x.s.appendEvent(ctx, x.tx, taskID, typ, actor, data, at)
+}
+
+func (x graphTx) EdgeEnds(ctx context.Context, taskID, dependsOnID string) (taskFound, blockerFound bool, err error) {
+	exists := func(id string) (bool, error) {
+		var n int
+		err := x.tx.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE id = ?`, id).Scan(&n)
+		return n > 0, err
+	}
+	if taskFound, err = exists(taskID); err != nil || !taskFound {
+		return taskFound, false, err
+	}
+	blockerFound, err = exists(dependsOnID)
+	return taskFound, blockerFound, err
+}
+
+func (x graphTx) DependsOn(ctx context.Context, from, to string) (bool, error) {
+	var reach int
+	err := x.tx.QueryRowContext(ctx, `WITH RECURSIVE reach(id) AS (
+			SELECT depends_on_id FROM task_dependencies WHERE task_id = ?1
+			UNION
+			SELECT d.depends_on_id FROM task_dependencies d JOIN reach ON d.task_id = reach.id
+		) SELECT count(*) FROM reach WHERE id = ?2`, from, to).Scan(&reach)
+	return reach > 0, err
+}
+
+func (x graphTx) InsertDependency(ctx context.Context, taskID, dependsOnID, kind string) (bool, error) {
+	res, err := x.tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_dependencies (task_id, depends_on_id, kind) VALUES (?, ?, ?)`,
+		taskID, dependsOnID, kind)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+func (x graphTx) AddBlocker(ctx context.Context, taskID, dependsOnID string, at time.Time) (store.Status, int, error) {
+	if _, err := x.tx.ExecContext(ctx, `UPDATE tasks SET depends_on = json_insert(depends_on, '$[#]', ?1), updated_at = ?2 WHERE id = ?3`,
+		dependsOnID, micros(at), taskID); err != nil {
+		return "", 0, err
+	}
+	return x.WaitingState(ctx, taskID)
+}
+
+func (x graphTx) Block(ctx context.Context, taskID string) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET status = 'blocked' WHERE id = ?`, taskID)
+	return err
+}
+
 // TaskDependencyAdd implements store.Store.
 func (s *Store) TaskDependencyAdd(ctx context.Context, p *store.TaskDependencyAddParams) (*store.Task, error) {
 	at := now(p.Now)
-	kind := p.Kind
-	if kind == "" {
-		kind = store.DependencyBlocks
-	}
 	var t *store.Task
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		for field, id := range map[string]string{"task_id": p.TaskID, "depends_on": p.DependsOnID} {
-			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE id = ?`, id).Scan(&n); err != nil {
-				return err
-			}
-			if n == 0 {
-				return &store.ReferenceError{Field: field, ID: id}
-			}
-		}
-		if p.TaskID == p.DependsOnID {
-			return fmt.Errorf("%w: a task cannot depend on itself", store.ErrCycle)
-		}
-		// A cycle closes if the blocker already depends, at any distance,
-		// on the task.
-		var reach int
-		err := tx.QueryRowContext(ctx, `WITH RECURSIVE reach(id) AS (
-				SELECT depends_on_id FROM task_dependencies WHERE task_id = ?1
-				UNION
-				SELECT d.depends_on_id FROM task_dependencies d JOIN reach ON d.task_id = reach.id
-			) SELECT count(*) FROM reach WHERE id = ?2`, p.DependsOnID, p.TaskID).Scan(&reach)
-		if err != nil {
+		if err := store.AddDependency(ctx, s.graph(tx), p, at); err != nil {
 			return err
 		}
-		if reach > 0 {
-			return fmt.Errorf("%w: %s already depends on %s", store.ErrCycle, p.DependsOnID, p.TaskID)
-		}
-		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_dependencies (task_id, depends_on_id, kind) VALUES (?, ?, ?)`,
-			p.TaskID, p.DependsOnID, kind)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 1 && kind == store.DependencyBlocks {
-			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET depends_on = json_insert(depends_on, '$[#]', ?1), updated_at = ?2 WHERE id = ?3`,
-				p.DependsOnID, micros(at), p.TaskID); err != nil {
-				return err
-			}
-			var status store.Status
-			var attempt int
-			if err := tx.QueryRowContext(ctx, `SELECT status, attempt FROM tasks WHERE id = ?`, p.TaskID).Scan(&status, &attempt); err != nil {
-				return err
-			}
-			if status == store.StatusPending {
-				if err := store.CheckTransition(p.TaskID, status, store.StatusBlocked); err != nil {
-					return err
-				}
-				if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'blocked' WHERE id = ?`, p.TaskID); err != nil {
-					return err
-				}
-				if err := s.appendEvent(ctx, tx, p.TaskID, store.EventTaskBlocked, p.Actor,
-					&store.TransitionData{From: store.StatusPending, To: store.StatusBlocked, Attempt: attempt}, at); err != nil {
-					return err
-				}
-				if err := s.settle(ctx, tx, p.TaskID, at); err != nil {
-					return err
-				}
-			}
-		}
-		var gerr error
-		t, gerr = getTask(ctx, tx, p.TaskID)
-		return gerr
+		var err error
+		t, err = getTask(ctx, tx, p.TaskID)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("add dependency of %s on %s: %w", p.TaskID, p.DependsOnID, err)
