@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -111,24 +112,14 @@ type SubmitParams struct {
 
 const maxTitleRunes = 80
 
+// validate checks p and returns what to insert. The checks run in a fixed
+// order: a request wrong in several fields always names the same one.
 func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
-	goal := strings.TrimSpace(p.Goal)
-	switch {
-	case goal == "":
-		return nil, invalid("goal", "must not be empty")
-	case len(p.Goal) > DefaultMaxGoalBytes:
-		return nil, invalid("goal", "is %d bytes; the limit is %d", len(p.Goal), DefaultMaxGoalBytes)
-	case !utf8.ValidString(p.Goal):
-		return nil, invalid("goal", "must be valid UTF-8")
-	}
-	if err := checkText("goal", p.Goal); err != nil {
+	if err := checkGoal(p); err != nil {
 		return nil, err
 	}
-	if err := checkText("title", p.Title); err != nil {
+	if err := checkRunAt(p); err != nil {
 		return nil, err
-	}
-	if p.RunAt != nil && !store.TimeInRange(p.RunAt.UTC()) {
-		return nil, invalid("run_at", "%s is %s in UTC, outside the years 0001–9999", p.RunAt.Format(time.RFC3339Nano), p.RunAt.UTC().Format("2006-01-02T15:04:05Z07:00"))
 	}
 	input, err := jsonObject("input", p.Input, e.cfg.MaxInputBytes)
 	if err != nil {
@@ -138,149 +129,30 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 	if err != nil {
 		return nil, err
 	}
-	priority := DefaultPriority
-	if p.Priority != nil {
-		priority = *p.Priority
-		if priority < 0 || priority > 9 {
-			return nil, invalid("priority", "%d is out of range 0–9", priority)
-		}
-	}
-	maxAttempts := p.MaxAttempts
-	if maxAttempts == 0 {
-		maxAttempts = e.cfg.MaxAttempts
-	}
-	if maxAttempts < 1 || maxAttempts > 100 {
-		return nil, invalid("max_attempts", "%d is out of range 1–100", maxAttempts)
-	}
-	if len(p.DependsOn) > DefaultMaxDependsOn {
-		return nil, invalid("depends_on", "has %d ids; the limit is %d", len(p.DependsOn), DefaultMaxDependsOn)
-	}
-	seen := make(map[string]bool, len(p.DependsOn))
-	for _, d := range p.DependsOn {
-		if !id.Valid(id.Task, d) {
-			return nil, invalid("depends_on", "%q is not a task id", d)
-		}
-		if seen[d] {
-			return nil, invalid("depends_on", "lists %s twice", d)
-		}
-		seen[d] = true
-	}
-	switch p.OnDependencyFailure {
-	case "", store.OnDependencyFailureFail, store.OnDependencyFailureRun:
-	default:
-		return nil, invalid("on_dependency_failure", "%q is not %q or %q", p.OnDependencyFailure,
-			store.OnDependencyFailureFail, store.OnDependencyFailureRun)
-	}
-	if p.ParentID != "" && !id.Valid(id.Task, p.ParentID) {
-		return nil, invalid("parent_id", "%q is not a task id", p.ParentID)
-	}
-	for _, tag := range p.Tags {
-		if strings.TrimSpace(tag) == "" || len(tag) > 100 {
-			return nil, invalid("tags", "each tag must be 1–100 bytes and not blank")
-		}
-	}
-	if len(p.Tags) > 50 {
-		return nil, invalid("tags", "has %d tags; the limit is 50", len(p.Tags))
-	}
-	if len(p.Title) > 1000 || len(p.SessionID) > 200 || len(p.IdempotencyKey) > 200 || len(p.Agent) > 100 {
-		return nil, invalid(longestField(p), "is too long")
-	}
-	if b := p.Budget; b != nil && (b.MaxTokens < 0 || b.MaxCostUSD < 0 || b.MaxWallClock < 0 || b.MaxToolCalls < 0) {
-		return nil, invalid("budget", "limits must not be negative")
-	}
-	if p.MaxSteps < 0 || p.MaxSteps > 10_000 {
-		return nil, invalid("max_steps", "%d is out of range 1–10000", p.MaxSteps)
-	}
-	if len(p.SystemPrompt) > DefaultMaxGoalBytes {
-		return nil, invalid("system_prompt", "is %d bytes; the limit is %d", len(p.SystemPrompt), DefaultMaxGoalBytes)
-	}
-	// In a fixed order, so a request wrong in both always names the same field.
-	for _, list := range []struct {
-		field string
-		names []string
-	}{{"tools", p.Tools}, {"tools_deny", p.ToolsDeny}} {
-		for _, n := range list.names {
-			if strings.TrimSpace(n) == "" || len(n) > 100 {
-				return nil, invalid(list.field, "each tool name must be 1–100 bytes and not blank")
-			}
-		}
-	}
-	budget := p.Budget
-	if budget == nil {
-		budget = e.cfg.DefaultBudget
-	}
-	var options *store.Options
-	if p.InputTimeout < 0 {
-		return nil, invalid("input_timeout", "must not be negative")
-	}
-	if !store.TimeInRange(e.clock.Now().UTC().Add(p.InputTimeout)) {
-		return nil, invalid("input_timeout", "%s reaches past the year 9999", p.InputTimeout)
-	}
-	if !validSource(p.Source) {
-		return nil, invalid("source", "%q is not one of user, agent, heartbeat, schedule:<id>, event:<id>", p.Source)
-	}
-	route := p.ResultRoute
-	switch route {
-	case "", store.ResultRouteNotify, store.ResultRouteSilent, store.ResultRouteNone, store.ResultRouteMemory:
-		if p.Chain != nil {
-			return nil, invalid("result_route", "task, schedule and context_from_result belong to a chain route")
-		}
-	case store.ResultRouteMemoryReview:
-		if !p.reviewsMemory {
-			return nil, invalid("result_route", "%q is not one of notify, silent, none, memory, chain", p.ResultRoute)
-		}
-	case store.ResultRouteChain:
-		if p.Chain == nil {
-			return nil, invalid("result_route", `a chain names either "task" or "schedule"`)
-		}
-	default:
-		return nil, invalid("result_route", "%q is not one of notify, silent, none, memory, chain", p.ResultRoute)
-	}
-	if p.MaxMemoryTokens < 0 || p.MaxMemoryTokens > MaxMemoryTokensLimit {
-		return nil, invalid("max_memory_tokens", "%d is out of range 0–%d", p.MaxMemoryTokens, MaxMemoryTokensLimit)
-	}
-	if p.MaxMemoryEntries < 0 || p.MaxMemoryEntries > MaxMemoryEntriesLimit {
-		return nil, invalid("max_memory_entries", "%d is out of range 0–%d", p.MaxMemoryEntries, MaxMemoryEntriesLimit)
-	}
-	lane := p.Lane
-	if err := checkText("lane", lane); err != nil {
+	priority, err := priorityOf(p)
+	if err != nil {
 		return nil, err
 	}
-	if len(lane) > 200 {
-		return nil, invalid("lane", "is %d bytes; the limit is 200", len(lane))
+	maxAttempts, err := e.maxAttemptsOf(p)
+	if err != nil {
+		return nil, err
 	}
-	if lane == "" && e.cfg.SessionLanes && p.SessionID != "" && p.ParentID == "" {
-		lane = "session:" + p.SessionID
-	}
-	if p.MaxSteps != 0 || len(p.Tools) > 0 || len(p.ToolsDeny) > 0 || p.SystemPrompt != "" || p.InputTimeout > 0 || p.InputDefault != nil ||
-		p.Source != "" || route != "" || p.Scout || lane != "" || p.MaxMemoryTokens > 0 || p.MaxMemoryEntries > 0 || p.RecallFlagged {
-		options = &store.Options{
-			MaxSteps: p.MaxSteps, Tools: p.Tools, ToolsDeny: p.ToolsDeny, SystemPrompt: p.SystemPrompt,
-			InputTimeout: store.Duration(p.InputTimeout), InputDefault: p.InputDefault,
-			Source: p.Source, ResultRoute: route, Chain: p.Chain, Scout: p.Scout, Lane: lane,
-			MaxMemoryTokens: p.MaxMemoryTokens, MaxMemoryEntries: p.MaxMemoryEntries, RecallFlagged: p.RecallFlagged,
+	for _, check := range []func(*SubmitParams) error{
+		checkDependencies, checkParent, checkTags, checkLengths, checkBudget,
+		checkAgentSettings, e.checkInputTimeout, checkSource, checkResultRoute,
+		checkMemoryLimits, checkLane,
+	} {
+		if err := check(p); err != nil {
+			return nil, err
 		}
-	}
-
-	title := p.Title
-	if title == "" {
-		title = defaultTitle(goal)
-	}
-	agent := p.Agent
-	if agent == "" {
-		agent = DefaultAgent
-	}
-	actor := p.Actor
-	if actor == "" {
-		actor = store.ActorUser
 	}
 	return &store.TaskInsertParams{
 		ID:                  id.New(id.Task),
 		ParentID:            p.ParentID,
 		RunID:               id.New(id.Run),
 		SessionID:           p.SessionID,
-		Agent:               agent,
-		Title:               title,
+		Agent:               cmp.Or(p.Agent, DefaultAgent),
+		Title:               cmp.Or(p.Title, defaultTitle(strings.TrimSpace(p.Goal))),
 		Goal:                p.Goal,
 		Input:               input,
 		Metadata:            metadata,
@@ -291,12 +163,224 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 		DependsOn:           p.DependsOn,
 		OnDependencyFailure: p.OnDependencyFailure,
 		IdempotencyKey:      p.IdempotencyKey,
-		Budget:              budget,
-		Options:             options,
+		Budget:              cmp.Or(p.Budget, e.cfg.DefaultBudget),
+		Options:             e.options(p),
 		MaxDepth:            max(e.cfg.MaxSubtaskDepth, 0),
-		Actor:               actor,
+		Actor:               cmp.Or(p.Actor, store.ActorUser),
 		Now:                 e.now(),
 	}, nil
+}
+
+// checkGoal checks the goal and the title: text a person reads.
+func checkGoal(p *SubmitParams) error {
+	switch {
+	case strings.TrimSpace(p.Goal) == "":
+		return invalid("goal", "must not be empty")
+	case len(p.Goal) > DefaultMaxGoalBytes:
+		return invalid("goal", "is %d bytes; the limit is %d", len(p.Goal), DefaultMaxGoalBytes)
+	case !utf8.ValidString(p.Goal):
+		return invalid("goal", "must be valid UTF-8")
+	}
+	if err := checkText("goal", p.Goal); err != nil {
+		return err
+	}
+	return checkText("title", p.Title)
+}
+
+// checkRunAt refuses a time the store cannot hold.
+func checkRunAt(p *SubmitParams) error {
+	if p.RunAt != nil && !store.TimeInRange(p.RunAt.UTC()) {
+		return invalid("run_at", "%s is %s in UTC, outside the years 0001–9999", p.RunAt.Format(time.RFC3339Nano), p.RunAt.UTC().Format("2006-01-02T15:04:05Z07:00"))
+	}
+	return nil
+}
+
+// priorityOf is p's priority, DefaultPriority when absent.
+func priorityOf(p *SubmitParams) (int, error) {
+	if p.Priority == nil {
+		return DefaultPriority, nil
+	}
+	if v := *p.Priority; v < 0 || v > 9 {
+		return 0, invalid("priority", "%d is out of range 0–9", v)
+	}
+	return *p.Priority, nil
+}
+
+// maxAttemptsOf is p's attempt limit, the engine's when absent.
+func (e *Engine) maxAttemptsOf(p *SubmitParams) (int, error) {
+	n := cmp.Or(p.MaxAttempts, e.cfg.MaxAttempts)
+	if n < 1 || n > 100 {
+		return 0, invalid("max_attempts", "%d is out of range 1–100", n)
+	}
+	return n, nil
+}
+
+// checkDependencies checks depends_on (well-formed ids, each once) and
+// what happens when one fails.
+func checkDependencies(p *SubmitParams) error {
+	if len(p.DependsOn) > DefaultMaxDependsOn {
+		return invalid("depends_on", "has %d ids; the limit is %d", len(p.DependsOn), DefaultMaxDependsOn)
+	}
+	seen := make(map[string]bool, len(p.DependsOn))
+	for _, d := range p.DependsOn {
+		if !id.Valid(id.Task, d) {
+			return invalid("depends_on", "%q is not a task id", d)
+		}
+		if seen[d] {
+			return invalid("depends_on", "lists %s twice", d)
+		}
+		seen[d] = true
+	}
+	switch p.OnDependencyFailure {
+	case "", store.OnDependencyFailureFail, store.OnDependencyFailureRun:
+		return nil
+	}
+	return invalid("on_dependency_failure", "%q is not %q or %q", p.OnDependencyFailure,
+		store.OnDependencyFailureFail, store.OnDependencyFailureRun)
+}
+
+func checkParent(p *SubmitParams) error {
+	if p.ParentID != "" && !id.Valid(id.Task, p.ParentID) {
+		return invalid("parent_id", "%q is not a task id", p.ParentID)
+	}
+	return nil
+}
+
+func checkTags(p *SubmitParams) error {
+	for _, tag := range p.Tags {
+		if strings.TrimSpace(tag) == "" || len(tag) > 100 {
+			return invalid("tags", "each tag must be 1–100 bytes and not blank")
+		}
+	}
+	if len(p.Tags) > 50 {
+		return invalid("tags", "has %d tags; the limit is 50", len(p.Tags))
+	}
+	return nil
+}
+
+// checkLengths bounds the short strings, naming the first too long.
+func checkLengths(p *SubmitParams) error {
+	switch {
+	case len(p.Title) > 1000:
+		return invalid("title", "is too long")
+	case len(p.SessionID) > 200:
+		return invalid("session_id", "is too long")
+	case len(p.IdempotencyKey) > 200:
+		return invalid("idempotency_key", "is too long")
+	case len(p.Agent) > 100:
+		return invalid("agent", "is too long")
+	}
+	return nil
+}
+
+func checkBudget(p *SubmitParams) error {
+	if b := p.Budget; b != nil && (b.MaxTokens < 0 || b.MaxCostUSD < 0 || b.MaxWallClock < 0 || b.MaxToolCalls < 0) {
+		return invalid("budget", "limits must not be negative")
+	}
+	return nil
+}
+
+// checkAgentSettings checks what p overrides of its agent's settings.
+func checkAgentSettings(p *SubmitParams) error {
+	if p.MaxSteps < 0 || p.MaxSteps > 10_000 {
+		return invalid("max_steps", "%d is out of range 1–10000", p.MaxSteps)
+	}
+	if len(p.SystemPrompt) > DefaultMaxGoalBytes {
+		return invalid("system_prompt", "is %d bytes; the limit is %d", len(p.SystemPrompt), DefaultMaxGoalBytes)
+	}
+	if err := checkToolNames("tools", p.Tools); err != nil {
+		return err
+	}
+	return checkToolNames("tools_deny", p.ToolsDeny)
+}
+
+func checkToolNames(field string, names []string) error {
+	for _, n := range names {
+		if strings.TrimSpace(n) == "" || len(n) > 100 {
+			return invalid(field, "each tool name must be 1–100 bytes and not blank")
+		}
+	}
+	return nil
+}
+
+// checkInputTimeout refuses a question deadline the store cannot hold.
+func (e *Engine) checkInputTimeout(p *SubmitParams) error {
+	if p.InputTimeout < 0 {
+		return invalid("input_timeout", "must not be negative")
+	}
+	if !store.TimeInRange(e.clock.Now().UTC().Add(p.InputTimeout)) {
+		return invalid("input_timeout", "%s reaches past the year 9999", p.InputTimeout)
+	}
+	return nil
+}
+
+func checkSource(p *SubmitParams) error {
+	if !validSource(p.Source) {
+		return invalid("source", "%q is not one of user, agent, heartbeat, schedule:<id>, event:<id>", p.Source)
+	}
+	return nil
+}
+
+// checkResultRoute checks the route's name against its chain; the chain
+// itself is checkChain's.
+func checkResultRoute(p *SubmitParams) error {
+	switch p.ResultRoute {
+	case "", store.ResultRouteNotify, store.ResultRouteSilent, store.ResultRouteNone, store.ResultRouteMemory:
+		if p.Chain != nil {
+			return invalid("result_route", "task, schedule and context_from_result belong to a chain route")
+		}
+		return nil
+	case store.ResultRouteMemoryReview:
+		if p.reviewsMemory {
+			return nil
+		}
+	case store.ResultRouteChain:
+		if p.Chain == nil {
+			return invalid("result_route", `a chain names either "task" or "schedule"`)
+		}
+		return nil
+	}
+	return invalid("result_route", "%q is not one of notify, silent, none, memory, chain", p.ResultRoute)
+}
+
+func checkMemoryLimits(p *SubmitParams) error {
+	if p.MaxMemoryTokens < 0 || p.MaxMemoryTokens > MaxMemoryTokensLimit {
+		return invalid("max_memory_tokens", "%d is out of range 0–%d", p.MaxMemoryTokens, MaxMemoryTokensLimit)
+	}
+	if p.MaxMemoryEntries < 0 || p.MaxMemoryEntries > MaxMemoryEntriesLimit {
+		return invalid("max_memory_entries", "%d is out of range 0–%d", p.MaxMemoryEntries, MaxMemoryEntriesLimit)
+	}
+	return nil
+}
+
+func checkLane(p *SubmitParams) error {
+	if err := checkText("lane", p.Lane); err != nil {
+		return err
+	}
+	if len(p.Lane) > 200 {
+		return invalid("lane", "is %d bytes; the limit is 200", len(p.Lane))
+	}
+	return nil
+}
+
+// options are the task's own settings for its agent, nil when it has
+// none. With SessionLanes, a top-level task with a session and no lane
+// takes its session's.
+func (e *Engine) options(p *SubmitParams) *store.Options {
+	lane := p.Lane
+	if lane == "" && e.cfg.SessionLanes && p.SessionID != "" && p.ParentID == "" {
+		lane = "session:" + p.SessionID
+	}
+	if p.MaxSteps == 0 && len(p.Tools) == 0 && len(p.ToolsDeny) == 0 && p.SystemPrompt == "" && p.InputTimeout <= 0 && p.InputDefault == nil &&
+		p.Source == "" && p.ResultRoute == "" && !p.Scout && lane == "" && p.MaxMemoryTokens <= 0 && p.MaxMemoryEntries <= 0 && !p.RecallFlagged {
+		return nil
+	}
+	return &store.Options{
+		MaxSteps: p.MaxSteps, Tools: p.Tools, ToolsDeny: p.ToolsDeny, SystemPrompt: p.SystemPrompt,
+		InputTimeout: store.Duration(p.InputTimeout), InputDefault: p.InputDefault,
+		Source: p.Source, ResultRoute: p.ResultRoute, Chain: p.Chain, Scout: p.Scout, Lane: lane,
+		MaxMemoryTokens: p.MaxMemoryTokens, MaxMemoryEntries: p.MaxMemoryEntries, RecallFlagged: p.RecallFlagged,
+	}
 }
 
 // validSource reports whether s names who asked for a task.
@@ -322,18 +406,6 @@ func checkText(field, s string) error {
 		}
 	}
 	return nil
-}
-
-func longestField(p *SubmitParams) string {
-	switch {
-	case len(p.Title) > 1000:
-		return "title"
-	case len(p.SessionID) > 200:
-		return "session_id"
-	case len(p.IdempotencyKey) > 200:
-		return "idempotency_key"
-	}
-	return "agent"
 }
 
 // jsonObject checks that raw, if present, is one JSON object within limit
