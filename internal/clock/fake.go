@@ -4,7 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"reflect"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,7 +25,9 @@ import (
 // not been received, so no stale value is seen after they return.
 //
 // A test that must not call Advance before the code under test has armed
-// its timer waits for it with WaitForTimers instead of sleeping.
+// its timer waits for it by name with WaitForTimer or WaitForTicker instead
+// of sleeping: each timer remembers the function that created it, so a
+// wait does not break when the code under test adds a timer elsewhere.
 type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
@@ -49,7 +55,7 @@ func (f *Fake) Now() time.Time {
 func (f *Fake) NewTimer(d time.Duration) Timer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	e := f.newLocked()
+	e := f.newLocked(creator())
 	e.armLocked(d)
 	return fakeTimer{e}
 }
@@ -62,7 +68,7 @@ func (f *Fake) NewTicker(d time.Duration) Ticker {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	e := f.newLocked()
+	e := f.newLocked(creator())
 	e.period = d
 	e.armLocked(d)
 	return fakeTicker{e}
@@ -105,7 +111,8 @@ func (f *Fake) Timers() int {
 }
 
 // WaitForTimers blocks until at least n timers and tickers are active (see
-// Timers), or ctx ends, when it returns an error wrapping ctx.Err().
+// Timers), or ctx ends, when it returns an error wrapping ctx.Err(). The
+// count includes timers of unrelated code, so prefer WaitForTimer.
 func (f *Fake) WaitForTimers(ctx context.Context, n int) error {
 	for {
 		f.mu.Lock()
@@ -123,6 +130,76 @@ func (f *Fake) WaitForTimers(ctx context.Context, n int) error {
 	}
 }
 
+// WaitForTimer blocks until a timer or ticker created by the function
+// named name is active, or ctx ends, when it returns an error wrapping
+// ctx.Err() that lists the active timers. The creator is the function
+// that called NewTimer or NewTicker, past this package and past Clock
+// wrappers (see creator). name matches the end of its full name at a "."
+// or "/", so
+// "producer", "(*Pool).producer" and "engine.(*Pool).producer" all name
+// github.com/errandhq/errand/internal/engine.(*Pool).producer; a closure is
+// named as the runtime names it, such as "Start.func1".
+func (f *Fake) WaitForTimer(ctx context.Context, name string) error {
+	return f.waitFor(ctx, name, func(e *event) bool { return createdBy(e, name) })
+}
+
+// WaitForTicker is WaitForTimer for a ticker of the given period: it tells
+// apart the tickers one helper creates for several jobs.
+func (f *Fake) WaitForTicker(ctx context.Context, name string, period time.Duration) error {
+	return f.waitFor(ctx, fmt.Sprintf("%s every %v", name, period), func(e *event) bool {
+		return e.period == period && createdBy(e, name)
+	})
+}
+
+// waitFor blocks until an active timer matches, or ctx ends.
+func (f *Fake) waitFor(ctx context.Context, what string, match func(*event) bool) error {
+	for {
+		f.mu.Lock()
+		found := false
+		for e := range f.active {
+			found = found || match(e)
+		}
+		changed := f.changedLocked()
+		f.mu.Unlock()
+		if found {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			f.mu.Lock()
+			active := f.describeLocked()
+			f.mu.Unlock()
+			return fmt.Errorf("wait for timer %s, active %v: %w", what, active, ctx.Err())
+		}
+	}
+}
+
+// describeLocked lists the active timers by creator, in creation order.
+func (f *Fake) describeLocked() []string {
+	events := slices.SortedFunc(maps.Keys(f.active), func(a, b *event) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]string, 0, len(events))
+	for _, e := range events {
+		name := e.creator
+		if e.period != 0 {
+			name += fmt.Sprintf(" every %v", e.period)
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// createdBy reports whether name names e's creator: its full name, or the
+// end of it after a "." or "/".
+func createdBy(e *event, name string) bool {
+	full := e.creator
+	if !strings.HasSuffix(full, name) {
+		return false
+	}
+	rest := full[:len(full)-len(name)]
+	return rest == "" || strings.HasSuffix(rest, ".") || strings.HasSuffix(rest, "/")
+}
+
 func (f *Fake) changedLocked() chan struct{} {
 	if f.changed == nil {
 		f.changed = make(chan struct{})
@@ -130,9 +207,9 @@ func (f *Fake) changedLocked() chan struct{} {
 	return f.changed
 }
 
-func (f *Fake) newLocked() *event {
+func (f *Fake) newLocked(creator string) *event {
 	f.seq++
-	return &event{f: f, c: make(chan time.Time, 1), seq: f.seq}
+	return &event{f: f, c: make(chan time.Time, 1), seq: f.seq, creator: creator}
 }
 
 // fireLocked fires every active timer due at or before f.now.
@@ -162,11 +239,12 @@ func (f *Fake) fireLocked() {
 // event is the state shared by fake timers and tickers; period is 0 for a
 // timer.
 type event struct {
-	f      *Fake
-	c      chan time.Time
-	seq    uint64
-	period time.Duration
-	due    time.Time // guarded by f.mu, meaningful while active
+	f       *Fake
+	c       chan time.Time
+	seq     uint64
+	creator string        // the function that created it, see creator
+	period  time.Duration // guarded by f.mu
+	due     time.Time     // guarded by f.mu, meaningful while active
 }
 
 func (e *event) C() <-chan time.Time { return e.c }
@@ -241,4 +319,27 @@ func (t fakeTicker) Reset(d time.Duration) {
 		panic("clock: non-positive interval for Fake ticker Reset")
 	}
 	t.reset(d)
+}
+
+// clockPackage prefixes the names of this package's functions, which
+// creator skips: NewTimer, NewTicker and the wrappers that forward to them.
+var clockPackage = reflect.TypeFor[Fake]().PkgPath() + "."
+
+// creator names the code that asked for a timer: the first function on the
+// caller's stack that is neither in package clock nor named NewTimer or
+// NewTicker, such as a test's Clock wrapper that forwards to a Fake.
+func creator() string {
+	var pcs [32]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	for {
+		frame, more := frames.Next()
+		name := frame.Function
+		short := name[strings.LastIndex(name, ".")+1:]
+		if !strings.HasPrefix(name, clockPackage) && short != "NewTimer" && short != "NewTicker" {
+			return name
+		}
+		if !more {
+			return ""
+		}
+	}
 }
