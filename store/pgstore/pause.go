@@ -10,6 +10,8 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
+var _ store.TaskPauser = graphTx{}
+
 // subtree lists a task's unfinished descendants, nearest first, and locks
 // them deepest first: a child that ends locks itself, then its parent (see
 // ended), so taking a tree from the bottom up queues behind such an end
@@ -37,34 +39,22 @@ func subtree(ctx context.Context, tx *txn, id string) ([]string, error) {
 
 // TaskPause implements store.Store.
 func (s *Store) TaskPause(ctx context.Context, p *store.TaskPauseParams) (*store.Task, error) {
-	return s.pauseOrResume(ctx, p, s.pauseOne, "pause")
+	return s.pauseOrResume(ctx, p, store.PauseTasks, "pause")
 }
 
 // TaskResume implements store.Store.
 func (s *Store) TaskResume(ctx context.Context, p *store.TaskPauseParams) (*store.Task, error) {
-	return s.pauseOrResume(ctx, p, s.resumeOne, "resume")
+	return s.pauseOrResume(ctx, p, store.ResumeTasks, "resume")
 }
 
 func (s *Store) pauseOrResume(ctx context.Context, p *store.TaskPauseParams,
-	one func(context.Context, *txn, string, string, time.Time, bool) error, verb string,
+	apply func(context.Context, store.TaskPauser, *store.TaskPauseParams, time.Time) error, verb string,
 ) (*store.Task, error) {
 	at := s.now(p.Now)
 	var t *store.Task
 	err := s.writeTx(ctx, func(tx *txn) error {
-		var ids []string
-		if p.Subtree {
-			var err error
-			if ids, err = subtree(ctx, tx, p.ID); err != nil {
-				return err
-			}
-		}
-		if err := one(ctx, tx, p.ID, p.Actor, at, true); err != nil {
+		if err := apply(ctx, s.graph(tx), p, at); err != nil {
 			return err
-		}
-		for _, id := range ids {
-			if err := one(ctx, tx, id, p.Actor, at, false); err != nil {
-				return err
-			}
 		}
 		var err error
 		t, err = getTask(ctx, tx, p.ID)
@@ -76,82 +66,42 @@ func (s *Store) pauseOrResume(ctx context.Context, p *store.TaskPauseParams,
 	return t, nil
 }
 
-func (s *Store) pauseOne(ctx context.Context, tx *txn, id, actor string, at time.Time, strict bool) error {
-	ls, err := s.leaseState(ctx, tx, id)
-	if err != nil {
-		return err
-	}
-	switch {
-	case ls.status == store.StatusPaused:
-		return nil
-	case ls.status.Terminal():
-		if strict {
-			return &store.TransitionError{TaskID: id, From: ls.status, To: store.StatusPaused, Action: store.ActionPause}
-		}
-		return nil
-	case ls.status == store.StatusRunning:
-		if ls.pauseRequested {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, `UPDATE tasks SET pause_requested_at = $1, updated_at = $1 WHERE id = $2`, at, id); err != nil {
-			return err
-		}
-		return tx.appendEvent(id, store.EventTaskPauseRequested, actor,
-			&store.TransitionData{From: store.StatusRunning, To: store.StatusRunning, Attempt: ls.attempt}, at)
-	}
-	if err := store.CheckAction(store.ActionPause, id, ls.status, store.StatusPaused); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'paused', paused_from = $1, updated_at = $2 WHERE id = $3`,
-		ls.status, at, id); err != nil {
-		return err
-	}
-	return tx.appendEvent(id, store.EventTaskPaused, actor,
-		&store.TransitionData{From: ls.status, To: store.StatusPaused, Attempt: ls.attempt}, at)
+func (x graphTx) Subtree(ctx context.Context, id string) ([]string, error) {
+	return subtree(ctx, x.tx, id)
 }
 
-func (s *Store) resumeOne(ctx context.Context, tx *txn, id, actor string, at time.Time, strict bool) error {
-	ls, err := s.leaseState(ctx, tx, id)
+func (x graphTx) PauseState(ctx context.Context, id string) (store.PauseState, error) {
+	ls, err := x.s.leaseState(ctx, x.tx, id)
 	if err != nil {
-		return err
+		return store.PauseState{}, err
 	}
-	if ls.status == store.StatusRunning && ls.pauseRequested {
-		_, err := tx.Exec(ctx, `UPDATE tasks SET pause_requested_at = NULL, updated_at = $1 WHERE id = $2`, at, id)
-		return err
-	}
-	if ls.status != store.StatusPaused {
-		if strict {
-			return &store.TransitionError{TaskID: id, From: ls.status, To: store.StatusPending, Action: store.ActionResume}
-		}
-		return nil
-	}
+	return store.PauseState{Status: ls.status, Attempt: ls.attempt, PauseRequested: ls.pauseRequested}, nil
+}
+
+func (x graphTx) RequestPause(ctx context.Context, id string, at time.Time) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET pause_requested_at = $1, updated_at = $1 WHERE id = $2`, at, id)
+	return err
+}
+
+func (x graphTx) CancelPauseRequest(ctx context.Context, id string, at time.Time) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET pause_requested_at = NULL, updated_at = $1 WHERE id = $2`, at, id)
+	return err
+}
+
+func (x graphTx) SetPaused(ctx context.Context, id string, from store.Status, at time.Time) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET status = 'paused', paused_from = $1, updated_at = $2 WHERE id = $3`,
+		from, at, id)
+	return err
+}
+
+func (x graphTx) PausedFrom(ctx context.Context, id string) (string, error) {
 	var from *string
-	if err := tx.QueryRow(ctx, `SELECT paused_from FROM tasks WHERE id = $1`, id).Scan(&from); err != nil {
-		return err
-	}
-	to := store.Status(deref(from))
-	if !to.Valid() {
-		to = store.StatusPending
-	}
-	if err := store.CheckAction(store.ActionResume, id, store.StatusPaused, to); err != nil {
-		return err
-	}
-	// Time spent paused does not delay the task further than it was.
-	if _, err := tx.Exec(ctx, `UPDATE tasks SET status = $1, paused_from = NULL, updated_at = $2 WHERE id = $3`,
-		to, at, id); err != nil {
-		return err
-	}
-	if err := tx.appendEvent(id, store.EventTaskResumed, actor,
-		&store.TransitionData{From: store.StatusPaused, To: to, Attempt: ls.attempt}, at); err != nil {
-		return err
-	}
-	// What it waited for may have ended while it was paused: settle and
-	// resumeIfChildrenDone lock what they count from.
-	switch to {
-	case store.StatusBlocked:
-		return s.settle(ctx, tx, id, at)
-	case store.StatusWaitingSubtasks:
-		return s.resumeIfChildrenDone(ctx, tx, id, at)
-	}
-	return nil
+	err := x.tx.QueryRow(ctx, `SELECT paused_from FROM tasks WHERE id = $1`, id).Scan(&from)
+	return deref(from), err
+}
+
+func (x graphTx) SetResumed(ctx context.Context, id string, to store.Status, at time.Time) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET status = $1, paused_from = NULL, updated_at = $2 WHERE id = $3`,
+		to, at, id)
+	return err
 }

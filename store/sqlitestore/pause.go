@@ -9,6 +9,8 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
+var _ store.TaskPauser = graphTx{}
+
 // subtree lists a task's unfinished descendants, nearest first.
 func subtree(ctx context.Context, tx *sql.Tx, id string) ([]string, error) {
 	rows, err := tx.QueryContext(ctx, `WITH RECURSIVE tree(id, depth) AS (
@@ -22,47 +24,31 @@ func subtree(ctx context.Context, tx *sql.Tx, id string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
+	return collect(rows, func(r rowScanner) (string, error) {
 		var d string
-		if err := rows.Scan(&d); err != nil {
-			return nil, err
-		}
-		ids = append(ids, d)
-	}
-	return ids, rows.Err()
+		err := r.Scan(&d)
+		return d, err
+	})
 }
 
 // TaskPause implements store.Store.
 func (s *Store) TaskPause(ctx context.Context, p *store.TaskPauseParams) (*store.Task, error) {
-	return s.pauseOrResume(ctx, p, s.pauseOne, "pause")
+	return s.pauseOrResume(ctx, p, store.PauseTasks, "pause")
 }
 
 // TaskResume implements store.Store.
 func (s *Store) TaskResume(ctx context.Context, p *store.TaskPauseParams) (*store.Task, error) {
-	return s.pauseOrResume(ctx, p, s.resumeOne, "resume")
+	return s.pauseOrResume(ctx, p, store.ResumeTasks, "resume")
 }
 
 func (s *Store) pauseOrResume(ctx context.Context, p *store.TaskPauseParams,
-	one func(context.Context, *sql.Tx, string, string, time.Time, bool) error, verb string,
+	apply func(context.Context, store.TaskPauser, *store.TaskPauseParams, time.Time) error, verb string,
 ) (*store.Task, error) {
 	at := now(p.Now)
 	var t *store.Task
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		if err := one(ctx, tx, p.ID, p.Actor, at, true); err != nil {
+		if err := apply(ctx, s.graph(tx), p, at); err != nil {
 			return err
-		}
-		if p.Subtree {
-			ids, err := subtree(ctx, tx, p.ID)
-			if err != nil {
-				return err
-			}
-			for _, id := range ids {
-				if err := one(ctx, tx, id, p.Actor, at, false); err != nil {
-					return err
-				}
-			}
 		}
 		var err error
 		t, err = getTask(ctx, tx, p.ID)
@@ -74,81 +60,42 @@ func (s *Store) pauseOrResume(ctx context.Context, p *store.TaskPauseParams,
 	return t, nil
 }
 
-func (s *Store) pauseOne(ctx context.Context, tx *sql.Tx, id, actor string, at time.Time, strict bool) error {
-	ls, err := s.leaseState(ctx, tx, id)
-	if err != nil {
-		return err
-	}
-	switch {
-	case ls.status == store.StatusPaused:
-		return nil
-	case ls.status.Terminal():
-		if strict {
-			return &store.TransitionError{TaskID: id, From: ls.status, To: store.StatusPaused, Action: store.ActionPause}
-		}
-		return nil
-	case ls.status == store.StatusRunning:
-		if ls.pauseRequested {
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET pause_requested_at = ?1, updated_at = ?1 WHERE id = ?2`, micros(at), id); err != nil {
-			return err
-		}
-		return s.appendEvent(ctx, tx, id, store.EventTaskPauseRequested, actor,
-			&store.TransitionData{From: store.StatusRunning, To: store.StatusRunning, Attempt: ls.attempt}, at)
-	}
-	if err := store.CheckAction(store.ActionPause, id, ls.status, store.StatusPaused); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'paused', paused_from = ?1, updated_at = ?2 WHERE id = ?3`,
-		ls.status, micros(at), id); err != nil {
-		return err
-	}
-	return s.appendEvent(ctx, tx, id, store.EventTaskPaused, actor,
-		&store.TransitionData{From: ls.status, To: store.StatusPaused, Attempt: ls.attempt}, at)
+func (x graphTx) Subtree(ctx context.Context, id string) ([]string, error) {
+	return subtree(ctx, x.tx, id)
 }
 
-func (s *Store) resumeOne(ctx context.Context, tx *sql.Tx, id, actor string, at time.Time, strict bool) error {
-	ls, err := s.leaseState(ctx, tx, id)
+func (x graphTx) PauseState(ctx context.Context, id string) (store.PauseState, error) {
+	ls, err := x.s.leaseState(ctx, x.tx, id)
 	if err != nil {
-		return err
+		return store.PauseState{}, err
 	}
-	if ls.status == store.StatusRunning && ls.pauseRequested {
-		_, err := tx.ExecContext(ctx, `UPDATE tasks SET pause_requested_at = NULL, updated_at = ? WHERE id = ?`, micros(at), id)
-		return err
-	}
-	if ls.status != store.StatusPaused {
-		if strict {
-			return &store.TransitionError{TaskID: id, From: ls.status, To: store.StatusPending, Action: store.ActionResume}
-		}
-		return nil
-	}
+	return store.PauseState{Status: ls.status, Attempt: ls.attempt, PauseRequested: ls.pauseRequested}, nil
+}
+
+func (x graphTx) RequestPause(ctx context.Context, id string, at time.Time) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET pause_requested_at = ?1, updated_at = ?1 WHERE id = ?2`, micros(at), id)
+	return err
+}
+
+func (x graphTx) CancelPauseRequest(ctx context.Context, id string, at time.Time) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET pause_requested_at = NULL, updated_at = ? WHERE id = ?`, micros(at), id)
+	return err
+}
+
+func (x graphTx) SetPaused(ctx context.Context, id string, from store.Status, at time.Time) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET status = 'paused', paused_from = ?1, updated_at = ?2 WHERE id = ?3`,
+		from, micros(at), id)
+	return err
+}
+
+func (x graphTx) PausedFrom(ctx context.Context, id string) (string, error) {
 	var from sql.NullString
-	if err := tx.QueryRowContext(ctx, `SELECT paused_from FROM tasks WHERE id = ?`, id).Scan(&from); err != nil {
-		return err
-	}
-	to := store.Status(from.String)
-	if !to.Valid() {
-		to = store.StatusPending
-	}
-	if err := store.CheckAction(store.ActionResume, id, store.StatusPaused, to); err != nil {
-		return err
-	}
-	// Time spent paused does not delay the task further than it was.
-	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?1, paused_from = NULL, updated_at = ?2 WHERE id = ?3`,
-		to, micros(at), id); err != nil {
-		return err
-	}
-	if err := s.appendEvent(ctx, tx, id, store.EventTaskResumed, actor,
-		&store.TransitionData{From: store.StatusPaused, To: to, Attempt: ls.attempt}, at); err != nil {
-		return err
-	}
-	// What it waited for may have ended while it was paused.
-	switch to {
-	case store.StatusBlocked:
-		return s.settle(ctx, tx, id, at)
-	case store.StatusWaitingSubtasks:
-		return s.resumeIfChildrenDone(ctx, tx, id, at)
-	}
-	return nil
+	err := x.tx.QueryRowContext(ctx, `SELECT paused_from FROM tasks WHERE id = ?`, id).Scan(&from)
+	return from.String, err
+}
+
+func (x graphTx) SetResumed(ctx context.Context, id string, to store.Status, at time.Time) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET status = ?1, paused_from = NULL, updated_at = ?2 WHERE id = ?3`,
+		to, micros(at), id)
+	return err
 }
