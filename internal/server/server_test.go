@@ -449,7 +449,7 @@ func TestSSEWithoutAfterIsLiveOnlyAndKeepsAlive(t *testing.T) {
 	old := f.submit(`{"goal":"old"}`)
 	events, comments := f.openStream(t.Context(), "/api/events", "")
 	require.Equal(t, "stream open", <-comments)
-	require.NoError(t, f.clock.WaitForTimers(t.Context(), 1))
+	require.NoError(t, f.clock.WaitForTimer(t.Context(), "(*Server).stream")) // the keep-alive
 	f.clock.Advance(DefaultKeepAlive)
 	require.Equal(t, "keepalive", <-comments)
 

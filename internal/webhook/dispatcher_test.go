@@ -353,10 +353,8 @@ func TestFollowFailureIsRetried(t *testing.T) {
 	b.journal.add(store.EventTaskCompleted)
 	b.start(t, b.config(t, rc.hook()))
 
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
 	for _, d := range []time.Duration{time.Second, 2 * time.Second} {
-		require.NoError(t, b.clock.WaitForTimers(ctx, 2), "the lease ticker and the backoff")
+		b.waitForTimer(t, "(*deliverer).run") // the backoff
 		require.Equal(t, d, b.clock.timers(DefaultTimeout)[len(b.clock.timers(DefaultTimeout))-1])
 		b.clock.Advance(d)
 	}

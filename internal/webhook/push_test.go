@@ -217,10 +217,7 @@ func TestPushDroppedAfterMaxAttempts(t *testing.T) {
 	require.Error(t, last.err)
 	rc.setRespond(answer(http.StatusOK))
 	b.delivered(t, rc.url(), 2)
-	require.Eventually(t, func() bool {
-		id, _, _ := b.journal.Cursor(context.Background(), PushCursor)
-		return id == 2
-	}, waitTimeout, time.Millisecond, "the cursor passes the dropped push")
+	b.journal.waitCursor(t, PushCursor, 2, "the cursor passes the dropped push")
 	require.Equal(t, 4, rc.count())
 }
 
@@ -233,7 +230,7 @@ func TestPushSourceErrorIsRetried(t *testing.T) {
 	src := &fakeSource{pushes: pushTo(rc.url()), fail: 1, asked: make(chan int64, 10)}
 	b.startPush(t, b.pushConfig(t, src))
 	require.Equal(t, int64(1), <-src.asked)
-	require.NoError(t, b.clock.WaitForTimers(t.Context(), 2)) // the lease ticker and the backoff
+	b.waitForTimer(t, "(*pushRun).sleep") // the backoff
 	b.clock.Advance(time.Second)
 	require.Equal(t, int64(1), <-src.asked, "asked again about the same event")
 	b.delivered(t, rc.url(), 1)
@@ -251,10 +248,7 @@ func TestPushPrivateAddressRefused(t *testing.T) {
 	a := b.nextAttempt(t)
 	require.ErrorIs(t, a.err, ErrPrivateAddress)
 	require.Equal(t, 0, rc.count())
-	require.Eventually(t, func() bool {
-		id, _, _ := b.journal.Cursor(context.Background(), PushCursor)
-		return id == 1
-	}, waitTimeout, time.Millisecond, "a refused push is dropped")
+	b.journal.waitCursor(t, PushCursor, 1, "a refused push is dropped")
 }
 
 func TestPushRestartResumesFromCursor(t *testing.T) {
@@ -381,10 +375,7 @@ func TestPushRefusedAtConnectIsDroppedAtOnce(t *testing.T) {
 		require.Equal(t, id, a.eventID)
 		require.ErrorIs(t, a.err, ErrPrivateAddress)
 	}
-	require.Eventually(t, func() bool {
-		id, _, _ := b.journal.Cursor(context.Background(), PushCursor)
-		return id == 2
-	}, waitTimeout, time.Millisecond, "the refused pushes are dropped")
+	b.journal.waitCursor(t, PushCursor, 2, "the refused pushes are dropped")
 	require.Equal(t, 0, rc.count())
 	require.Empty(t, b.clock.timers(DefaultTimeout), "a backoff was armed")
 	select {
