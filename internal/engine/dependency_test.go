@@ -211,7 +211,7 @@ func TestInputTimeout(t *testing.T) {
 		task := submit(t, b.engine, p)
 		require.Empty(t, recv(t, answers))
 		waitForStatus(t, b.engine, task.ID, store.StatusInputRequired)
-		require.NoError(t, b.clock.WaitForTimers(t.Context(), 3))
+		waitForPoolTickers(t, b.clock, b.engine)
 
 		b.clock.Advance(time.Hour - time.Second)
 		requireStatus(t, b.engine, task.ID, store.StatusInputRequired)

@@ -133,6 +133,76 @@ func recv[T any](t *testing.T, ch <-chan T) T {
 	}
 }
 
+// waitForTimer waits until the function named name has a timer or ticker
+// armed on clk (see clock.Fake.WaitForTimer), so advancing clk fires it.
+func waitForTimer(t *testing.T, clk *clock.Fake, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, clk.WaitForTimer(ctx, name))
+}
+
+// waitForTicker waits until the function named name has a ticker of the
+// given period running on clk (see clock.Fake.WaitForTicker).
+func waitForTicker(t *testing.T, clk *clock.Fake, name string, period time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, clk.WaitForTicker(ctx, name, period))
+}
+
+// waitForPoolTickers waits until a pool of e runs its claim poll, lease
+// renewal and recovery tickers on clk.
+func waitForPoolTickers(t *testing.T, clk *clock.Fake, e *Engine) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, clk.WaitForTimer(ctx, "(*Pool).producer"))
+	// One helper runs both jobs; their periods tell them apart.
+	require.NoError(t, clk.WaitForTicker(ctx, "(*Pool).every", e.cfg.LeaseTTL/3), "the lease renewal")
+	require.NoError(t, clk.WaitForTicker(ctx, "(*Pool).every", recoverInterval(e.cfg.LeaseTTL)), "the recovery pass")
+}
+
+// callsAt signals each call that reaches point of faults, from its start;
+// signals a slow reader misses are dropped.
+func callsAt(faults *faultstore.Store, point string) <-chan struct{} {
+	calls := make(chan struct{}, 16)
+	faults.Hook(point, func(context.Context) error {
+		select {
+		case calls <- struct{}{}:
+		default:
+		}
+		return nil
+	})
+	return calls
+}
+
+// stopPool stops p at once and waits until it has, so its Stats are
+// final: the completer has counted every finish it wrote.
+func stopPool(t *testing.T, p *Pool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, p.stop(ctx, true))
+}
+
+// waitUntil checks cond each time e's journal grows, until it holds. It
+// suits a condition on state that changes only with a journaled write:
+// the subscription replays the whole journal, so no write after a check
+// goes unnoticed.
+func waitUntil(t *testing.T, e *Engine, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	sub, err := e.Subscribe(ctx, EventFilter{}, 0)
+	require.NoError(t, err)
+	defer sub.Close()
+	for !cond() {
+		_, open := <-sub.Events()
+		require.True(t, open, "%s: not within %s: %v", what, waitTimeout, sub.Err())
+	}
+}
+
 func eventTypes(t *testing.T, e *Engine, taskID string) []string {
 	t.Helper()
 	events, err := e.store.EventList(context.Background(), &store.EventListParams{TaskID: taskID, Limit: 1000})
@@ -234,14 +304,15 @@ func TestSubmitDefaultsAndIdempotency(t *testing.T) {
 func TestSubmitWakesIdleWorkers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	claims := callsAt(b.faults, "TaskLeaseMany")
 	started := make(chan string, 1)
 	startPool(t, b.engine, &PoolConfig{Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
 		started <- r.Task().ID
 		return ok("done"), nil
 	})})
-	// The pool has made its first, empty claim and armed its tickers.
-	require.Eventually(t, func() bool { return b.faults.Calls("TaskLeaseMany") >= 1 }, waitTimeout, time.Millisecond)
-	require.NoError(t, b.clock.WaitForTimers(t.Context(), 3))
+	// The pool has begun its first, empty claim and armed its tickers.
+	recv(t, claims)
+	waitForPoolTickers(t, b.clock, b.engine)
 	task := submit(t, b.engine, &SubmitParams{Goal: "wake up"})
 	require.Equal(t, task.ID, recv(t, started))
 	ev := waitEvent(t, b.engine, task.ID, store.EventTaskCompleted)

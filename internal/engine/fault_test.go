@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -65,13 +64,14 @@ func TestClaimFailedBeforeWriteIsRetried(t *testing.T) {
 	b := setup(t)
 	task := submit(t, b.engine, &SubmitParams{Goal: "x"})
 	b.faults.Inject("TaskLeaseMany", faultstore.Before, errors.New("injected"), 1)
+	claims := callsAt(b.faults, "TaskLeaseMany")
 	runs := make(chan string, 2)
 	startPool(t, b.engine, &PoolConfig{Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
 		runs <- r.Task().ID
 		return ok(""), nil
 	})})
-	require.Eventually(t, func() bool { return b.faults.Calls("TaskLeaseMany") >= 1 }, waitTimeout, time.Millisecond)
-	require.NoError(t, b.clock.WaitForTimers(t.Context(), 3))
+	recv(t, claims) // the failing one
+	waitForTimer(t, b.clock, "(*Pool).producer")
 	b.clock.Advance(DefaultPollInterval)
 	require.Equal(t, task.ID, recv(t, runs))
 	waitForStatus(t, b.engine, task.ID, store.StatusCompleted)
@@ -90,7 +90,8 @@ func TestHardStopDoesNotWaitForFailingFinishes(t *testing.T) {
 	require.NoError(t, pool.Start(context.Background()))
 	task := submit(t, b.engine, &SubmitParams{Goal: "x"})
 	// Two tries, then the completer waits on the clock before the third.
-	require.Eventually(t, func() bool { return b.faults.Calls("TaskFinishMany") >= 2 }, waitTimeout, time.Millisecond)
+	waitForTimer(t, b.clock, "(*Pool).wait")
+	require.Equal(t, 2, b.faults.Calls("TaskFinishMany"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -109,12 +110,15 @@ func TestSlowFinishIsNotCountedAsLeaseLost(t *testing.T) {
 		return ok("late"), nil
 	})})
 	task := submit(t, b.engine, &SubmitParams{Goal: "x"})
-	require.Eventually(t, func() bool { return b.faults.Calls("TaskFinishMany") >= 2 }, waitTimeout, time.Millisecond)
+	// Two tries, then the completer waits on the clock before the third.
+	waitForTimer(t, b.clock, "(*Pool).wait")
+	require.Equal(t, 2, b.faults.Calls("TaskFinishMany"))
 
 	// Past the lease's trust margin, but before it expires: the retry lands.
 	ttl := b.engine.cfg.LeaseTTL
 	b.clock.Advance(ttl - leaseMargin(ttl)/2)
 	waitForStatus(t, b.engine, task.ID, store.StatusCompleted)
-	require.Eventually(t, func() bool { return pool.Stats().Finished == 1 }, waitTimeout, time.Millisecond)
+	stopPool(t, pool)
+	require.Equal(t, int64(1), pool.Stats().Finished)
 	require.Zero(t, pool.Stats().LeaseLost)
 }

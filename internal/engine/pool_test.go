@@ -30,7 +30,9 @@ func TestPausedWorkerIsFencedOff(t *testing.T) {
 			b := setup(t)
 			pausedClock := clock.NewFake(testStart) // never advanced
 			_, engineA := b.openEngineWithClock(t, pausedClock)
-			engineB := b.engine
+			claimsB := &returnedClaims{Store: b.faults, returned: make(chan struct{}, 1)}
+			engineB, err := New(claimsB, &Config{Clock: b.clock, LeaseTTL: 30 * time.Second, Logger: testLogger(t)})
+			require.NoError(t, err)
 
 			startedA, releaseA := make(chan struct{}), make(chan struct{})
 			checkpointErr := make(chan error, 1)
@@ -45,23 +47,42 @@ func TestPausedWorkerIsFencedOff(t *testing.T) {
 				})})
 			task := submit(t, engineA, &SubmitParams{Goal: "contested"})
 			recv(t, startedA)
+			releaseOnce := sync.OnceFunc(func() { close(releaseA) })
+			t.Cleanup(releaseOnce) // before A's pool stops, should the test end early
 
+			// The handler runs off the test's goroutine: it hands its
+			// checkpoint's error over instead of failing the test itself.
+			checkpointB := make(chan error, 1)
 			poolB := startPool(t, engineB, &PoolConfig{Owner: "worker-b", Workers: 1, Handlers: handlers(
 				func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
-					require.NoError(t, r.Checkpoint(ctx, json.RawMessage(`{"by":"b"}`)))
+					err := r.Checkpoint(ctx, json.RawMessage(`{"by":"b"}`))
+					select {
+					case checkpointB <- err:
+					default:
+					}
+					if err != nil {
+						return taskrun.Result{}, err
+					}
 					return ok("from b"), nil
 				})})
-			require.NoError(t, b.clock.WaitForTimers(t.Context(), 3)) // B's producer, renewer, recoverer
+			waitForPoolTickers(t, b.clock, engineB) // A's tickers are on pausedClock
+			// B's first claim found the task leased; time must not move
+			// under it, or it would stamp a later claim with the old time.
+			recv(t, claimsB.returned)
 			b.clock.Advance(engineB.cfg.LeaseTTL + time.Second)
+			require.NoError(t, recv(t, checkpointB))
 			waitForStatus(t, engineB, task.ID, store.StatusCompleted)
 
-			close(releaseA)
+			releaseOnce()
 			if checkpointFirst {
 				require.ErrorIs(t, recv(t, checkpointErr), store.ErrLeaseLost)
 			}
 			// A's completion is refused by the store, or not sent once its
-			// checkpoint learned that the lease was gone.
-			require.Eventually(t, func() bool { return poolA.Stats().LeaseLost == 1 }, waitTimeout, time.Millisecond)
+			// checkpoint learned that the lease was gone. Stopped, both pools
+			// have counted all they did.
+			stopPool(t, poolA)
+			stopPool(t, poolB)
+			require.Equal(t, int64(1), poolA.Stats().LeaseLost)
 
 			got, err := engineB.Get(context.Background(), task.ID)
 			require.NoError(t, err)
@@ -77,6 +98,21 @@ func TestPausedWorkerIsFencedOff(t *testing.T) {
 			}, eventTypes(t, engineB, task.ID))
 		})
 	}
+}
+
+// returnedClaims is a store that tells when each claim has returned.
+type returnedClaims struct {
+	store.Store
+	returned chan struct{}
+}
+
+func (s *returnedClaims) TaskLeaseMany(ctx context.Context, params *store.TaskLeaseManyParams) ([]*store.Task, error) {
+	tasks, err := s.Store.TaskLeaseMany(ctx, params)
+	select {
+	case s.returned <- struct{}{}:
+	default:
+	}
+	return tasks, err
 }
 
 // A worker whose renewals stall (partitioned from the database) stops its
@@ -106,7 +142,8 @@ func TestPartitionedWorkerStopsBeforeItsLeaseExpires(t *testing.T) {
 		})})
 	task := submit(t, engineA, &SubmitParams{Goal: "contested"})
 	recv(t, started)
-	require.NoError(t, b.clock.WaitForTimers(t.Context(), 4)) // producer, renewer, recoverer, the lease's deadline
+	waitForPoolTickers(t, b.clock, engineA)
+	waitForTimer(t, b.clock, "(*Pool).watchLease") // the lease's deadline
 
 	ttl := engineA.cfg.LeaseTTL
 	b.clock.Advance(ttl - leaseMargin(ttl) - time.Millisecond)
@@ -115,7 +152,8 @@ func TestPartitionedWorkerStopsBeforeItsLeaseExpires(t *testing.T) {
 
 	b.clock.Advance(time.Millisecond) // the margin before expiry is reached
 	require.ErrorIs(t, recv(t, cause), store.ErrLeaseLost)
-	require.Eventually(t, func() bool { return poolA.Stats().LeaseLost == 1 }, waitTimeout, time.Millisecond)
+	// Counted before the task's context was cancelled with the cause.
+	require.Equal(t, int64(1), poolA.Stats().LeaseLost)
 	requireStatus(t, engineA, task.ID, store.StatusRunning) // nothing written; recovery will take it
 }
 
@@ -214,7 +252,8 @@ func TestCancelFromAnotherProcess(t *testing.T) {
 	})})
 	task := submit(t, b.engine, &SubmitParams{Goal: "long"})
 	recv(t, started)
-	require.NoError(t, b.clock.WaitForTimers(t.Context(), 4)) // with the lease deadline
+	waitForPoolTickers(t, b.clock, b.engine)
+	waitForTimer(t, b.clock, "(*Pool).watchLease") // the lease's deadline
 
 	_, err := other.Cancel(context.Background(), task.ID, "from elsewhere", "")
 	require.NoError(t, err)
@@ -276,9 +315,7 @@ func TestGracefulShutdownHandsLeasesBack(t *testing.T) {
 	close(quick) // finishes inside the grace period
 	waitForStatus(t, b.engine, fast.ID, store.StatusCompleted)
 	<-pool.producerDone
-	// The renewer's and recoverer's tickers, the slow task's lease
-	// deadline, and the grace timer.
-	require.NoError(t, b.clock.WaitForTimers(t.Context(), 4))
+	waitForTimer(t, b.clock, "(*Pool).shutdown") // the grace period's
 	b.clock.Advance(5 * time.Second)
 	require.NoError(t, recv(t, stopped))
 
@@ -314,7 +351,8 @@ func TestFinishCommittedButErroredIsNotDuplicated(t *testing.T) {
 	})})
 	task := submit(t, b.engine, &SubmitParams{Goal: "pay once"})
 	waitForStatus(t, b.engine, task.ID, store.StatusCompleted)
-	require.Eventually(t, func() bool { return pool.Stats().Finished == 1 }, waitTimeout, time.Millisecond)
+	stopPool(t, pool)
+	require.Equal(t, int64(1), pool.Stats().Finished)
 	require.Equal(t, 2, b.faults.Calls("TaskFinishMany"))
 	require.Len(t, runs, 1)
 	require.Equal(t, []string{store.EventTaskCreated, store.EventTaskStarted, store.EventTaskCompleted}, eventTypes(t, b.engine, task.ID))
@@ -347,7 +385,7 @@ func TestClaimCommittedButErroredIsRecovered(t *testing.T) {
 	})})
 	waitForStatus(t, b.engine, task.ID, store.StatusRunning)
 	require.Empty(t, runs)
-	require.NoError(t, b.clock.WaitForTimers(t.Context(), 3))
+	waitForPoolTickers(t, b.clock, b.engine)
 	b.clock.Advance(b.engine.cfg.LeaseTTL + time.Second)
 	require.Equal(t, task.ID, recv(t, runs))
 	waitForStatus(t, b.engine, task.ID, store.StatusCompleted)
@@ -441,25 +479,36 @@ func TestSubscribeHasNoGapAndNoDuplicate(t *testing.T) {
 	defer sub.Close()
 
 	const n = 200
+	submitted := make(chan error, 1)
 	go func() {
 		for i := range n {
-			_, _ = b.engine.Submit(context.Background(), &SubmitParams{Goal: fmt.Sprint(i)})
+			if _, err := b.engine.Submit(context.Background(), &SubmitParams{Goal: fmt.Sprint(i)}); err != nil {
+				submitted <- fmt.Errorf("submit task %d: %w", i, err)
+				return
+			}
 		}
+		submitted <- nil
 	}()
 	completed, received := 0, 0
 	var prev int64
-	for ev := range sub.Events() {
-		require.Greater(t, ev.ID, prev)
-		prev = ev.ID
-		received++
-		if ev.Type == store.EventTaskCompleted {
-			completed++
-		}
-		if completed == n+1 {
-			break
+	for completed < n+1 {
+		select {
+		case err := <-submitted:
+			require.NoError(t, err) // a failed submit ends the wait at once
+			submitted = nil
+		case ev, open := <-sub.Events():
+			require.True(t, open, "%d of %d completed: %v", completed, n+1, sub.Err())
+			require.Greater(t, ev.ID, prev)
+			prev = ev.ID
+			received++
+			if ev.Type == store.EventTaskCompleted {
+				completed++
+			}
 		}
 	}
-	require.Equal(t, n+1, completed, sub.Err())
+	if submitted != nil {
+		require.NoError(t, recv(t, submitted))
+	}
 
 	all, err := b.engine.store.EventList(context.Background(), &store.EventListParams{Limit: 10_000})
 	require.NoError(t, err)

@@ -15,7 +15,23 @@ import (
 // store hears other processes' writes.
 type signalled struct {
 	store.Store
-	sigs chan store.Signal
+	sigs    chan store.Signal
+	flushed chan struct{} // hears each lookup of flushTask
+}
+
+// flushTask is a task no pool runs: the engine looks it up to relay a
+// signal about it, after it handled every signal sent before.
+const flushTask = "tsk_flush"
+
+func (s *signalled) TaskGetByID(ctx context.Context, id string) (*store.Task, error) {
+	t, err := s.Store.TaskGetByID(ctx, id)
+	if id == flushTask {
+		select {
+		case s.flushed <- struct{}{}:
+		default:
+		}
+	}
+	return t, err
 }
 
 func (s *signalled) Listen(ctx context.Context, f func(store.Signal)) error {
@@ -39,15 +55,23 @@ func send(t *testing.T, sigs chan<- store.Signal, sig store.Signal) {
 	}
 }
 
+// flush waits until the engine has handled every cancel and pause signal
+// sent before: they are relayed in order, one at a time.
+func flush(t *testing.T, st *signalled) {
+	t.Helper()
+	send(t, st.sigs, store.Signal{Kind: store.SignalCancel, TaskID: flushTask})
+	recv(t, st.flushed)
+}
+
 // signalledEngine opens an engine on the bundle's database whose store
 // hears the signals the test sends.
-func (b *testBundle) signalledEngine(t *testing.T) (*Engine, chan<- store.Signal) {
+func (b *testBundle) signalledEngine(t *testing.T) (*Engine, *signalled) {
 	t.Helper()
 	faults, _ := b.openEngine(t)
-	st := &signalled{Store: faults, sigs: make(chan store.Signal)}
+	st := &signalled{Store: faults, sigs: make(chan store.Signal), flushed: make(chan struct{}, 1)}
 	e, err := New(st, &Config{Clock: b.clock, LeaseTTL: 30 * time.Second, Logger: testLogger(t)})
 	require.NoError(t, err)
-	return e, st.sigs
+	return e, st
 }
 
 // A task another process submits starts at its signal, not at the next
@@ -55,16 +79,16 @@ func (b *testBundle) signalledEngine(t *testing.T) (*Engine, chan<- store.Signal
 func TestReadySignalWakesIdleWorkers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	e, sigs := b.signalledEngine(t)
+	e, st := b.signalledEngine(t)
 	started := make(chan string, 1)
 	startPool(t, e, &PoolConfig{Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
 		started <- r.Task().ID
 		return ok("done"), nil
 	})})
-	require.NoError(t, b.clock.WaitForTimers(t.Context(), 3)) // idle: the first claim found nothing
+	waitForPoolTickers(t, b.clock, e) // up, and the clock never moves
 
 	task := submit(t, b.engine, &SubmitParams{Goal: "elsewhere"})
-	send(t, sigs, store.Signal{Kind: store.SignalReady})
+	send(t, st.sigs, store.Signal{Kind: store.SignalReady})
 	require.Equal(t, task.ID, recv(t, started))
 }
 
@@ -73,7 +97,7 @@ func TestReadySignalWakesIdleWorkers(t *testing.T) {
 func TestCancelSignalReachesRunningTask(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	e, sigs := b.signalledEngine(t)
+	e, st := b.signalledEngine(t)
 	started := make(chan struct{})
 	cause := make(chan error, 1)
 	startPool(t, e, &PoolConfig{Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
@@ -87,8 +111,8 @@ func TestCancelSignalReachesRunningTask(t *testing.T) {
 
 	_, err := b.engine.store.TaskCancel(t.Context(), &store.TaskCancelParams{ID: task.ID, Reason: "from elsewhere", Actor: store.ActorUser})
 	require.NoError(t, err)
-	send(t, sigs, store.Signal{Kind: store.SignalCancel, TaskID: "tsk_not_here"}) // another process's task
-	send(t, sigs, store.Signal{Kind: store.SignalCancel, TaskID: task.ID})
+	send(t, st.sigs, store.Signal{Kind: store.SignalCancel, TaskID: "tsk_not_here"}) // another process's task
+	send(t, st.sigs, store.Signal{Kind: store.SignalCancel, TaskID: task.ID})
 	require.ErrorIs(t, recv(t, cause), ErrCancelled)
 	waitForStatus(t, e, task.ID, store.StatusCancelled)
 }
@@ -98,7 +122,7 @@ func TestCancelSignalReachesRunningTask(t *testing.T) {
 func TestPauseSignalReachesRunningTask(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	e, sigs := b.signalledEngine(t)
+	e, st := b.signalledEngine(t)
 	runs, step := make(chan taskrun.Run, 1), make(chan struct{})
 	startPool(t, e, &PoolConfig{Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
 		runs <- r
@@ -113,8 +137,9 @@ func TestPauseSignalReachesRunningTask(t *testing.T) {
 
 	_, err := b.engine.store.TaskPause(t.Context(), &store.TaskPauseParams{ID: task.ID, Actor: store.ActorUser})
 	require.NoError(t, err)
-	send(t, sigs, store.Signal{Kind: store.SignalPause, TaskID: task.ID})
-	require.Eventually(t, r.PauseRequested, waitTimeout, time.Millisecond)
+	send(t, st.sigs, store.Signal{Kind: store.SignalPause, TaskID: task.ID})
+	flush(t, st)
+	require.True(t, r.PauseRequested())
 	close(step)
 	waitForStatus(t, e, task.ID, store.StatusPaused)
 }

@@ -61,14 +61,19 @@ func alertThresholds(t *testing.T, e *Engine) []float64 {
 	return out
 }
 
-// waitEvents waits until the task's journal holds n events of type typ.
+// waitEvents follows the task's journal until it holds n events of type
+// typ.
 func waitEvents(t *testing.T, e *Engine, taskID, typ string, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		evs, err := e.store.EventList(context.Background(), &store.EventListParams{TaskID: taskID, Types: []string{typ}, Limit: 100})
-		require.NoError(t, err)
-		return len(evs) >= n
-	}, waitTimeout, time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	sub, err := e.Subscribe(ctx, EventFilter{TaskID: taskID, Types: []string{typ}}, 0)
+	require.NoError(t, err)
+	defer sub.Close()
+	for seen := 0; seen < n; seen++ {
+		_, open := <-sub.Events()
+		require.True(t, open, "%d of %d %s events for %s: %v", seen, n, typ, taskID, sub.Err())
+	}
 }
 
 // waitReleased waits until the task was handed back n times.
@@ -126,15 +131,15 @@ func TestSpendLimitPausesUntilTheNextDay(t *testing.T) {
 	require.True(t, g.Paused)
 
 	// The next day: the task finishes its steps and the schedule fires.
+	// While the pause holds, the scheduler wakes only at its timer, due by
+	// the pause's end: armed before the jump, it fires at the jump.
+	waitForTimer(t, b.clock, "(*Pool).scheduler")
 	b.clock.Set(g.PausedUntil.Add(time.Second))
 	waitForStatus(t, b.engine, task.ID, store.StatusCompleted)
 	require.EqualValues(t, 5, started.Load())
-	// The scheduler may have armed its timer just after the jump: nudge
-	// the clock until it looks again.
-	require.Eventually(t, func() bool {
-		b.clock.Advance(time.Second)
+	waitUntil(t, b.engine, "the schedule fires", func() bool {
 		return getSchedule(t, b.engine, sc.ID).FireCount > fired
-	}, waitTimeout, time.Millisecond)
+	})
 }
 
 // With a daily limit of 1.00 and 0.40 spent, a step that may cost 0.70 is
@@ -259,14 +264,14 @@ func TestSpendLimitHoldsAcrossEightWorkers(t *testing.T) {
 		submit(t, b.engine, &SubmitParams{Goal: "123", Agent: "paid"})
 	}
 	// Each task either finished (it got three steps) or was handed back.
-	require.Eventually(t, func() bool {
+	waitUntil(t, b.engine, "every task finished or handed back", func() bool {
 		counts, err := b.engine.store.TaskCountByStatus(ctx)
 		require.NoError(t, err)
 		g, err := b.engine.SpendGuard(ctx)
 		require.NoError(t, err)
 		return counts[store.StatusRunning] == 0 && counts[store.StatusCompleted]+counts[store.StatusPending] == 8 &&
 			g.Deferred == counts[store.StatusPending] && g.Deferred > 0
-	}, waitTimeout, time.Millisecond)
+	})
 	require.InDelta(t, 0.09, spentToday(t, b.engine), 1e-9, "reservations equal to the cost: no overshoot at all")
 	require.EqualValues(t, 3, started.Load())
 	g, err := b.engine.SpendGuard(ctx)
