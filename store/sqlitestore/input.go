@@ -32,51 +32,86 @@ func scanInput(r rowScanner) (*store.InputRequest, error) {
 	return &in, nil
 }
 
+var _ store.InputWriter = execTx{}
+
+// InputToAnswer implements store.InputWriter.
+func (x execTx) InputToAnswer(ctx context.Context, requestID, taskID string) (*store.InputRequest, error) {
+	query, arg := `SELECT `+inputColumns+` FROM input_requests WHERE id = ?`, requestID
+	if requestID == "" {
+		query = `SELECT ` + inputColumns + ` FROM input_requests WHERE task_id = ?
+			ORDER BY status = 'pending' DESC, created_at DESC LIMIT 1`
+		arg = taskID
+	}
+	in, err := scanInput(x.tx.QueryRowContext(ctx, query, arg))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return in, err
+}
+
+// InputsDue implements store.InputWriter.
+func (x execTx) InputsDue(ctx context.Context, at time.Time) ([]store.DueInput, error) {
+	rows, err := x.tx.QueryContext(ctx, `SELECT id, task_id, question, default_answer FROM input_requests
+		WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?`, micros(at))
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r rowScanner) (store.DueInput, error) {
+		var (
+			d   store.DueInput
+			def sql.NullString
+		)
+		if err := r.Scan(&d.ID, &d.TaskID, &d.Question, &def); err != nil {
+			return d, err
+		}
+		if def.Valid {
+			d.DefaultAnswer = &def.String
+		}
+		return d, nil
+	})
+}
+
+// InputTaskState implements store.InputWriter.
+func (x execTx) InputTaskState(ctx context.Context, taskID string) (store.Status, int, error) {
+	ls, err := x.s.leaseState(ctx, x.tx, taskID)
+	if err != nil {
+		return "", 0, err
+	}
+	return ls.status, ls.attempt, nil
+}
+
+// InputAnswered implements store.InputWriter.
+func (x execTx) InputAnswered(ctx context.Context, requestID, taskID, answer string, at time.Time) error {
+	if _, err := x.tx.ExecContext(ctx, `UPDATE input_requests SET status = 'answered', answer = ?1, answered_at = ?2 WHERE id = ?3`,
+		answer, micros(at), requestID); err != nil {
+		return err
+	}
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', run_at = ?1, updated_at = ?1 WHERE id = ?2`,
+		micros(at), taskID)
+	return err
+}
+
+// InputExpired implements store.InputWriter.
+func (x execTx) InputExpired(ctx context.Context, requestID string) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE input_requests SET status = 'expired' WHERE id = ?`, requestID)
+	return err
+}
+
+// InputTaskFailed implements store.InputWriter.
+func (x execTx) InputTaskFailed(ctx context.Context, taskID string, e *store.TaskError, at time.Time) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET status = 'failed', error_code = ?1, error_message = ?2,
+		finished_at = ?3, updated_at = ?3 WHERE id = ?4`, e.Code, e.Message, micros(at), taskID)
+	return err
+}
+
 // InputAnswer implements store.Store.
 func (s *Store) InputAnswer(ctx context.Context, p *store.InputAnswerParams) (*store.InputRequest, error) {
 	at := now(p.Now)
 	var answered *store.InputRequest
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		query, arg := `SELECT `+inputColumns+` FROM input_requests WHERE id = ?`, p.RequestID
-		if p.RequestID == "" {
-			// The task's open question, else its latest one (to report it closed).
-			query = `SELECT ` + inputColumns + ` FROM input_requests WHERE task_id = ?
-				ORDER BY status = 'pending' DESC, created_at DESC LIMIT 1`
-			arg = p.TaskID
-		}
-		in, err := scanInput(tx.QueryRowContext(ctx, query, arg))
-		if errors.Is(err, sql.ErrNoRows) {
-			return store.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		if p.TaskID != "" && in.TaskID != p.TaskID {
-			return store.ErrNotFound
-		}
-		if in.Status != store.InputPending {
-			return fmt.Errorf("request %s is %s: %w", in.ID, in.Status, store.ErrInputClosed)
-		}
-		ls, err := s.leaseState(ctx, tx, in.TaskID)
-		if err != nil {
-			return err
-		}
-		if ls.status != store.StatusInputRequired {
-			return &store.TransitionError{TaskID: in.TaskID, From: ls.status, To: store.StatusPending, Action: store.ActionAnswer}
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE input_requests SET status = 'answered', answer = ?1, answered_at = ?2 WHERE id = ?3`,
-			p.Answer, micros(at), in.ID); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', run_at = ?1, updated_at = ?1 WHERE id = ?2`,
-			micros(at), in.TaskID); err != nil {
-			return err
-		}
-		in.Status, in.Answer, in.AnsweredAt = store.InputAnswered, p.Answer, at
-		answered = in
-		return s.appendEvent(ctx, tx, in.TaskID, store.EventTaskInputAnswered, p.Actor, &store.TransitionData{
-			From: store.StatusInputRequired, To: store.StatusPending, Attempt: ls.attempt, RequestID: in.ID, Question: in.Question,
-		}, at)
+		var err error
+		answered, err = store.AnswerInput(ctx, execTx{s, tx}, p, at)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("answer input: %w", err)
@@ -114,78 +149,9 @@ func (s *Store) InputExpire(ctx context.Context, nowp *time.Time) (int, error) {
 	at := now(nowp)
 	var ended int
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		ended = 0
-		rows, err := tx.QueryContext(ctx, `SELECT id, task_id, question, default_answer FROM input_requests
-			WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?`, micros(at))
-		if err != nil {
-			return err
-		}
-		type due struct {
-			id, taskID, question string
-			def                  sql.NullString
-		}
-		var expired []due
-		for rows.Next() {
-			var d due
-			if err := rows.Scan(&d.id, &d.taskID, &d.question, &d.def); err != nil {
-				rows.Close()
-				return err
-			}
-			expired = append(expired, d)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, d := range expired {
-			ls, err := s.leaseState(ctx, tx, d.taskID)
-			if err != nil {
-				return err
-			}
-			if ls.status != store.StatusInputRequired {
-				continue // cancelled or paused meanwhile; the request stays as it is
-			}
-			if d.def.Valid {
-				// The configured default answers it, as a person would.
-				if _, err := tx.ExecContext(ctx, `UPDATE input_requests SET status = 'answered', answer = ?1, answered_at = ?2 WHERE id = ?3`,
-					d.def.String, micros(at), d.id); err != nil {
-					return err
-				}
-				if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', run_at = ?1, updated_at = ?1 WHERE id = ?2`,
-					micros(at), d.taskID); err != nil {
-					return err
-				}
-				if err := s.appendEvent(ctx, tx, d.taskID, store.EventTaskInputAnswered, store.ActorSystem, &store.TransitionData{
-					From: store.StatusInputRequired, To: store.StatusPending, Attempt: ls.attempt, RequestID: d.id, Question: d.question,
-					Reason: "the question expired; the default answer was used",
-				}, at); err != nil {
-					return err
-				}
-				ended++
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE input_requests SET status = 'expired' WHERE id = ?`, d.id); err != nil {
-				return err
-			}
-			taskErr := &store.TaskError{Code: store.CodeInputTimeout, Message: "nobody answered: " + d.question}
-			if err := store.CheckTransition(d.taskID, ls.status, store.StatusFailed); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'failed', error_code = ?1, error_message = ?2,
-				finished_at = ?3, updated_at = ?3 WHERE id = ?4`, taskErr.Code, taskErr.Message, micros(at), d.taskID); err != nil {
-				return err
-			}
-			if err := s.appendEvent(ctx, tx, d.taskID, store.EventTaskFailed, store.ActorSystem, &store.TransitionData{
-				From: store.StatusInputRequired, To: store.StatusFailed, Attempt: ls.attempt, Error: taskErr, RequestID: d.id,
-			}, at); err != nil {
-				return err
-			}
-			if err := s.ended(ctx, tx, d.taskID, at); err != nil {
-				return err
-			}
-			ended++
-		}
-		return nil
+		var err error
+		ended, err = store.ExpireInputs(ctx, execTx{s, tx}, at)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("expire input requests: %w", err)
