@@ -217,103 +217,66 @@ func (s *Store) SpendGuardResume(ctx context.Context, p *store.SpendGuardResumeP
 }
 
 // reserveSpend checks a paid reservation of taskID against the guard and
-// records it, inside the reservation's transaction, with the guard locked.
-// A refusal marks the task deferred, journals why (task.deferred, or
-// task.budget_exceeded for a step no limit can hold) and is returned as
-// refused with a nil error, so the transaction commits what it recorded.
-func (s *Store) reserveSpend(ctx context.Context, tx *txn, taskID string, cost float64, actor string, at time.Time) (refused *store.SpendLimitError, err error) {
-	g, err := lockGuard(ctx, tx)
-	if err != nil {
-		return nil, err
-	}
-	var priority int
-	if err := tx.QueryRow(ctx, `SELECT priority FROM tasks WHERE id = $1`, taskID).Scan(&priority); err != nil {
-		return nil, err
-	}
-	if g.Limited() && g.Limits.Holds(priority) {
-		if refused, err = s.checkSpend(ctx, tx, g, cost, at); err != nil {
-			return nil, err
-		}
-	}
-	if refused != nil {
-		typ, data := store.EventTaskDeferred, refused.DeferredData()
-		if refused.Reason == store.SpendRefusedTooLarge {
-			typ = store.EventTaskBudgetExceeded
-		} else if _, err := tx.Exec(ctx, `UPDATE tasks SET spend_deferred = true WHERE id = $1`, taskID); err != nil {
-			return nil, err
-		}
-		return refused, tx.appendEvent(taskID, typ, actor, data, at)
-	}
-	_, err = tx.Exec(ctx, `UPDATE tasks SET spend_reserved = spend_reserved + $1, spend_deferred = false WHERE id = $2`, cost, taskID)
-	return nil, err
+// records it, with the guard locked (see store.ReserveSpend).
+func (s *Store) reserveSpend(ctx context.Context, tx *txn, taskID string, cost float64, actor string, at time.Time) (*store.SpendLimitError, error) {
+	return store.ReserveSpend(ctx, s.money(tx), taskID, cost, actor, at)
 }
 
-// checkSpend decides whether cost fits the guard (see
-// store.SpendGuardRow.Refusal). The guard is locked.
-func (s *Store) checkSpend(ctx context.Context, tx *txn, g *guard, cost float64, at time.Time) (*store.SpendLimitError, error) {
-	day, month := g.Periods(at)
-	d, m, err := spent(ctx, tx, day, month)
-	if err != nil {
-		return nil, err
-	}
-	r, err := reservedUSD(ctx, tx)
-	if err != nil {
-		return nil, err
-	}
-	return g.Refusal(at, d, m, r, cost), nil
-}
-
-// recordSpend adds a finished step's cost to its bucket, releases what the
-// task held reserved for it, and alerts on every threshold the spend of
-// the day or month crossed. A cost is recorded with the guard locked: the
-// thresholds crossed are decided from the state the last one left.
+// recordSpend records a finished step's cost with the guard locked (see
+// store.RecordSpend).
 func (s *Store) recordSpend(ctx context.Context, tx *txn, taskID string, cost, release float64, at time.Time) error {
-	var g *guard
-	if cost > 0 {
-		var err error
-		if g, err = lockGuard(ctx, tx); err != nil {
-			return err
-		}
+	return store.RecordSpend(ctx, s.money(tx), taskID, cost, release, at)
+}
+
+func (x moneyTx) SpendIn(ctx context.Context, day, month store.SpendPeriod) (float64, float64, error) {
+	return spent(ctx, x.tx, day, month)
+}
+
+func (x moneyTx) SpendReserved(ctx context.Context) (float64, error) { return reservedUSD(ctx, x.tx) }
+
+func (x moneyTx) LockSpendGuard(ctx context.Context) (*store.SpendGuardRow, error) {
+	g, err := lockGuard(ctx, x.tx)
+	if err != nil {
+		return nil, err
 	}
-	if release > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE tasks SET spend_reserved = greatest(0, spend_reserved - $1) WHERE id = $2`, release, taskID); err != nil {
-			return err
-		}
-	}
-	if cost <= 0 {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO spend (bucket, cost_usd) VALUES ($1, $2)
+	return g.SpendGuardRow, nil
+}
+
+func (x moneyTx) SaveSpendGuardState(ctx context.Context, g *store.SpendGuardRow, at time.Time) error {
+	return (&guard{SpendGuardRow: g}).saveState(ctx, x.tx, at)
+}
+
+func (x moneyTx) TaskPriority(ctx context.Context, taskID string) (int, error) {
+	var priority int
+	err := x.tx.QueryRow(ctx, `SELECT priority FROM tasks WHERE id = $1`, taskID).Scan(&priority)
+	return priority, err
+}
+
+func (x moneyTx) HoldSpend(ctx context.Context, taskID string, cost float64) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET spend_reserved = spend_reserved + $1, spend_deferred = false WHERE id = $2`, cost, taskID)
+	return err
+}
+
+func (x moneyTx) MarkSpendDeferred(ctx context.Context, taskID string) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET spend_deferred = true WHERE id = $1`, taskID)
+	return err
+}
+
+func (x moneyTx) ReleaseSpend(ctx context.Context, taskID string, release float64) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET spend_reserved = greatest(0, spend_reserved - $1) WHERE id = $2`, release, taskID)
+	return err
+}
+
+func (x moneyTx) AddSpend(ctx context.Context, cost float64, at time.Time) error {
+	if _, err := x.tx.Exec(ctx, `INSERT INTO spend (bucket, cost_usd) VALUES ($1, $2)
 		ON CONFLICT (bucket) DO UPDATE SET cost_usd = spend.cost_usd + excluded.cost_usd`, store.SpendBucketStart(at), cost); err != nil {
 		return fmt.Errorf("record spend: %w", err)
 	}
-	if !g.Limited() {
-		return nil
-	}
-	day, month := g.Periods(at)
-	d, m, err := spent(ctx, tx, day, month)
-	if err != nil {
-		return err
-	}
-	alerts := g.Spent(at, d, m)
-	if len(alerts) == 0 {
-		return nil
-	}
-	if err := s.alertSpend(tx, alerts, at); err != nil {
-		return err
-	}
-	return g.saveState(ctx, tx, at)
+	return nil
 }
 
-// alertSpend journals each budget.alert with its notification in the
-// owner's inbox.
-func (s *Store) alertSpend(tx *txn, alerts []*store.BudgetAlertData, at time.Time) error {
-	for _, data := range alerts {
-		if err := tx.appendAlert(store.EventBudgetAlert, data, data.Text(), at); err != nil {
-			return err
-		}
-	}
-	return nil
+func (x moneyTx) AppendSpendAlert(_ context.Context, data *store.BudgetAlertData, at time.Time) error {
+	return x.tx.appendAlert(store.EventBudgetAlert, data, data.Text(), at)
 }
 
 // claimFloor is the lowest priority a claim at at may take, given the

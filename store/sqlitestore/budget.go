@@ -3,12 +3,19 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/errandhq/errand/store"
 )
+
+// moneyTx is a write transaction seen as the ledger of budgets and spend
+// (store.BudgetLedger).
+type moneyTx struct{ execTx }
+
+var _ store.BudgetLedger = moneyTx{}
+
+func (s *Store) money(tx *sql.Tx) moneyTx { return moneyTx{execTx{s: s, tx: tx}} }
 
 func (s *Store) budgetState(ctx context.Context, tx *sql.Tx, taskID string) (*store.BudgetState, error) {
 	var (
@@ -20,126 +27,36 @@ func (s *Store) budgetState(ctx context.Context, tx *sql.Tx, taskID string) (*st
 	if err != nil {
 		return nil, err
 	}
-	bs := &store.BudgetState{StartedAt: nullMicros(started), Warned: warned.Valid}
-	for _, f := range []struct {
-		raw sql.NullString
-		dst any
-	}{{consumed, &bs.Consumed}, {reserved, &bs.Reserved}} {
-		if f.raw.Valid {
-			if err := json.Unmarshal([]byte(f.raw.String), f.dst); err != nil {
-				return nil, fmt.Errorf("task %s budget bookkeeping: %w", taskID, err)
-			}
-		}
+	return store.DecodeBudgetState(taskID, nullPtr(budget), nullPtr(consumed), nullPtr(reserved), nullMicros(started), warned.Valid)
+}
+
+// nullPtr is s's string, or nil for NULL.
+func nullPtr(s sql.NullString) *string {
+	if !s.Valid {
+		return nil
 	}
-	if budget.Valid {
-		bs.Budget = new(store.Budget)
-		if err := json.Unmarshal([]byte(budget.String), bs.Budget); err != nil {
-			return nil, fmt.Errorf("task %s budget: %w", taskID, err)
-		}
-	}
-	return bs, nil
+	return &s.String
 }
 
 // TaskBudgetReserve implements store.Store.
 func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserveParams) error {
 	at := now(p.Now)
-	var (
-		refused      *store.BudgetExceededError
-		spendRefused *store.SpendLimitError
-	)
+	var refused error
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		refused, spendRefused = nil, nil
-		if err := s.checkLease(ctx, tx, p.Lease); err != nil {
-			return err
-		}
-		// The task and every ancestor with a budget must have room: what a
-		// subtask spends counts against the tasks above it.
-		chain, err := s.withAncestors(ctx, tx, p.Lease.TaskID)
-		if err != nil {
-			return err
-		}
-		states := make([]*store.BudgetState, len(chain))
-		for i, id := range chain {
-			if states[i], err = s.budgetState(ctx, tx, id); err != nil {
-				return err
-			}
-			if refused = states[i].Refusal(id, p.Amount, at); refused != nil {
-				return s.appendEvent(ctx, tx, p.Lease.TaskID, store.EventTaskBudgetExceeded, p.Actor, map[string]any{
-					"limit": refused.Limit, "task_id": id, "budget": states[i].Budget,
-					"consumed": refused.Consumed, "reserved": refused.Reserved, "request": p.Amount,
-				}, at)
-			}
-		}
-		if p.Amount.CostUSD > 0 {
-			var err error
-			if spendRefused, err = s.reserveSpend(ctx, tx, p.Lease.TaskID, p.Amount.CostUSD, p.Actor, at); err != nil || spendRefused != nil {
-				return err
-			}
-		}
-		for i, id := range chain {
-			bs := states[i]
-			bs.Reserve(p.Amount)
-			b, err := json.Marshal(bs.Reserved)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET reserved = ? WHERE id = ?`, string(b), id); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		refused, err = store.ReserveBudget(ctx, s.money(tx), p, at)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("reserve budget of %s: %w", p.Lease.TaskID, err)
 	}
-	if refused != nil {
-		return refused
-	}
-	if spendRefused != nil {
-		return spendRefused
-	}
-	return nil
+	return refused
 }
 
-// spend adds a finished step's usage to the task's consumed amount,
-// releases its reservation, and warns once when a limit is near.
+// spend charges a finished step to the task's budget and those above it,
+// and its cost to the spend guard (see store.ChargeStep).
 func (s *Store) spend(ctx context.Context, tx *sql.Tx, p *store.StepFinishParams, step *store.Step, at time.Time) error {
-	bs, err := s.budgetState(ctx, tx, p.Lease.TaskID)
-	if err != nil {
-		return err
-	}
-	if err := s.recordSpend(ctx, tx, p.Lease.TaskID, p.CostUSD, p.Release.CostUSD, at); err != nil {
-		return err
-	}
-	bs.AddUsage(p, step)
-	bs.Consumed.WallClockMS = bs.WallClockMS(at)
-	consumed, err := json.Marshal(bs.Consumed)
-	if err != nil {
-		return err
-	}
-	reserved, err := json.Marshal(bs.Reserved)
-	if err != nil {
-		return err
-	}
-	warn := !bs.Warned && bs.NearLimit(at)
-	var warnedAt sql.NullInt64
-	if warn {
-		warnedAt = toNullMicros(at)
-	}
-	_, err = tx.ExecContext(ctx, `UPDATE tasks SET consumed = ?1, reserved = ?2, checkpoint = coalesce(?3, checkpoint),
-		budget_warned_at = coalesce(budget_warned_at, ?4), updated_at = ?5 WHERE id = ?6`,
-		string(consumed), string(reserved), nullJSON(p.Checkpoint), warnedAt, micros(at), p.Lease.TaskID)
-	if err != nil {
-		return err
-	}
-	if err := s.spendOnAncestors(ctx, tx, p, step, at); err != nil {
-		return err
-	}
-	if !warn {
-		return nil
-	}
-	return s.appendEvent(ctx, tx, p.Lease.TaskID, store.EventTaskBudgetWarning, p.Actor,
-		map[string]any{"budget": bs.Budget, "consumed": bs.Consumed, "threshold": store.BudgetWarnAt}, at)
+	return store.ChargeStep(ctx, s.money(tx), p, step, at)
 }
 
 // withAncestors returns the task's id followed by its ancestors' ids, the
@@ -153,48 +70,56 @@ func (s *Store) withAncestors(ctx context.Context, tx *sql.Tx, taskID string) ([
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	ids := []string{taskID}
-	for rows.Next() {
+	ancestors, err := collect(rows, func(r rowScanner) (string, error) {
 		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
+		err := r.Scan(&id)
+		return id, err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return ids, rows.Err()
-}
-
-// spendOnAncestors adds a step's usage to the consumed budget of every task
-// above it and releases its reservation there.
-func (s *Store) spendOnAncestors(ctx context.Context, tx *sql.Tx, p *store.StepFinishParams, step *store.Step, at time.Time) error {
-	chain, err := s.withAncestors(ctx, tx, p.Lease.TaskID)
-	if err != nil || len(chain) == 1 {
-		return err
-	}
-	for _, id := range chain[1:] {
-		bs, err := s.budgetState(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		bs.AddUsage(p, step)
-		consumed, err := json.Marshal(bs.Consumed)
-		if err != nil {
-			return err
-		}
-		reserved, err := json.Marshal(bs.Reserved)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET consumed = ?, reserved = ? WHERE id = ?`, string(consumed), string(reserved), id); err != nil {
-			return err
-		}
-	}
-	return nil
+	return append([]string{taskID}, ancestors...), nil
 }
 
 // boundBudget is a child's budget limited to what remains of its parent's
 // (see store.BudgetState.Bound).
 func boundBudget(child *store.Budget, parent *store.BudgetState) *store.Budget {
 	return parent.Bound(child)
+}
+
+func (x moneyTx) CheckLease(ctx context.Context, lease store.Lease) error {
+	return x.s.checkLease(ctx, x.tx, lease)
+}
+
+func (x moneyTx) WithAncestors(ctx context.Context, taskID string) ([]string, error) {
+	return x.s.withAncestors(ctx, x.tx, taskID)
+}
+
+func (x moneyTx) BudgetState(ctx context.Context, taskID string) (*store.BudgetState, error) {
+	return x.s.budgetState(ctx, x.tx, taskID)
+}
+
+func (x moneyTx) SetBudgetReserved(ctx context.Context, taskID string, reserved []byte) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET reserved = ? WHERE id = ?`, string(reserved), taskID)
+	return err
+}
+
+func (x moneyTx) SetStepUsage(ctx context.Context, taskID string, consumed, reserved, checkpoint []byte, warn bool, at time.Time) error {
+	var warnedAt sql.NullInt64
+	if warn {
+		warnedAt = toNullMicros(at)
+	}
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET consumed = ?1, reserved = ?2, checkpoint = coalesce(?3, checkpoint),
+		budget_warned_at = coalesce(budget_warned_at, ?4), updated_at = ?5 WHERE id = ?6`,
+		string(consumed), string(reserved), nullJSON(checkpoint), warnedAt, micros(at), taskID)
+	return err
+}
+
+func (x moneyTx) SetAncestorUsage(ctx context.Context, taskID string, consumed, reserved []byte) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET consumed = ?, reserved = ? WHERE id = ?`, string(consumed), string(reserved), taskID)
+	return err
+}
+
+func (x moneyTx) AppendEvent(ctx context.Context, taskID, typ, actor string, data any, at time.Time) error {
+	return x.s.appendEvent(ctx, x.tx, taskID, typ, actor, data, at)
 }

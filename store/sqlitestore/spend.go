@@ -198,99 +198,74 @@ func (s *Store) SpendGuardResume(ctx context.Context, p *store.SpendGuardResumeP
 }
 
 // reserveSpend checks a paid reservation of taskID against the guard and
-// records it, inside the reservation's transaction. A refusal marks the
-// task deferred, journals why (task.deferred, or task.budget_exceeded for a
-// step no limit can hold) and is returned as refused with a nil error, so
-// the transaction commits what it recorded.
-func (s *Store) reserveSpend(ctx context.Context, tx *sql.Tx, taskID string, cost float64, actor string, at time.Time) (refused *store.SpendLimitError, err error) {
-	g, err := loadGuard(ctx, tx)
-	if err != nil {
-		return nil, err
-	}
-	var priority int
-	if err := tx.QueryRowContext(ctx, `SELECT priority FROM tasks WHERE id = ?`, taskID).Scan(&priority); err != nil {
-		return nil, err
-	}
-	if g.Limited() && g.Limits.Holds(priority) {
-		if refused, err = s.checkSpend(ctx, tx, g, cost, at); err != nil {
-			return nil, err
-		}
-	}
-	if refused != nil {
-		typ, data := store.EventTaskDeferred, refused.DeferredData()
-		if refused.Reason == store.SpendRefusedTooLarge {
-			typ = store.EventTaskBudgetExceeded
-		} else if _, err := tx.ExecContext(ctx, `UPDATE tasks SET spend_deferred = 1 WHERE id = ?`, taskID); err != nil {
-			return nil, err
-		}
-		return refused, s.appendEvent(ctx, tx, taskID, typ, actor, data, at)
-	}
-	_, err = tx.ExecContext(ctx, `UPDATE tasks SET spend_reserved = spend_reserved + ?, spend_deferred = 0 WHERE id = ?`, cost, taskID)
-	return nil, err
+// records it (see store.ReserveSpend).
+func (s *Store) reserveSpend(ctx context.Context, tx *sql.Tx, taskID string, cost float64, actor string, at time.Time) (*store.SpendLimitError, error) {
+	return store.ReserveSpend(ctx, s.money(tx), taskID, cost, actor, at)
 }
 
-// checkSpend decides whether cost fits the guard (see
-// store.SpendGuardRow.Refusal).
-func (s *Store) checkSpend(ctx context.Context, tx *sql.Tx, g *guard, cost float64, at time.Time) (*store.SpendLimitError, error) {
-	day, month := g.Periods(at)
-	d, m, err := spent(ctx, tx, day, month)
-	if err != nil {
-		return nil, err
-	}
-	r, err := reservedUSD(ctx, tx)
-	if err != nil {
-		return nil, err
-	}
-	return g.Refusal(at, d, m, r, cost), nil
-}
-
-// recordSpend adds a finished step's cost to its bucket, releases what the
-// task held reserved for it, and alerts on every threshold the spend of
-// the day or month crossed.
+// recordSpend records a finished step's cost with the guard (see
+// store.RecordSpend).
 func (s *Store) recordSpend(ctx context.Context, tx *sql.Tx, taskID string, cost, release float64, at time.Time) error {
-	if release > 0 {
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET spend_reserved = max(0, spend_reserved - ?) WHERE id = ?`, release, taskID); err != nil {
-			return err
-		}
+	return store.RecordSpend(ctx, s.money(tx), taskID, cost, release, at)
+}
+
+func (x moneyTx) SpendIn(ctx context.Context, day, month store.SpendPeriod) (float64, float64, error) {
+	return spent(ctx, x.tx, day, month)
+}
+
+func (x moneyTx) SpendReserved(ctx context.Context) (float64, error) { return reservedUSD(ctx, x.tx) }
+
+func (x moneyTx) LockSpendGuard(ctx context.Context) (*store.SpendGuardRow, error) {
+	g, err := loadGuard(ctx, x.tx)
+	if err != nil {
+		return nil, err
 	}
-	if cost <= 0 {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO spend (bucket, cost_usd) VALUES (?1, ?2)
+	return g.SpendGuardRow, nil
+}
+
+func (x moneyTx) SaveSpendGuardState(ctx context.Context, g *store.SpendGuardRow, at time.Time) error {
+	return (&guard{SpendGuardRow: g}).saveState(ctx, x.tx, at)
+}
+
+func (x moneyTx) TaskPriority(ctx context.Context, taskID string) (int, error) {
+	var priority int
+	err := x.tx.QueryRowContext(ctx, `SELECT priority FROM tasks WHERE id = ?`, taskID).Scan(&priority)
+	return priority, err
+}
+
+func (x moneyTx) HoldSpend(ctx context.Context, taskID string, cost float64) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET spend_reserved = spend_reserved + ?, spend_deferred = 0 WHERE id = ?`, cost, taskID)
+	return err
+}
+
+func (x moneyTx) MarkSpendDeferred(ctx context.Context, taskID string) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET spend_deferred = 1 WHERE id = ?`, taskID)
+	return err
+}
+
+func (x moneyTx) ReleaseSpend(ctx context.Context, taskID string, release float64) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET spend_reserved = max(0, spend_reserved - ?) WHERE id = ?`, release, taskID)
+	return err
+}
+
+func (x moneyTx) AddSpend(ctx context.Context, cost float64, at time.Time) error {
+	if _, err := x.tx.ExecContext(ctx, `INSERT INTO spend (bucket, cost_usd) VALUES (?1, ?2)
 		ON CONFLICT (bucket) DO UPDATE SET cost_usd = cost_usd + ?2`, bucketOf(at), cost); err != nil {
 		return fmt.Errorf("record spend: %w", err)
 	}
-	g, err := loadGuard(ctx, tx)
-	if err != nil || !g.Limited() {
-		return err
-	}
-	day, month := g.Periods(at)
-	d, m, err := spent(ctx, tx, day, month)
+	return nil
+}
+
+// AppendSpendAlert implements store.SpendLedger: the notification has no
+// task and no session, so it goes to the owner's inbox.
+func (x moneyTx) AppendSpendAlert(ctx context.Context, data *store.BudgetAlertData, at time.Time) error {
+	id, err := x.s.appendEventID(ctx, x.tx, "", store.EventBudgetAlert, store.ActorSystem, data, at)
 	if err != nil {
 		return err
 	}
-	alerts := g.Spent(at, d, m)
-	if len(alerts) == 0 {
-		return nil
-	}
-	if err := s.alertSpend(ctx, tx, alerts, at); err != nil {
-		return err
-	}
-	return g.saveState(ctx, tx, at)
-}
-
-// alertSpend journals each budget.alert with its inbox notification (no
-// task, no session: the owner's inbox).
-func (s *Store) alertSpend(ctx context.Context, tx *sql.Tx, alerts []*store.BudgetAlertData, at time.Time) error {
-	for _, data := range alerts {
-		id, err := s.appendEventID(ctx, tx, "", store.EventBudgetAlert, store.ActorSystem, data, at)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.StmtContext(ctx, s.stmts.insertNotification).ExecContext(ctx,
-			"", "", id, store.EventBudgetAlert, data.Text(), micros(at)); err != nil {
-			return fmt.Errorf("notify budget.alert: %w", err)
-		}
+	if _, err := x.tx.StmtContext(ctx, x.s.stmts.insertNotification).ExecContext(ctx,
+		"", "", id, store.EventBudgetAlert, data.Text(), micros(at)); err != nil {
+		return fmt.Errorf("notify budget.alert: %w", err)
 	}
 	return nil
 }
