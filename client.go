@@ -186,10 +186,10 @@ func newClient(st store.Store, cfg *Config) (*Client, error) {
 		Retention:       cfg.Retention,
 		OnPurged:        cfg.OnPurged,
 		MemoryRetention: cfg.MemoryRetention,
-		MemoryLimits:    memoryLimits(cfg.MemoryLimits, file),
-		MemoryTrust:     trust,
+		MemoryLimits:    memoryLimits(cfg.MemoryLimits, file).engineLimits(),
+		MemoryTrust:     trust.engineTrust(),
 		Logger:          cfg.Logger,
-		CheckAgent:      c.checkAgent,
+		CheckAgent:      func(name string) error { return engineValidation(c.checkAgent(name)) },
 		BaseDir:         baseDir,
 		OnScheduleFired: cfg.OnScheduleFired,
 	})
@@ -312,18 +312,18 @@ func (c *Client) SubmitResult(ctx context.Context, p *SubmitParams) (*SubmitResu
 	if p == nil {
 		return nil, &ValidationError{Field: "goal", Message: "must not be empty"}
 	}
-	if err := c.checkAgent(p.Agent); err != nil {
-		return nil, err
+	if v := c.checkAgent(p.Agent); v != nil {
+		return nil, v
 	}
-	t, inserted, err := c.engine.SubmitResult(ctx, p)
+	t, inserted, err := c.engine.SubmitResult(ctx, p.engineParams())
 	if err != nil {
-		return nil, err
+		return nil, engineError(err)
 	}
 	return &SubmitResult{Task: t, Duplicate: !inserted}, nil
 }
 
 // checkAgent refuses an agent nobody registered, once agents are known.
-func (c *Client) checkAgent(name string) error {
+func (c *Client) checkAgent(name string) *ValidationError {
 	if name == "" {
 		name = engine.DefaultAgent
 	}
@@ -341,19 +341,23 @@ func (c *Client) checkAgent(name string) error {
 
 // Get returns a task by id; an unknown id matches ErrNotFound.
 func (c *Client) Get(ctx context.Context, taskID string) (*Task, error) {
-	return c.engine.Get(ctx, taskID)
+	return engineResult(c.engine.Get(ctx, taskID))
 }
 
 // List returns a page of tasks, newest first.
 func (c *Client) List(ctx context.Context, p *ListParams) (*ListResult, error) {
-	return c.engine.List(ctx, p)
+	res, err := c.engine.List(ctx, (*engine.ListParams)(p))
+	if err != nil {
+		return nil, engineError(err)
+	}
+	return (*ListResult)(res), nil
 }
 
 // Cancel ends a task that has not ended. A running task's context is
 // cancelled (cause ErrCancelled) and it ends cancelled when its agent
 // returns. Cancelling a finished task matches ErrIllegalTransition.
 func (c *Client) Cancel(ctx context.Context, taskID, reason string) (*Task, error) {
-	return c.engine.Cancel(ctx, taskID, reason, store.ActorUser)
+	return engineResult(c.engine.Cancel(ctx, taskID, reason, store.ActorUser))
 }
 
 // Pause holds a task (with subtree, its unfinished descendants too): a
@@ -361,19 +365,19 @@ func (c *Client) Cancel(ctx context.Context, taskID, reason string) (*Task, erro
 // after its current step, keeping its checkpoint. Paused tasks stay paused
 // across restarts. Pausing a finished task matches ErrIllegalTransition.
 func (c *Client) Pause(ctx context.Context, taskID string, subtree bool) (*Task, error) {
-	return c.engine.Pause(ctx, taskID, subtree, store.ActorUser)
+	return engineResult(c.engine.Pause(ctx, taskID, subtree, store.ActorUser))
 }
 
 // Resume puts a paused task (with subtree, its descendants too) back where
 // it was.
 func (c *Client) Resume(ctx context.Context, taskID string, subtree bool) (*Task, error) {
-	return c.engine.Resume(ctx, taskID, subtree, store.ActorUser)
+	return engineResult(c.engine.Resume(ctx, taskID, subtree, store.ActorUser))
 }
 
 // Retry puts a failed task back in the queue for a new attempt; its
 // history is kept.
 func (c *Client) Retry(ctx context.Context, taskID string) (*Task, error) {
-	return c.engine.Retry(ctx, taskID, store.ActorUser)
+	return engineResult(c.engine.Retry(ctx, taskID, store.ActorUser))
 }
 
 // Answer answers the open question of a task in input_required, named by
@@ -381,12 +385,12 @@ func (c *Client) Retry(ctx context.Context, taskID string) (*Task, error) {
 // queue; its agent sees the answer when it resumes. Answering twice, or a
 // request that expired, matches ErrInputClosed.
 func (c *Client) Answer(ctx context.Context, requestOrTaskID, answer string) (*InputRequest, error) {
-	return c.engine.Answer(ctx, requestOrTaskID, answer, store.ActorUser)
+	return engineResult(c.engine.Answer(ctx, requestOrTaskID, answer, store.ActorUser))
 }
 
 // PendingInputs lists the questions agents are waiting on, oldest first.
 func (c *Client) PendingInputs(ctx context.Context) ([]*InputRequest, error) {
-	return c.engine.PendingInputs(ctx)
+	return engineResult(c.engine.PendingInputs(ctx))
 }
 
 // CountByStatus counts the tasks in each status.
@@ -397,7 +401,7 @@ func (c *Client) CountByStatus(ctx context.Context) (map[Status]int, error) {
 // Inputs lists input requests, oldest first, in status (pending, answered
 // or expired; empty for all), of taskID's task or, when empty, of all.
 func (c *Client) Inputs(ctx context.Context, status, taskID string) ([]*InputRequest, error) {
-	return c.engine.Inputs(ctx, status, taskID)
+	return engineResult(c.engine.Inputs(ctx, status, taskID))
 }
 
 // AddDependency records that taskID depends on blockerID. Kind "blocks"
@@ -405,46 +409,67 @@ func (c *Client) Inputs(ctx context.Context, status, taskID string) ([]*InputReq
 // "related" and "discovered_from" are recorded only. A dependency that
 // would close a cycle is a *ValidationError.
 func (c *Client) AddDependency(ctx context.Context, taskID, blockerID, kind string) (*Task, error) {
-	return c.engine.AddDependency(ctx, taskID, blockerID, kind, store.ActorUser)
+	return engineResult(c.engine.AddDependency(ctx, taskID, blockerID, kind, store.ActorUser))
 }
 
 // BlockedTask is a blocked task and the tasks it still waits for.
-type BlockedTask = engine.BlockedTask
+type BlockedTask struct {
+	Task *Task
+	// BlockedBy are the ids of the blockers that have not completed.
+	BlockedBy []string
+}
 
 // Ready lists up to limit tasks that can be claimed now.
 func (c *Client) Ready(ctx context.Context, limit int) ([]*Task, error) {
-	return c.engine.Ready(ctx, limit)
+	return engineResult(c.engine.Ready(ctx, limit))
 }
 
 // Blocked lists up to limit blocked tasks, each with what blocks it.
 func (c *Client) Blocked(ctx context.Context, limit int) ([]*BlockedTask, error) {
-	return c.engine.Blocked(ctx, limit)
+	blocked, err := c.engine.Blocked(ctx, limit)
+	if err != nil {
+		return nil, engineError(err)
+	}
+	out := make([]*BlockedTask, len(blocked))
+	for i, b := range blocked {
+		out[i] = (*BlockedTask)(b)
+	}
+	return out, nil
 }
 
+// Dependency is an edge of the dependency graph: TaskID depends on
+// DependsOnID.
+type Dependency = store.Dependency
+
 // DependencyGraph is the dependency graph around one task.
-type DependencyGraph = engine.DependencyGraph
+type DependencyGraph struct {
+	// Tasks are the tasks reachable from the task over edges in either
+	// direction, the task first, then nearest first.
+	Tasks []*Task
+	// Edges are the edges between them, by dependent then blocker.
+	Edges []*Dependency
+	// Truncated is set when more tasks are connected than were read.
+	Truncated bool
+}
 
 // DependencyGraph reads the tasks connected to taskID by dependencies of
 // any kind, in either direction, and the edges between them: at most
 // limit tasks, nearest first. An unknown task is ErrNotFound.
 func (c *Client) DependencyGraph(ctx context.Context, taskID string, limit int) (*DependencyGraph, error) {
-	return c.engine.DependencyGraph(ctx, taskID, limit)
+	g, err := c.engine.DependencyGraph(ctx, taskID, limit)
+	if err != nil {
+		return nil, engineError(err)
+	}
+	return (*DependencyGraph)(g), nil
 }
 
 // History returns a task's events in order, each with its actor: the
 // task's audit trail.
 func (c *Client) History(ctx context.Context, taskID string) ([]*Event, error) {
-	return c.engine.History(ctx, taskID)
+	return engineResult(c.engine.History(ctx, taskID))
 }
 
 // Steps returns a task's recorded steps in order.
 func (c *Client) Steps(ctx context.Context, taskID string) ([]*Step, error) {
-	return c.engine.Steps(ctx, taskID)
-}
-
-// Subscribe delivers the journal's events after afterID that match filter,
-// then new ones as they happen, with no gap and no duplicate. Use 0 to
-// start from the beginning.
-func (c *Client) Subscribe(ctx context.Context, filter EventFilter, afterID int64) (*Subscription, error) {
-	return c.engine.Subscribe(ctx, filter, afterID)
+	return engineResult(c.engine.Steps(ctx, taskID))
 }

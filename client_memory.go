@@ -12,32 +12,126 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-type (
-	// Memory is text kept across tasks with its provenance: the task that
-	// wrote it, its agent, and where that task came from.
-	Memory = store.Memory
-	// MemoryLimit bounds one recall: entries and summed estimated tokens.
-	MemoryLimit = engine.MemoryLimit
-	// MemoryLimits are the recall limits of tasks by where they came from.
-	MemoryLimits = engine.MemoryLimits
-	// RememberParams is a memory to store from outside a task.
-	RememberParams = engine.RememberParams
-	// RecallParams asks for the memories best matching a query.
-	RecallParams = engine.RecallParams
-	// RecallResult is the memories a recall returns.
-	RecallResult = engine.RecallResult
-	// MemoryListParams filters ListMemories; with Query it searches.
-	MemoryListParams = engine.MemoryListParams
-	// MemoryPage is one page of memories.
-	MemoryPage = engine.MemoryPage
-	// MemoryPurgeParams names whose memories PurgeMemories removes.
-	MemoryPurgeParams = engine.MemoryPurgeParams
-)
+// Memory is text kept across tasks with its provenance: the task that
+// wrote it, its agent, and where that task came from.
+type Memory = store.Memory
+
+// MemoryLimit bounds what recall returns to a task: at most MaxEntries
+// memories whose estimated tokens add up to at most MaxTokens.
+type MemoryLimit struct {
+	MaxTokens  int
+	MaxEntries int
+}
+
+// MemoryLimits are the recall limits of tasks by where they came from: a
+// person (user), an agent (subtasks and tasks agents start), a schedule, an
+// event, or a heartbeat scout. A task may set its own
+// (SubmitParams.MaxMemoryTokens, MaxMemoryEntries).
+type MemoryLimits struct {
+	User      MemoryLimit
+	Agent     MemoryLimit
+	Schedule  MemoryLimit
+	Event     MemoryLimit
+	Heartbeat MemoryLimit
+}
+
+// engineLimits is l as the engine takes it; nil stays nil (the defaults).
+func (l *MemoryLimits) engineLimits() *engine.MemoryLimits {
+	if l == nil {
+		return nil
+	}
+	return &engine.MemoryLimits{
+		User: engine.MemoryLimit(l.User), Agent: engine.MemoryLimit(l.Agent), Schedule: engine.MemoryLimit(l.Schedule),
+		Event: engine.MemoryLimit(l.Event), Heartbeat: engine.MemoryLimit(l.Heartbeat),
+	}
+}
+
+// RememberParams is a memory to store from outside a task.
+type RememberParams struct {
+	Text string
+	Tags []string
+	// TaskID, Agent and Source are its provenance: by default no task, no
+	// agent and user.
+	TaskID string
+	Agent  string
+	Source string
+	// Category is what kind of memory it is (MemoryCategories or a name
+	// of the writer's); default fact. Subject is what it is about.
+	Category string
+	Subject  string
+	// IdempotencyKey makes writes with the same key return one memory.
+	IdempotencyKey string
+	// Actor is recorded on the memory.created event; default user.
+	Actor string
+}
+
+// RecallParams asks for the memories that best match Query.
+type RecallParams struct {
+	Query string
+	// Limit, when positive, bounds the entries below Limits' own bound.
+	Limit int
+	// Limits bound the answer; nil takes the limits of a user's task.
+	Limits *MemoryLimit
+	// IncludeFlagged recalls quarantined memories too.
+	IncludeFlagged bool
+	// TaskID is the task recalling, if any: conflicts found are journaled
+	// about it.
+	TaskID string
+}
+
+// RecallResult is what recall returns: the best matches, best first, and
+// what they add up to.
+type RecallResult struct {
+	Memories        []*Memory
+	EstimatedTokens int
+	// Limit is the bound that applied.
+	Limit MemoryLimit
+	// Supersedes maps a recalled memory's id to the ids of the older
+	// memories with its subject and other text that it replaced.
+	Supersedes map[string][]string
+}
+
+// MemoryListParams filters ListMemories. Empty fields do not filter.
+type MemoryListParams struct {
+	TaskID string
+	Agent  string
+	Source string
+	// Query, when set, searches: the best Limit matches, best first, on
+	// one page. Without it, memories are listed newest first.
+	Query string
+	// Flagged, when set, lists only quarantined memories (true) or only
+	// the others (false).
+	Flagged *bool
+	Cursor  string // from a previous page's NextCursor
+	Limit   int    // 1–1000; default 50
+}
+
+// MemoryPage is one page of memories; NextCursor is empty on the last.
+type MemoryPage struct {
+	Memories   []*Memory
+	NextCursor string
+}
+
+// MemoryPurgeParams names whose memories PurgeMemories removes: exactly
+// one of a task (everything it wrote), an agent, or a source.
+type MemoryPurgeParams struct {
+	TaskID string
+	Agent  string
+	Source string
+	// Actor is recorded on the memory.purged event; default user.
+	Actor string
+}
 
 // DefaultMemoryLimits returns the default recall limits: a person's task
 // 4,000 tokens and 25 entries, an agent's 3,000/20, a schedule's 2,000/15,
 // an event's 1,500/10, a heartbeat's 500/5.
-func DefaultMemoryLimits() MemoryLimits { return engine.DefaultMemoryLimits() }
+func DefaultMemoryLimits() MemoryLimits {
+	d := engine.DefaultMemoryLimits()
+	return MemoryLimits{
+		User: MemoryLimit(d.User), Agent: MemoryLimit(d.Agent), Schedule: MemoryLimit(d.Schedule),
+		Event: MemoryLimit(d.Event), Heartbeat: MemoryLimit(d.Heartbeat),
+	}
+}
 
 // memoryLimits are the limits a Client runs with: its own, else the config
 // file's, else nil (the engine's defaults).
@@ -52,12 +146,36 @@ func memoryLimits(own *MemoryLimits, file *config.Config) *MemoryLimits {
 	return &MemoryLimits{User: lim(f.User), Agent: lim(f.Agent), Schedule: lim(f.Schedule), Event: lim(f.Event), Heartbeat: lim(f.Heartbeat)}
 }
 
-type (
-	// MemoryTrust sets decay, the confidence floor and embeddings.
-	MemoryTrust = engine.MemoryTrust
-	// Embedder turns texts into vectors for hybrid recall.
-	Embedder = engine.Embedder
-)
+// MemoryTrust sets how far memories are trusted: how fast confidence in
+// each category decays, the floor below which recall skips a memory, and
+// the embeddings model of hybrid recall. The zero value takes the
+// defaults: full-text recall only.
+type MemoryTrust struct {
+	// HalfLives are by category; a category not listed takes the entry
+	// "default", else the category's default, else 720h. A half-life of
+	// 0 never decays.
+	HalfLives map[string]time.Duration
+	// MinConfidence is the floor below which recall skips a memory; nil
+	// takes 0.1.
+	MinConfidence *float64
+	// Embedder, when set, gives memories a vector at write time, and
+	// recall fuses the vector ranking with the full-text one.
+	Embedder Embedder
+	// ClassifierAgent, when set, names the agent (a cheap model) that
+	// reads each memory the rules let through before it is written.
+	ClassifierAgent string
+}
+
+// engineTrust is t as the engine takes it.
+func (t MemoryTrust) engineTrust() engine.MemoryTrust {
+	return engine.MemoryTrust{HalfLives: t.HalfLives, MinConfidence: t.MinConfidence, Embedder: t.Embedder, ClassifierAgent: t.ClassifierAgent}
+}
+
+// Embedder turns texts into vectors for hybrid recall, one per text, in
+// order.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
 
 // memoryTrust is the trust a Client runs with: its own, else the config
 // file's memory section, else the engine's defaults. The file's
@@ -97,13 +215,24 @@ func memoryTrust(own *MemoryTrust, file *config.Config, lookup func(string) (str
 // programs, and records what p says (default: no task, source user). A
 // bad field is a *ValidationError and nothing is written.
 func (c *Client) Remember(ctx context.Context, p *RememberParams) (*Memory, error) {
-	return c.engine.Remember(ctx, p)
+	return engineResult(c.engine.Remember(ctx, (*engine.RememberParams)(p)))
 }
 
 // Recall returns the memories best matching the query's words, best first,
 // within p.Limits (default: a person's task's limits).
 func (c *Client) Recall(ctx context.Context, p *RecallParams) (*RecallResult, error) {
-	return c.engine.Recall(ctx, p)
+	if p == nil {
+		p = &RecallParams{}
+	}
+	ep := &engine.RecallParams{Query: p.Query, Limit: p.Limit, IncludeFlagged: p.IncludeFlagged, TaskID: p.TaskID}
+	if p.Limits != nil {
+		ep.Limits = (*engine.MemoryLimit)(p.Limits)
+	}
+	res, err := c.engine.Recall(ctx, ep)
+	if err != nil {
+		return nil, engineError(err)
+	}
+	return &RecallResult{Memories: res.Memories, EstimatedTokens: res.EstimatedTokens, Limit: MemoryLimit(res.Limit), Supersedes: res.Supersedes}, nil
 }
 
 // ListMemories lists memories newest first, a page at a time, or with
@@ -112,30 +241,34 @@ func (c *Client) ListMemories(ctx context.Context, p *MemoryListParams) (*Memory
 	if p == nil {
 		p = &MemoryListParams{}
 	}
-	return c.engine.ListMemories(ctx, p)
+	page, err := c.engine.ListMemories(ctx, (*engine.MemoryListParams)(p))
+	if err != nil {
+		return nil, engineError(err)
+	}
+	return (*MemoryPage)(page), nil
 }
 
 // Memory returns one memory; an unknown id matches ErrNotFound.
 func (c *Client) Memory(ctx context.Context, id string) (*Memory, error) {
-	return c.engine.GetMemory(ctx, id)
+	return engineResult(c.engine.GetMemory(ctx, id))
 }
 
 // ReleaseMemory releases a quarantined memory: recall finds it again. The
 // release is journaled (memory.released, with the flag it had); a memory
 // not flagged comes back as it is. An unknown id matches ErrNotFound.
 func (c *Client) ReleaseMemory(ctx context.Context, id string) (*Memory, error) {
-	return c.engine.ReleaseMemory(ctx, id, store.ActorUser)
+	return engineResult(c.engine.ReleaseMemory(ctx, id, store.ActorUser))
 }
 
 // DeleteMemory removes one memory; an unknown id matches ErrNotFound.
 func (c *Client) DeleteMemory(ctx context.Context, id string) error {
-	return c.engine.DeleteMemory(ctx, id, store.ActorUser)
+	return engineError(c.engine.DeleteMemory(ctx, id, store.ActorUser))
 }
 
 // PurgeMemories removes everything one task, agent or source wrote (name
 // exactly one) and returns how many memories went.
 func (c *Client) PurgeMemories(ctx context.Context, p *MemoryPurgeParams) (int64, error) {
-	return c.engine.PurgeMemories(ctx, p)
+	return engineResult(c.engine.PurgeMemories(ctx, (*engine.MemoryPurgeParams)(p)))
 }
 
 type (
@@ -151,12 +284,12 @@ type (
 // source). Set IdempotencyKey (for example a step's key) so that a resumed
 // attempt gets the same memory back instead of a second one.
 func (r *TaskRun) Remember(ctx context.Context, p *MemorySpec) (*MemoryView, error) {
-	return r.run.Remember(ctx, *p)
+	return engineResult(r.run.Remember(ctx, *p))
 }
 
 // Recall returns the memories best matching the query's words, best first,
 // within this task's memory limits and, when limit is positive, at most
 // limit of them.
 func (r *TaskRun) Recall(ctx context.Context, query string, limit int) (*Recalled, error) {
-	return r.run.Recall(ctx, query, limit)
+	return engineResult(r.run.Recall(ctx, query, limit))
 }

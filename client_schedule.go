@@ -10,15 +10,63 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-type (
-	// Schedule is work that starts by itself: at times (cron, interval,
-	// heartbeat) or on journal events (event).
-	Schedule = store.Schedule
-	// ScheduleParams is a whole schedule, to create or to declare.
-	ScheduleParams = engine.ScheduleParams
-	// SchedulePatch changes some fields of a schedule.
-	SchedulePatch = engine.SchedulePatch
-)
+// Schedule is work that starts by itself: at times (cron, interval,
+// heartbeat) or on journal events (event).
+type Schedule = store.Schedule
+
+// ScheduleParams is a whole schedule: to create one, or as errand.yaml
+// declares it.
+type ScheduleParams struct {
+	Name string
+	// Kind is ScheduleCron, ScheduleInterval, ScheduleEvent or
+	// ScheduleHeartbeat.
+	Kind string
+	// Spec is the cron expression or the Go duration, or for kind event
+	// the JSON of {"type": "…", "match": {…}}.
+	Spec     string
+	Timezone string
+	// CatchUp is what a schedule does about the firings it missed while
+	// no engine ran: "one" (default) fires once for them all, "none"
+	// skips them.
+	CatchUp string
+	// Overlap is what a firing does while the last task has not ended:
+	// OverlapSkip (default), OverlapBufferOne, OverlapAllowAll or
+	// OverlapCancelPrevious.
+	Overlap     string
+	ActiveHours string // heartbeat only: HH:MM-HH:MM in Timezone
+	Enabled     *bool  // default true
+	// Task is the template of the tasks the schedule makes: a POST
+	// /api/tasks body; a heartbeat's may name a prompt_file instead of a
+	// goal.
+	Task       json.RawMessage
+	StuckAfter time.Duration // heartbeat only; default 30m
+	// EscalateTo is, for a heartbeat, the agent its scout's escalations
+	// go to ("": the scout cannot escalate). MaxEscalationsPerDay caps
+	// them per UTC day (nil: 3; 0 forbids), and EscalationBudget is each
+	// escalated task's budget (nil: the default task budget). Heartbeat
+	// only.
+	EscalateTo           string
+	MaxEscalationsPerDay *int
+	EscalationBudget     *Budget
+}
+
+// SchedulePatch changes some fields of a schedule; nil fields stay.
+type SchedulePatch struct {
+	Enabled     *bool
+	Spec        *string
+	Timezone    *string
+	CatchUp     *string
+	Overlap     *string
+	ActiveHours *string
+	Task        json.RawMessage
+	StuckAfter  *time.Duration
+	// EscalateTo, MaxEscalationsPerDay and EscalationBudget change the
+	// heartbeat's escalation; an empty EscalateTo removes it (with its cap
+	// and budget).
+	EscalateTo           *string
+	MaxEscalationsPerDay *int
+	EscalationBudget     *Budget
+}
 
 var (
 	// ErrNameTaken is returned for a schedule name another schedule has.
@@ -31,53 +79,58 @@ var (
 // first slot after now. A bad field is a *ValidationError naming it, a
 // template naming an unknown agent one too, and nothing is written.
 func (c *Client) CreateSchedule(ctx context.Context, p *ScheduleParams) (*Schedule, error) {
-	return c.engine.CreateSchedule(ctx, p)
+	return engineResult(c.engine.CreateSchedule(ctx, (*engine.ScheduleParams)(p)))
 }
 
 // Schedule returns a schedule by id or name; an unknown one matches
 // ErrNotFound.
 func (c *Client) Schedule(ctx context.Context, idOrName string) (*Schedule, error) {
-	return c.engine.Schedule(ctx, idOrName)
+	return engineResult(c.engine.Schedule(ctx, idOrName))
 }
 
 // Schedules lists every schedule by name.
 func (c *Client) Schedules(ctx context.Context) ([]*Schedule, error) {
-	return c.engine.Schedules(ctx)
+	return engineResult(c.engine.Schedules(ctx))
 }
 
 // SchedulePage lists up to limit schedules (1 to 1,000) named after
 // after, by name; next is the cursor (after) of the following page, ""
 // on the last.
 func (c *Client) SchedulePage(ctx context.Context, after string, limit int) (page []*Schedule, next string, err error) {
-	return c.engine.SchedulePage(ctx, after, limit)
+	page, next, err = c.engine.SchedulePage(ctx, after, limit)
+	return page, next, engineError(err)
 }
 
 // UpdateSchedule changes some fields of a schedule.
 func (c *Client) UpdateSchedule(ctx context.Context, idOrName string, patch *SchedulePatch) (*Schedule, error) {
-	return c.engine.UpdateSchedule(ctx, idOrName, patch)
+	return engineResult(c.engine.UpdateSchedule(ctx, idOrName, (*engine.SchedulePatch)(patch)))
 }
 
 // DeleteSchedule removes a schedule; the tasks it made stay.
 func (c *Client) DeleteSchedule(ctx context.Context, idOrName string) error {
-	return c.engine.DeleteSchedule(ctx, idOrName)
+	return engineError(c.engine.DeleteSchedule(ctx, idOrName))
 }
 
 // RunSchedule fires a schedule now and returns the task it made; its next
 // run does not move.
 func (c *Client) RunSchedule(ctx context.Context, idOrName string) (*Task, error) {
-	return c.engine.RunSchedule(ctx, idOrName)
+	return engineResult(c.engine.RunSchedule(ctx, idOrName))
 }
 
 // ApplySchedules makes the declared schedules exactly these (see the
 // schedules: section of errand.yaml).
 func (c *Client) ApplySchedules(ctx context.Context, declared []*ScheduleParams) error {
-	return c.engine.ApplyDeclared(ctx, declared)
+	params := make([]*engine.ScheduleParams, len(declared))
+	for i, p := range declared {
+		params[i] = (*engine.ScheduleParams)(p)
+	}
+	return engineError(c.engine.ApplyDeclared(ctx, params))
 }
 
 // PostEvent journals an external event, with actor external, for event
 // schedules to hear. Its type must not start with task.
 func (c *Client) PostEvent(ctx context.Context, typ string, data json.RawMessage) (*Event, error) {
-	return c.engine.PostEvent(ctx, typ, data)
+	return engineResult(c.engine.PostEvent(ctx, typ, data))
 }
 
 // NextRuns returns up to n coming firings of a schedule from its next

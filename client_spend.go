@@ -2,6 +2,7 @@ package errand
 
 import (
 	"context"
+	"time"
 
 	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/taskrun"
@@ -17,11 +18,19 @@ type (
 	// SpendLimitError is a paid step refused because a daily or monthly
 	// limit holds its task.
 	SpendLimitError = store.SpendLimitError
-	// SpendHistory is the spend per day and per hour, in the guard's zone.
-	SpendHistory = engine.SpendHistory
-	// SpendSlot is what was spent in one day or hour.
-	SpendSlot = engine.SpendSlot
 )
+
+// SpendSlot is what was spent from Start until the next slot starts.
+type SpendSlot struct {
+	Start   time.Time `json:"start"`
+	CostUSD float64   `json:"cost_usd"`
+}
+
+// SpendHistory is the spend per day and per hour, in the guard's zone.
+type SpendHistory struct {
+	Days  []SpendSlot `json:"days"`  // the last days, oldest first, today last
+	Hours []SpendSlot `json:"hours"` // today's hours, from midnight
+}
 
 // Spend guard policies (SpendLimits.OnLimit).
 const (
@@ -41,14 +50,14 @@ var (
 
 // SpendGuard returns the global spend guard now.
 func (c *Client) SpendGuard(ctx context.Context) (*SpendGuard, error) {
-	return c.engine.SpendGuard(ctx)
+	return engineResult(c.engine.SpendGuard(ctx))
 }
 
 // SetSpendLimits replaces the guard's limits, journaling budget.updated
 // when they change. A bad setting is a *ValidationError naming it.
 func (c *Client) SetSpendLimits(ctx context.Context, l SpendLimits) (*SpendGuard, error) {
 	g, _, err := c.engine.SetSpendLimits(ctx, l, false, store.ActorUser)
-	return g, err
+	return g, engineError(err)
 }
 
 // DeclareSpendLimits applies the limits of a configuration file: only
@@ -57,18 +66,32 @@ func (c *Client) SetSpendLimits(ctx context.Context, l SpendLimits) (*SpendGuard
 // the limits changed.
 func (c *Client) DeclareSpendLimits(ctx context.Context, l SpendLimits) (bool, error) {
 	_, changed, err := c.engine.SetSpendLimits(ctx, l, true, store.ActorSystem)
-	return changed, err
+	return changed, engineError(err)
 }
 
 // ResumeSpend lifts the guard's pause for the rest of its day or month,
 // journaling budget.resumed; ErrSpendNotPaused when nothing is paused.
 func (c *Client) ResumeSpend(ctx context.Context) (*SpendGuard, error) {
-	return c.engine.ResumeSpend(ctx, store.ActorUser)
+	return engineResult(c.engine.ResumeSpend(ctx, store.ActorUser))
 }
 
 // SpendHistory returns the spend of each of the last days days (1 to 400,
 // today last) and of each hour of today, in the spend guard's zone: what
 // a chart of spend shows.
 func (c *Client) SpendHistory(ctx context.Context, days int) (*SpendHistory, error) {
-	return c.engine.SpendHistory(ctx, days)
+	h, err := c.engine.SpendHistory(ctx, days)
+	if err != nil {
+		return nil, engineError(err)
+	}
+	slots := func(in []engine.SpendSlot) []SpendSlot {
+		if in == nil {
+			return nil
+		}
+		out := make([]SpendSlot, len(in))
+		for i, s := range in {
+			out[i] = SpendSlot(s)
+		}
+		return out
+	}
+	return &SpendHistory{Days: slots(h.Days), Hours: slots(h.Hours)}, nil
 }

@@ -3,6 +3,7 @@ package errand
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/errandhq/errand/internal/engine"
@@ -45,7 +46,7 @@ func NewEngine(c *Client, cfg *EngineConfig) (*Engine, error) {
 		Schedules:     !cfg.NoSchedules,
 	})
 	if err != nil {
-		return nil, errors.New("errand: new engine: " + err.Error())
+		return nil, fmt.Errorf("errand: new engine: %w", engineError(err))
 	}
 	return &Engine{pool: pool}, nil
 }

@@ -1,6 +1,8 @@
 package errand
 
 import (
+	"errors"
+
 	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
@@ -32,14 +34,72 @@ var (
 )
 
 type (
-	// ValidationError names the field of a request that is wrong; nothing
-	// was written.
-	ValidationError = engine.ValidationError
 	// TransitionError is a status change the state machine forbids.
 	TransitionError = store.TransitionError
 	// ReferenceError names an id that matches no task.
 	ReferenceError = store.ReferenceError
 )
+
+// ValidationError names the field of a request that is wrong and why;
+// nothing was written. It matches ErrInvalid.
+type ValidationError struct {
+	// Field is the request's field, as the HTTP API spells it (goal,
+	// depends_on, task.agent…); empty for the request as a whole.
+	Field   string
+	Message string
+	// Unprocessable marks a well-formed request that cannot be carried
+	// out as it stands: an unknown agent or task id, a dependency cycle, a
+	// subtree too deep (HTTP 422 rather than 400).
+	Unprocessable bool
+}
+
+func (e *ValidationError) Error() string {
+	if e.Field == "" {
+		return "errand: invalid request: " + e.Message
+	}
+	return "errand: invalid " + e.Field + ": " + e.Message
+}
+
+// Is makes errors.Is(err, ErrInvalid) hold.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// engineError is err as the caller sees it: the engine's validation error
+// becomes a *ValidationError, so errors.As finds it. Sentinels are shared
+// and pass as they are.
+func engineError(err error) error {
+	var ev *engine.ValidationError
+	if !errors.As(err, &ev) {
+		return err
+	}
+	v := &ValidationError{Field: ev.Field, Message: ev.Message, Unprocessable: ev.Unprocessable}
+	if err == error(ev) {
+		return v
+	}
+	return &wrappedValidationError{err: err, v: v}
+}
+
+// engineResult is engineError for a call that returns a value too.
+func engineResult[T any](v T, err error) (T, error) { return v, engineError(err) }
+
+// wrappedValidationError keeps the message of an error that wraps the
+// engine's validation error, and lets errors.As find it as a
+// *ValidationError.
+type wrappedValidationError struct {
+	err error
+	v   *ValidationError
+}
+
+func (e *wrappedValidationError) Error() string   { return e.err.Error() }
+func (e *wrappedValidationError) Unwrap() []error { return []error{e.v, e.err} }
+
+// engineValidation is v as the engine takes it from a callback (an
+// unknown agent), so that the engine can name the field it sits in.
+func engineValidation(v *ValidationError) error {
+	if v == nil {
+		return nil
+	}
+	return &engine.ValidationError{Field: v.Field, Message: v.Message, Unprocessable: v.Unprocessable}
+}
 
 // AskUser, returned by an agent, ends the attempt to wait for a person:
 // the task becomes input_required with question open (see

@@ -8,7 +8,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/internal/engine"
+	apiserver "github.com/errandhq/errand/internal/server"
 	"github.com/errandhq/errand/store"
 )
 
@@ -21,7 +21,7 @@ type localBackend struct{ c *errand.Client }
 var errIdempotencyConflict = errors.New("idempotency conflict")
 
 func (b *localBackend) Submit(ctx context.Context, body *api.CreateTask) (*api.Task, bool, error) {
-	p, err := engine.ParamsFromBody(body)
+	p, err := apiserver.SubmitParams(body)
 	if err != nil {
 		return nil, false, err
 	}

@@ -11,15 +11,9 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/version"
 	"github.com/errandhq/errand/store"
 )
-
-// submitParams turns the wire body into the engine's request.
-func submitParams(body *api.CreateTask) (*errand.SubmitParams, error) {
-	return engine.ParamsFromBody(body)
-}
 
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 	var body api.CreateTask
@@ -73,7 +67,7 @@ var errDuplicate = errors.New("duplicate")
 // made if the request asks for the same thing (a client's retry), and is a
 // conflict if it asks for something else.
 func (s *Server) submit(ctx context.Context, body *api.CreateTask) (*errand.SubmitResult, error) {
-	p, err := submitParams(body)
+	p, err := SubmitParams(body)
 	if err != nil {
 		return nil, err
 	}

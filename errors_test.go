@@ -1,0 +1,62 @@
+package errand
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/store"
+)
+
+// The engine's validation errors reach callers as *ValidationError, with
+// their message and field, whether returned as they are or wrapped, and
+// still match ErrInvalid; other errors pass unchanged.
+func TestEngineErrorTranslatesValidation(t *testing.T) {
+	t.Parallel()
+	inner := &engine.ValidationError{Field: "agent", Message: "unknown", Unprocessable: true}
+	for _, tt := range []struct {
+		name    string
+		err     error
+		wantMsg string
+	}{
+		{name: "direct", err: inner, wantMsg: "errand: invalid agent: unknown"},
+		{name: "wrapped", err: fmt.Errorf("create schedule: %w", inner), wantMsg: "create schedule: errand: invalid agent: unknown"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := engineError(tt.err)
+			require.EqualError(t, err, tt.wantMsg)
+			var v *ValidationError
+			require.ErrorAs(t, err, &v)
+			require.Equal(t, ValidationError{Field: "agent", Message: "unknown", Unprocessable: true}, *v)
+			require.ErrorIs(t, err, ErrInvalid)
+		})
+	}
+	require.NoError(t, engineError(nil))
+	require.Same(t, store.ErrNotFound, engineError(store.ErrNotFound))
+	wrapped := fmt.Errorf("get: %w", store.ErrNotFound)
+	require.Same(t, wrapped, engineError(wrapped))
+}
+
+// A bad field of a request is a *ValidationError of this package, and
+// the engine's sentinels match across the boundary.
+func TestClientErrorsMatch(t *testing.T) {
+	t.Parallel()
+	c := openTest(t, nil)
+	_, err := c.Submit(t.Context(), &SubmitParams{Goal: "x", Priority: Ptr(12)})
+	var v *ValidationError
+	require.ErrorAs(t, err, &v)
+	require.Equal(t, "priority", v.Field)
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorIs(t, err, engine.ErrInvalid)
+
+	_, err = c.ListMemories(t.Context(), &MemoryListParams{Limit: -1})
+	require.ErrorAs(t, err, &v)
+	require.Equal(t, "limit", v.Field)
+
+	_, err = c.Get(t.Context(), "tsk_nope")
+	require.True(t, errors.Is(err, ErrNotFound))
+}
