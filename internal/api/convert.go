@@ -10,53 +10,6 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-// FromTask is the wire shape of a stored task.
-func FromTask(t *store.Task) *Task {
-	if t == nil {
-		return nil
-	}
-	w := &Task{
-		ID:          t.ID,
-		ParentID:    optString(t.ParentID),
-		RunID:       t.RunID,
-		SessionID:   optString(t.SessionID),
-		Agent:       t.Agent,
-		Title:       t.Title,
-		Goal:        t.Goal,
-		Input:       orEmptyObject(t.Input),
-		Metadata:    orEmptyObject(t.Metadata),
-		Tags:        orEmpty(t.Tags),
-		Source:      store.SourceUser,
-		ResultRoute: RouteFromOptions(t.Options),
-		Priority:    t.Priority,
-		Status:      t.Status,
-		Progress:    t.Progress,
-		Plan:        PlanOf(t.Checkpoint),
-		Result:      nullIfEmpty(t.Result),
-		Error:       t.Error,
-		Attempt:     t.Attempt,
-		MaxAttempts: t.MaxAttempts,
-		RunAt:       optTime(t.RunAt),
-		DependsOn:   orEmpty(t.DependsOn),
-		Budget:      t.Budget,
-		Consumed:    t.Consumed,
-		CreatedAt:   t.CreatedAt,
-		UpdatedAt:   t.UpdatedAt,
-		StartedAt:   optTime(t.StartedAt),
-		FinishedAt:  optTime(t.FinishedAt),
-	}
-	if o := t.Options; o != nil {
-		if o.Source != "" {
-			w.Source = o.Source
-		}
-		w.Lane = optString(o.Lane)
-	}
-	if w.Consumed == nil {
-		w.Consumed = &store.Consumed{}
-	}
-	return w
-}
-
 // FromTasks converts a list.
 func FromTasks(ts []*store.Task) []*Task {
 	out := make([]*Task, len(ts))
@@ -64,20 +17,6 @@ func FromTasks(ts []*store.Task) []*Task {
 		out[i] = FromTask(t)
 	}
 	return out
-}
-
-// PlanOf reads the plan an agent keeps in its checkpoint (TaskState.plan).
-func PlanOf(checkpoint json.RawMessage) json.RawMessage {
-	if len(checkpoint) == 0 {
-		return nil
-	}
-	var state struct {
-		Plan json.RawMessage `json:"plan"`
-	}
-	if json.Unmarshal(checkpoint, &state) != nil || len(state.Plan) == 0 || state.Plan[0] != '[' {
-		return nil
-	}
-	return state.Plan
 }
 
 // FromStep is the wire shape of a step record.

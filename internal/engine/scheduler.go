@@ -7,8 +7,8 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/schedule"
+	"github.com/errandhq/errand/internal/tasktemplate"
 	"github.com/errandhq/errand/store"
 )
 
@@ -227,7 +227,7 @@ func (e *Engine) firingTask(ctx context.Context, sc *store.Schedule, now time.Ti
 		if ev != nil {
 			add["event"] = ev.event
 			if ev.task != nil {
-				add["task"] = api.FromTask(ev.task)
+				add["task"] = tasktemplate.FromTask(ev.task)
 			}
 		}
 		if p.Input, err = mergeInput(p.Input, add); err != nil {
@@ -400,7 +400,7 @@ func (e *Engine) matchEvent(ctx context.Context, es *EventSpec, ev *store.Event,
 	_ = json.Unmarshal(ev.Data, &data) // data that is not an object has no fields
 	var task map[string]json.RawMessage
 	if m.task != nil {
-		b, _ := json.Marshal(api.FromTask(m.task))
+		b, _ := json.Marshal(tasktemplate.FromTask(m.task))
 		_ = json.Unmarshal(b, &task)
 	}
 	for k, want := range es.Match {

@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/internal/tasktemplate"
 	"github.com/errandhq/errand/store"
 )
 
@@ -20,7 +20,7 @@ const maxChainDepth = 5
 // ParamsFromBody turns a POST /api/tasks body into a submit request. What
 // Submit validates (goal, sizes, priority…) it leaves to Submit; here only
 // what the wire adds.
-func ParamsFromBody(body *api.CreateTask) (*SubmitParams, error) {
+func ParamsFromBody(body *tasktemplate.CreateTask) (*SubmitParams, error) {
 	if len(body.DependsOn) > DefaultMaxDependsOn {
 		return nil, invalid("depends_on", "lists %d ids; the limit is %d", len(body.DependsOn), DefaultMaxDependsOn)
 	}
@@ -70,13 +70,8 @@ func ParamsFromBody(body *api.CreateTask) (*SubmitParams, error) {
 	return p, nil
 }
 
-// Template is what a schedule or a chain makes tasks from: a POST
-// /api/tasks body, plus for a heartbeat a file its goal is read from at
-// each firing.
-type Template struct {
-	api.CreateTask
-	PromptFile string `json:"prompt_file,omitempty"`
-}
+// Template is what a schedule or a chain makes tasks from.
+type Template = tasktemplate.Template
 
 // parseTemplate decodes a template strictly. Errors name field, the
 // template's own field ("task"), with the field inside it after a dot.
