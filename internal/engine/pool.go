@@ -27,10 +27,10 @@ const (
 
 var (
 	// ErrCancelled is the context cause when a running task is cancelled.
-	ErrCancelled = errors.New("errand: task cancelled")
+	ErrCancelled = taskrun.ErrCancelled
 	// ErrShutdown is the context cause when the pool stops before a task
 	// ends; the task's lease is handed back and it resumes on the next start.
-	ErrShutdown = errors.New("errand: worker pool shutting down")
+	ErrShutdown = taskrun.ErrShutdown
 	// ErrPoolStopped is returned by Start after Stop.
 	ErrPoolStopped = errors.New("errand: worker pool already stopped")
 )

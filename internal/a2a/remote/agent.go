@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/errandhq/errand/internal/a2a/wire"
-	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/taskrun"
 )
 
@@ -111,7 +110,7 @@ func (a *Agent) Handle(ctx context.Context, run taskrun.Run) (taskrun.Result, er
 	defer func() {
 		// Cancelled: tell the remote agent, once, briefly. A daemon that
 		// stops (another cause) leaves it running: the task resumes here.
-		if errors.Is(context.Cause(ctx), engine.ErrCancelled) {
+		if errors.Is(context.Cause(ctx), taskrun.ErrCancelled) {
 			stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
 			_ = a.client.cancel(stop, st.RemoteTaskID)
