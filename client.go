@@ -109,7 +109,9 @@ type Client struct {
 // shared by any number of processes; a search_path parameter picks the
 // schema). A new SQLite file is created with mode 0600. An
 // existing one that is empty, damaged or cannot be written is refused with
-// an error wrapping sqlitestore.ErrEmptyFile, ErrDamaged or ErrReadOnly.
+// an error wrapping ErrStoreEmptyFile, ErrStoreDamaged or ErrStoreReadOnly,
+// and one whose integrity check runs too long with
+// ErrStoreIntegrityCheckTimeout.
 func Open(ctx context.Context, dsn string, cfg *Config) (*Client, error) {
 	if cfg == nil {
 		cfg = &Config{}
@@ -125,6 +127,24 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Client, error) {
 	}
 	return c, nil
 }
+
+// Errors Open wraps when it refuses a SQLite file. None is worth retrying
+// as it is: each asks a person to act (see the messages of errand serve).
+var (
+	// ErrStoreEmptyFile is a file that exists but holds 0 bytes: SQLite
+	// would take it for a new store and the tasks it should hold would
+	// silently vanish.
+	ErrStoreEmptyFile = sqlitestore.ErrEmptyFile
+	// ErrStoreDamaged is a file that is not a database or fails the
+	// integrity check.
+	ErrStoreDamaged = sqlitestore.ErrDamaged
+	// ErrStoreReadOnly is a file, or its directory, that cannot be
+	// written.
+	ErrStoreReadOnly = sqlitestore.ErrReadOnly
+	// ErrStoreIntegrityCheckTimeout is an integrity check that did not
+	// finish in time; Config.SkipIntegrityCheck skips it.
+	ErrStoreIntegrityCheckTimeout = sqlitestore.ErrIntegrityCheckTimeout
+)
 
 func openStore(ctx context.Context, dsn string, cfg *Config) (store.Store, error) {
 	switch {

@@ -3,6 +3,8 @@ package errand
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,4 +61,14 @@ func TestClientErrorsMatch(t *testing.T) {
 
 	_, err = c.Get(t.Context(), "tsk_nope")
 	require.True(t, errors.Is(err, ErrNotFound))
+}
+
+// Open refuses an empty SQLite file with an error the caller can match
+// without naming the driver.
+func TestOpenRefusesEmptyFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "empty.db")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	_, err := Open(t.Context(), path, nil)
+	require.ErrorIs(t, err, ErrStoreEmptyFile)
 }

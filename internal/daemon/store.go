@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/errandhq/errand/store/sqlitestore"
+	"github.com/errandhq/errand"
 )
 
 // ExplainStoreError adds to an error opening the store what the user can
@@ -15,13 +15,13 @@ import (
 func ExplainStoreError(err error) error {
 	const restore = "move the file aside and load your latest backup into a new store with `errand import BACKUP.jsonl` (a backup is what `errand export` wrote)"
 	switch {
-	case errors.Is(err, sqlitestore.ErrEmptyFile):
+	case errors.Is(err, errand.ErrStoreEmptyFile):
 		return fmt.Errorf("%w\nIf it held your tasks, %s; to start with an empty store, delete the file", err, restore)
-	case errors.Is(err, sqlitestore.ErrDamaged):
+	case errors.Is(err, errand.ErrStoreDamaged):
 		return fmt.Errorf("%w\nTo recover, %s. `errand export --skip-integrity-check` may save what is still readable first; `errand serve --skip-integrity-check` serves the file as it is", err, restore)
-	case errors.Is(err, sqlitestore.ErrReadOnly):
+	case errors.Is(err, errand.ErrStoreReadOnly):
 		return fmt.Errorf("%w\nerrand writes the file and creates its -wal and -shm files beside it: make the file and its directory writable by the user running errand (chown, chmod u+w), or restore a writable copy from your latest `errand export`", err)
-	case errors.Is(err, sqlitestore.ErrIntegrityCheckTimeout):
+	case errors.Is(err, errand.ErrStoreIntegrityCheckTimeout):
 		return fmt.Errorf("%w\nOn a store this large, start with --skip-integrity-check", err)
 	}
 	return err
