@@ -3,7 +3,6 @@ package pgstore
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -41,17 +40,8 @@ func scanMemory(r pgx.Row) (*store.Memory, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(tags), &m.Tags); err != nil {
-		return nil, fmt.Errorf("memory %s tags: %w", m.ID, err)
-	}
-	if m.Tags == nil {
-		m.Tags = []string{}
-	}
-	if flag != nil {
-		m.Flagged = new(store.MemoryFlag)
-		if err := json.Unmarshal([]byte(*flag), m.Flagged); err != nil {
-			return nil, fmt.Errorf("memory %s flag: %w", m.ID, err)
-		}
+	if err := store.DecodeMemoryJSON(&m, tags, flag); err != nil {
+		return nil, err
 	}
 	m.IdempotencyKey = deref(key)
 	m.CreatedAt = fromDB(created)
@@ -70,86 +60,103 @@ func getMemory(ctx context.Context, q querier, where string, arg any) (*store.Me
 	return m, err
 }
 
-// memoryFlag is how a flag is stored: its JSON, its time at the store's
-// precision (at when unset); NULL for none.
-func memoryFlag(f *store.MemoryFlag, at time.Time) *string {
-	if f == nil {
-		return nil
-	}
-	c := *f
-	c.At = fromDB(cmp.Or(c.At, at).Truncate(time.Microsecond))
-	b, _ := json.Marshal(&c) // strings and a time always marshal
-	return new(string(b))
-}
+var _ store.MemoryWriter = execTx{}
 
-// memoryEmbedding is how a vector is stored: nil (NULL) for none.
-func memoryEmbedding(v []float32) ([]byte, error) {
-	if len(v) == 0 {
-		return nil, nil
-	}
-	if len(v) > store.MaxEmbeddingDims {
-		return nil, fmt.Errorf("a memory's vector has %d numbers; at most %d are kept", len(v), store.MaxEmbeddingDims)
-	}
-	return store.EncodeVector(v), nil
-}
-
-// insertMemory writes one memory and its event in tx; a known idempotency
-// key returns the memory it made.
+// insertMemory writes one memory and its events in tx (see
+// store.InsertMemory).
 func (s *Store) insertMemory(ctx context.Context, tx *txn, p *store.MemoryInsertParams, at time.Time) (*store.Memory, bool, error) {
-	if p.ID == "" || p.Text == "" || p.Source == "" {
-		return nil, false, errors.New("a memory needs an id, text and a source")
-	}
-	embedding, err := memoryEmbedding(p.Embedding)
+	return store.InsertMemory(ctx, execTx{s, tx}, p, at)
+}
+
+// MemoryCheckLease implements store.MemoryWriter. The task stays locked:
+// it cannot end before the memory its lease fences in commits.
+func (x execTx) MemoryCheckLease(ctx context.Context, lease store.Lease) error {
+	return x.s.checkLease(ctx, x.tx, lease)
+}
+
+// MemoryInsertRow implements store.MemoryWriter. A key another
+// transaction writes at the same time is no error: the insert waits for
+// it to commit and does nothing, and the read that follows, a statement
+// of its own, sees what it wrote. Any other conflict (the id) still fails.
+func (x execTx) MemoryInsertRow(ctx context.Context, p *store.MemoryInsertParams, est int, at time.Time) (*store.Memory, bool, error) {
+	embedding, err := store.MemoryVector(p.Embedding)
 	if err != nil {
 		return nil, false, err
 	}
-	est := store.EstimateTokens(p.Text, p.Tags)
-	// A key another transaction writes at the same time is no error: the
-	// insert waits for it to commit and does nothing, and the read that
-	// follows, a statement of its own, sees what it wrote. Any other
-	// conflict (the id) still fails.
-	m, err := scanMemory(tx.QueryRow(ctx, `INSERT INTO memories (`+memoryColumns+`, embedding)
+	m, err := scanMemory(x.tx.QueryRow(ctx, `INSERT INTO memories (`+memoryColumns+`, embedding)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL, '', $13)
 		ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 		RETURNING `+memorySelect,
 		p.ID, p.Text, marshalList(p.Tags), p.TaskID, p.Agent, p.Source, est, nullString(p.IdempotencyKey), at,
-		cmp.Or(p.Category, store.CategoryFact), p.Subject, memoryFlag(p.Flagged, at), embedding))
+		cmp.Or(p.Category, store.CategoryFact), p.Subject, store.MemoryFlagJSON(p.Flagged, at), embedding))
 	if errors.Is(err, pgx.ErrNoRows) {
-		m, err = getMemory(ctx, tx, `idempotency_key = $1`, p.IdempotencyKey)
+		m, err = getMemory(ctx, x.tx, `idempotency_key = $1`, p.IdempotencyKey)
 		return m, false, err
 	}
+	return m, err == nil, err
+}
+
+// MemoryRefreshRow implements store.MemoryWriter.
+func (x execTx) MemoryRefreshRow(ctx context.Context, id, taskID string, at time.Time) (*store.Memory, error) {
+	m, err := scanMemory(x.tx.QueryRow(ctx, `UPDATE memories SET refreshed_at = $2, refreshed_by = $3 WHERE id = $1
+		RETURNING `+memorySelect, id, at, taskID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return m, err
+}
+
+// MemoryFlagRow implements store.MemoryWriter.
+func (x execTx) MemoryFlagRow(ctx context.Context, id string, flag *store.MemoryFlag, at time.Time) (*store.Memory, bool, error) {
+	m, err := scanMemory(x.tx.QueryRow(ctx, `UPDATE memories SET flag = $2 WHERE id = $1 AND flag IS NULL
+		RETURNING `+memorySelect, id, store.MemoryFlagJSON(flag, at)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Unknown, or flagged already.
+		m, err = getMemory(ctx, x.tx, `id = $1`, id)
+		return m, false, err
+	}
+	return m, err == nil, err
+}
+
+// MemoryForRelease implements store.MemoryWriter. Locked: a release at
+// the same time waits, then finds it released and journals nothing.
+func (x execTx) MemoryForRelease(ctx context.Context, id string) (*store.Memory, error) {
+	return getMemory(ctx, x.tx, `id = $1 FOR UPDATE`, id)
+}
+
+// MemoryUnflag implements store.MemoryWriter.
+func (x execTx) MemoryUnflag(ctx context.Context, id string) error {
+	_, err := x.tx.Exec(ctx, `UPDATE memories SET flag = NULL WHERE id = $1`, id)
+	return err
+}
+
+// MemoryConflictInsert implements store.MemoryWriter.
+func (x execTx) MemoryConflictInsert(ctx context.Context, p *store.MemoryConflictParams, at time.Time) (bool, error) {
+	tag, err := x.tx.Exec(ctx, `INSERT INTO memory_conflicts (newer_id, older_id, subject, created_at)
+		VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, p.NewerID, p.OlderID, p.Subject, at)
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
-	err = tx.appendEvent(p.TaskID, store.EventMemoryCreated, p.Actor,
-		&store.MemoryEventData{MemoryID: p.ID, Source: p.Source, EstimatedTokens: est}, at)
-	if err != nil {
-		return nil, false, err
+	return tag.RowsAffected() > 0, nil
+}
+
+// MemoryDeleteRow implements store.MemoryWriter.
+func (x execTx) MemoryDeleteRow(ctx context.Context, id string) (string, string, error) {
+	var taskID, source string
+	err := x.tx.QueryRow(ctx, `DELETE FROM memories WHERE id = $1 RETURNING task_id, source`, id).Scan(&taskID, &source)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", store.ErrNotFound
 	}
-	if p.Flagged != nil {
-		err = tx.appendEvent(p.TaskID, store.EventMemoryFlagged, p.Actor,
-			&store.MemoryFlagData{MemoryID: p.ID, Reason: p.Flagged.Reason, By: p.Flagged.By}, at)
-		if err != nil {
-			return nil, false, err
-		}
-	}
-	return m, true, nil
+	return taskID, source, err
 }
 
 // MemoryInsert implements store.Store.
 func (s *Store) MemoryInsert(ctx context.Context, p *store.MemoryInsertParams) (*store.MemoryInsertResult, error) {
 	at := s.now(p.Now)
-	res := &store.MemoryInsertResult{}
+	var res *store.MemoryInsertResult
 	err := s.writeTx(ctx, func(tx *txn) error {
-		if p.Lease.Token != 0 {
-			// The task stays locked: it cannot end before the memory its
-			// lease fences in commits.
-			if err := s.checkLease(ctx, tx, p.Lease); err != nil {
-				return err
-			}
-		}
 		var err error
-		res.Memory, res.Inserted, err = s.insertMemory(ctx, tx, p, at)
+		res, err = store.InsertMemoryFenced(ctx, execTx{s, tx}, p, at)
 		return err
 	})
 	if err != nil {
@@ -319,23 +326,9 @@ func (s *Store) MemoryRefresh(ctx context.Context, p *store.MemoryRefreshParams)
 	at := s.now(p.Now)
 	var m *store.Memory
 	err := s.writeTx(ctx, func(tx *txn) error {
-		if p.Lease.Token != 0 {
-			// The task stays locked, as for MemoryInsert.
-			if err := s.checkLease(ctx, tx, p.Lease); err != nil {
-				return err
-			}
-		}
 		var err error
-		m, err = scanMemory(tx.QueryRow(ctx, `UPDATE memories SET refreshed_at = $2, refreshed_by = $3 WHERE id = $1
-			RETURNING `+memorySelect, p.ID, at, p.TaskID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return store.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		return tx.appendEvent(p.TaskID, store.EventMemoryRefreshed, p.Actor,
-			&store.MemoryRefreshData{MemoryID: p.ID, TaskID: p.TaskID}, at)
+		m, err = store.RefreshMemory(ctx, execTx{s, tx}, p, at)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("refresh memory %s: %w", p.ID, err)
@@ -349,18 +342,8 @@ func (s *Store) MemoryFlag(ctx context.Context, p *store.MemoryFlagParams) (*sto
 	var m *store.Memory
 	err := s.writeTx(ctx, func(tx *txn) error {
 		var err error
-		m, err = scanMemory(tx.QueryRow(ctx, `UPDATE memories SET flag = $2 WHERE id = $1 AND flag IS NULL
-			RETURNING `+memorySelect, p.ID, memoryFlag(&p.Flag, at)))
-		if errors.Is(err, pgx.ErrNoRows) {
-			// Unknown, or flagged already.
-			m, err = getMemory(ctx, tx, `id = $1`, p.ID)
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		return tx.appendEvent(m.TaskID, store.EventMemoryFlagged, p.Actor,
-			&store.MemoryFlagData{MemoryID: p.ID, Reason: p.Flag.Reason, By: p.Flag.By}, at)
+		m, err = store.FlagMemory(ctx, execTx{s, tx}, p, at)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("flag memory %s: %w", p.ID, err)
@@ -374,17 +357,7 @@ func (s *Store) MemoryRelease(ctx context.Context, p *store.MemoryReleaseParams)
 	var m *store.Memory
 	err := s.writeTx(ctx, func(tx *txn) error {
 		var err error
-		// Locked: a release at the same time waits, then finds it
-		// released and journals nothing.
-		if m, err = getMemory(ctx, tx, `id = $1 FOR UPDATE`, p.ID); err != nil || m.Flagged == nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE memories SET flag = NULL WHERE id = $1`, p.ID); err != nil {
-			return err
-		}
-		err = tx.appendEvent(m.TaskID, store.EventMemoryReleased, p.Actor,
-			&store.MemoryFlagData{MemoryID: p.ID, Reason: m.Flagged.Reason, By: m.Flagged.By}, at)
-		m.Flagged = nil
+		m, err = store.ReleaseMemory(ctx, execTx{s, tx}, p, at)
 		return err
 	})
 	if err != nil {
@@ -395,23 +368,15 @@ func (s *Store) MemoryRelease(ctx context.Context, p *store.MemoryReleaseParams)
 
 // MemoryConflictRecord implements store.Store.
 func (s *Store) MemoryConflictRecord(ctx context.Context, p *store.MemoryConflictParams) (bool, error) {
-	if p.NewerID == "" || p.OlderID == "" {
-		return false, errors.New("record memory conflict: a conflict needs two memory ids")
+	if err := store.CheckMemoryConflict(p); err != nil {
+		return false, fmt.Errorf("record memory conflict: %w", err)
 	}
 	at := s.now(p.Now)
 	var recorded bool
 	err := s.writeTx(ctx, func(tx *txn) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO memory_conflicts (newer_id, older_id, subject, created_at)
-			VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, p.NewerID, p.OlderID, p.Subject, at)
-		if err != nil {
-			return err
-		}
-		recorded = tag.RowsAffected() > 0
-		if !recorded {
-			return nil
-		}
-		return tx.appendEvent(p.TaskID, store.EventMemoryConflict, p.Actor,
-			&store.MemoryConflictData{NewerID: p.NewerID, OlderID: p.OlderID, Subject: p.Subject}, at)
+		var err error
+		recorded, err = store.RecordMemoryConflict(ctx, execTx{s, tx}, p, at)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("record memory conflict %s over %s: %w", p.NewerID, p.OlderID, err)
@@ -423,15 +388,7 @@ func (s *Store) MemoryConflictRecord(ctx context.Context, p *store.MemoryConflic
 func (s *Store) MemoryDelete(ctx context.Context, p *store.MemoryDeleteParams) error {
 	at := s.now(p.Now)
 	err := s.writeTx(ctx, func(tx *txn) error {
-		var taskID, source string
-		err := tx.QueryRow(ctx, `DELETE FROM memories WHERE id = $1 RETURNING task_id, source`, p.ID).Scan(&taskID, &source)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return store.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		return tx.appendEvent(taskID, store.EventMemoryDeleted, p.Actor, &store.MemoryEventData{MemoryID: p.ID, Source: source}, at)
+		return store.DeleteMemory(ctx, execTx{s, tx}, p, at)
 	})
 	if err != nil {
 		return fmt.Errorf("delete memory %s: %w", p.ID, err)
@@ -441,19 +398,17 @@ func (s *Store) MemoryDelete(ctx context.Context, p *store.MemoryDeleteParams) e
 
 // MemoryPurge implements store.Store.
 func (s *Store) MemoryPurge(ctx context.Context, p *store.MemoryPurgeParams) (int64, error) {
+	data, err := store.PlanMemoryPurge(p)
+	if err != nil {
+		return 0, err
+	}
 	where, args := memoryFilter(nil, p.TaskID, p.Agent, p.Source)
-	data := &store.MemoryPurgeData{TaskID: p.TaskID, Agent: p.Agent, Source: p.Source}
 	if !p.CreatedBefore.IsZero() {
 		args = append(args, ceilMicro(p.CreatedBefore))
 		where = append(where, fmt.Sprintf(`m.created_at < $%d`, len(args)))
-		before := p.CreatedBefore.UTC()
-		data.CreatedBefore = &before
-	}
-	if len(where) == 0 {
-		return 0, store.ErrMemoryPurgeAll
 	}
 	at := s.now(p.Now)
-	err := s.writeTx(ctx, func(tx *txn) error {
+	err = s.writeTx(ctx, func(tx *txn) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM memories AS m WHERE `+strings.Join(where, ` AND `), args...)
 		if err != nil {
 			return err

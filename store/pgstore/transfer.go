@@ -286,7 +286,7 @@ func (im *importer) queueBatch(b *store.Batch) error {
 		}
 		im.queue("memory "+m.ID, sqlImportMemory, m.ID, m.Text, marshalList(m.Tags), m.TaskID, m.Agent, m.Source,
 			m.EstimatedTokens, nullString(m.IdempotencyKey), m.CreatedAt,
-			store.ImportedMemoryCategory(m), m.Subject, memoryFlag(m.Flagged, m.CreatedAt), refreshed, m.RefreshedBy)
+			store.ImportedMemoryCategory(m), m.Subject, store.MemoryFlagJSON(m.Flagged, m.CreatedAt), refreshed, m.RefreshedBy)
 	}
 	if len(b.Events) == 0 && len(b.Notifications) == 0 {
 		return nil

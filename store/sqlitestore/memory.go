@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -31,7 +30,8 @@ func scanMemory(r rowScanner) (*store.Memory, error) {
 	var (
 		m         store.Memory
 		tags      string
-		key, flag sql.NullString
+		key       sql.NullString
+		flag      *string
 		created   int64
 		refreshed sql.NullInt64
 	)
@@ -40,17 +40,8 @@ func scanMemory(r rowScanner) (*store.Memory, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(tags), &m.Tags); err != nil {
-		return nil, fmt.Errorf("memory %s tags: %w", m.ID, err)
-	}
-	if m.Tags == nil {
-		m.Tags = []string{}
-	}
-	if flag.Valid {
-		m.Flagged = new(store.MemoryFlag)
-		if err := json.Unmarshal([]byte(flag.String), m.Flagged); err != nil {
-			return nil, fmt.Errorf("memory %s flag: %w", m.ID, err)
-		}
+	if err := store.DecodeMemoryJSON(&m, tags, flag); err != nil {
+		return nil, err
 	}
 	m.IdempotencyKey = key.String
 	m.CreatedAt = fromMicros(created)
@@ -69,37 +60,33 @@ func getMemory(ctx context.Context, q querier, where string, arg any) (*store.Me
 	return m, err
 }
 
-// memoryFlag is how a flag is stored: its JSON, its time at the store's
-// precision (at when unset); NULL for none.
+// memoryFlag is how a flag is stored (see store.MemoryFlagJSON).
 func memoryFlag(f *store.MemoryFlag, at time.Time) sql.NullString {
-	if f == nil {
+	j := store.MemoryFlagJSON(f, at)
+	if j == nil {
 		return sql.NullString{}
 	}
-	c := *f
-	c.At = fromMicros(micros(cmp.Or(c.At, at)))
-	b, _ := json.Marshal(&c) // strings and a time always marshal
-	return sql.NullString{String: string(b), Valid: true}
+	return sql.NullString{String: *j, Valid: true}
 }
 
-// memoryEmbedding is how a vector is stored: nil (NULL) for none.
-func memoryEmbedding(v []float32) ([]byte, error) {
-	if len(v) == 0 {
-		return nil, nil
-	}
-	if len(v) > store.MaxEmbeddingDims {
-		return nil, fmt.Errorf("a memory's vector has %d numbers; at most %d are kept", len(v), store.MaxEmbeddingDims)
-	}
-	return store.EncodeVector(v), nil
-}
+var _ store.MemoryWriter = execTx{}
 
-// insertMemory writes one memory and its event in tx; a known idempotency
-// key returns the memory it made.
+// insertMemory writes one memory and its events in tx (see
+// store.InsertMemory).
 func (s *Store) insertMemory(ctx context.Context, tx *sql.Tx, p *store.MemoryInsertParams, at time.Time) (*store.Memory, bool, error) {
-	if p.ID == "" || p.Text == "" || p.Source == "" {
-		return nil, false, errors.New("a memory needs an id, text and a source")
-	}
+	return store.InsertMemory(ctx, execTx{s, tx}, p, at)
+}
+
+// MemoryCheckLease implements store.MemoryWriter.
+func (x execTx) MemoryCheckLease(ctx context.Context, lease store.Lease) error {
+	return x.s.checkLease(ctx, x.tx, lease)
+}
+
+// MemoryInsertRow implements store.MemoryWriter: the key is looked up
+// first, as the write transaction is the only one.
+func (x execTx) MemoryInsertRow(ctx context.Context, p *store.MemoryInsertParams, est int, at time.Time) (*store.Memory, bool, error) {
 	if p.IdempotencyKey != "" {
-		m, err := getMemory(ctx, tx, `idempotency_key = ?`, p.IdempotencyKey)
+		m, err := getMemory(ctx, x.tx, `idempotency_key = ?`, p.IdempotencyKey)
 		if err == nil {
 			return m, false, nil
 		}
@@ -107,66 +94,93 @@ func (s *Store) insertMemory(ctx context.Context, tx *sql.Tx, p *store.MemoryIns
 			return nil, false, err
 		}
 	}
-	embedding, err := memoryEmbedding(p.Embedding)
+	embedding, err := store.MemoryVector(p.Embedding)
 	if err != nil {
 		return nil, false, err
 	}
-	est := store.EstimateTokens(p.Text, p.Tags)
-	_, err = tx.ExecContext(ctx, `INSERT INTO memories (`+memoryColumns+`, embedding)
+	_, err = x.tx.ExecContext(ctx, `INSERT INTO memories (`+memoryColumns+`, embedding)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, '', ?)`,
 		p.ID, p.Text, marshalList(p.Tags), p.TaskID, p.Agent, p.Source, est, nullString(p.IdempotencyKey), micros(at),
 		cmp.Or(p.Category, store.CategoryFact), p.Subject, memoryFlag(p.Flagged, at), embedding)
 	if err != nil {
 		return nil, false, err
 	}
-	err = s.appendEvent(ctx, tx, p.TaskID, store.EventMemoryCreated, p.Actor,
-		&store.MemoryEventData{MemoryID: p.ID, Source: p.Source, EstimatedTokens: est}, at)
+	m, err := getMemory(ctx, x.tx, `id = ?`, p.ID)
+	return m, err == nil, err
+}
+
+// MemoryRefreshRow implements store.MemoryWriter.
+func (x execTx) MemoryRefreshRow(ctx context.Context, id, taskID string, at time.Time) (*store.Memory, error) {
+	res, err := x.tx.ExecContext(ctx, `UPDATE memories SET refreshed_at = ?, refreshed_by = ? WHERE id = ?`, micros(at), taskID, id)
 	if err != nil {
+		return nil, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil, store.ErrNotFound
+	}
+	return getMemory(ctx, x.tx, `id = ?`, id)
+}
+
+// MemoryFlagRow implements store.MemoryWriter.
+func (x execTx) MemoryFlagRow(ctx context.Context, id string, flag *store.MemoryFlag, at time.Time) (*store.Memory, bool, error) {
+	m, err := getMemory(ctx, x.tx, `id = ?`, id)
+	if err != nil || m.Flagged != nil {
+		return m, false, err
+	}
+	if _, err := x.tx.ExecContext(ctx, `UPDATE memories SET flag = ? WHERE id = ?`, memoryFlag(flag, at), id); err != nil {
 		return nil, false, err
 	}
-	if p.Flagged != nil {
-		err = s.appendEvent(ctx, tx, p.TaskID, store.EventMemoryFlagged, p.Actor,
-			&store.MemoryFlagData{MemoryID: p.ID, Reason: p.Flagged.Reason, By: p.Flagged.By}, at)
-		if err != nil {
-			return nil, false, err
-		}
+	m, err = getMemory(ctx, x.tx, `id = ?`, id)
+	return m, err == nil, err
+}
+
+// MemoryForRelease implements store.MemoryWriter.
+func (x execTx) MemoryForRelease(ctx context.Context, id string) (*store.Memory, error) {
+	return getMemory(ctx, x.tx, `id = ?`, id)
+}
+
+// MemoryUnflag implements store.MemoryWriter.
+func (x execTx) MemoryUnflag(ctx context.Context, id string) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE memories SET flag = NULL WHERE id = ?`, id)
+	return err
+}
+
+// MemoryConflictInsert implements store.MemoryWriter.
+func (x execTx) MemoryConflictInsert(ctx context.Context, p *store.MemoryConflictParams, at time.Time) (bool, error) {
+	res, err := x.tx.ExecContext(ctx, `INSERT INTO memory_conflicts (newer_id, older_id, subject, created_at)
+		VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, p.NewerID, p.OlderID, p.Subject, micros(at))
+	if err != nil {
+		return false, err
 	}
-	m, err := getMemory(ctx, tx, `id = ?`, p.ID)
-	return m, true, err
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// MemoryDeleteRow implements store.MemoryWriter.
+func (x execTx) MemoryDeleteRow(ctx context.Context, id string) (string, string, error) {
+	m, err := getMemory(ctx, x.tx, `id = ?`, id)
+	if err != nil {
+		return "", "", err
+	}
+	if _, err := x.tx.ExecContext(ctx, `DELETE FROM memories WHERE id = ?`, id); err != nil {
+		return "", "", err
+	}
+	return m.TaskID, m.Source, nil
 }
 
 // MemoryInsert implements store.Store.
 func (s *Store) MemoryInsert(ctx context.Context, p *store.MemoryInsertParams) (*store.MemoryInsertResult, error) {
 	at := now(p.Now)
-	res := &store.MemoryInsertResult{}
+	var res *store.MemoryInsertResult
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		if err := s.checkMemoryLease(ctx, tx, p.Lease); err != nil {
-			return err
-		}
 		var err error
-		res.Memory, res.Inserted, err = s.insertMemory(ctx, tx, p, at)
+		res, err = store.InsertMemoryFenced(ctx, execTx{s, tx}, p, at)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("insert memory: %w", err)
 	}
 	return res, nil
-}
-
-// checkMemoryLease fences a memory write: a lease with its Token set must
-// be current on a running task.
-func (s *Store) checkMemoryLease(ctx context.Context, tx *sql.Tx, lease store.Lease) error {
-	if lease.Token == 0 {
-		return nil
-	}
-	ls, err := s.leaseState(ctx, tx, lease.TaskID)
-	if err != nil {
-		return err
-	}
-	if ls.token != lease.Token || ls.status != store.StatusRunning {
-		return store.ErrLeaseLost
-	}
-	return nil
 }
 
 // MemoryGetByID implements store.Store.
@@ -359,22 +373,8 @@ func (s *Store) MemoryRefresh(ctx context.Context, p *store.MemoryRefreshParams)
 	at := now(p.Now)
 	var m *store.Memory
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		if err := s.checkMemoryLease(ctx, tx, p.Lease); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, `UPDATE memories SET refreshed_at = ?, refreshed_by = ? WHERE id = ?`, micros(at), p.TaskID, p.ID)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return store.ErrNotFound
-		}
-		err = s.appendEvent(ctx, tx, p.TaskID, store.EventMemoryRefreshed, p.Actor,
-			&store.MemoryRefreshData{MemoryID: p.ID, TaskID: p.TaskID}, at)
-		if err != nil {
-			return err
-		}
-		m, err = getMemory(ctx, tx, `id = ?`, p.ID)
+		var err error
+		m, err = store.RefreshMemory(ctx, execTx{s, tx}, p, at)
 		return err
 	})
 	if err != nil {
@@ -389,18 +389,7 @@ func (s *Store) MemoryFlag(ctx context.Context, p *store.MemoryFlagParams) (*sto
 	var m *store.Memory
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		if m, err = getMemory(ctx, tx, `id = ?`, p.ID); err != nil || m.Flagged != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE memories SET flag = ? WHERE id = ?`, memoryFlag(&p.Flag, at), p.ID); err != nil {
-			return err
-		}
-		err = s.appendEvent(ctx, tx, m.TaskID, store.EventMemoryFlagged, p.Actor,
-			&store.MemoryFlagData{MemoryID: p.ID, Reason: p.Flag.Reason, By: p.Flag.By}, at)
-		if err != nil {
-			return err
-		}
-		m, err = getMemory(ctx, tx, `id = ?`, p.ID)
+		m, err = store.FlagMemory(ctx, execTx{s, tx}, p, at)
 		return err
 	})
 	if err != nil {
@@ -415,15 +404,7 @@ func (s *Store) MemoryRelease(ctx context.Context, p *store.MemoryReleaseParams)
 	var m *store.Memory
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		if m, err = getMemory(ctx, tx, `id = ?`, p.ID); err != nil || m.Flagged == nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE memories SET flag = NULL WHERE id = ?`, p.ID); err != nil {
-			return err
-		}
-		err = s.appendEvent(ctx, tx, m.TaskID, store.EventMemoryReleased, p.Actor,
-			&store.MemoryFlagData{MemoryID: p.ID, Reason: m.Flagged.Reason, By: m.Flagged.By}, at)
-		m.Flagged = nil
+		m, err = store.ReleaseMemory(ctx, execTx{s, tx}, p, at)
 		return err
 	})
 	if err != nil {
@@ -434,24 +415,15 @@ func (s *Store) MemoryRelease(ctx context.Context, p *store.MemoryReleaseParams)
 
 // MemoryConflictRecord implements store.Store.
 func (s *Store) MemoryConflictRecord(ctx context.Context, p *store.MemoryConflictParams) (bool, error) {
-	if p.NewerID == "" || p.OlderID == "" {
-		return false, errors.New("record memory conflict: a conflict needs two memory ids")
+	if err := store.CheckMemoryConflict(p); err != nil {
+		return false, fmt.Errorf("record memory conflict: %w", err)
 	}
 	at := now(p.Now)
 	var recorded bool
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO memory_conflicts (newer_id, older_id, subject, created_at)
-			VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, p.NewerID, p.OlderID, p.Subject, micros(at))
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			recorded = false
-			return nil
-		}
-		recorded = true
-		return s.appendEvent(ctx, tx, p.TaskID, store.EventMemoryConflict, p.Actor,
-			&store.MemoryConflictData{NewerID: p.NewerID, OlderID: p.OlderID, Subject: p.Subject}, at)
+		var err error
+		recorded, err = store.RecordMemoryConflict(ctx, execTx{s, tx}, p, at)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("record memory conflict %s over %s: %w", p.NewerID, p.OlderID, err)
@@ -463,14 +435,7 @@ func (s *Store) MemoryConflictRecord(ctx context.Context, p *store.MemoryConflic
 func (s *Store) MemoryDelete(ctx context.Context, p *store.MemoryDeleteParams) error {
 	at := now(p.Now)
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		m, err := getMemory(ctx, tx, `id = ?`, p.ID)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM memories WHERE id = ?`, p.ID); err != nil {
-			return err
-		}
-		return s.appendEvent(ctx, tx, m.TaskID, store.EventMemoryDeleted, p.Actor, &store.MemoryEventData{MemoryID: m.ID, Source: m.Source}, at)
+		return store.DeleteMemory(ctx, execTx{s, tx}, p, at)
 	})
 	if err != nil {
 		return fmt.Errorf("delete memory %s: %w", p.ID, err)
@@ -480,18 +445,16 @@ func (s *Store) MemoryDelete(ctx context.Context, p *store.MemoryDeleteParams) e
 
 // MemoryPurge implements store.Store.
 func (s *Store) MemoryPurge(ctx context.Context, p *store.MemoryPurgeParams) (int64, error) {
+	data, err := store.PlanMemoryPurge(p)
+	if err != nil {
+		return 0, err
+	}
 	where, args := memoryFilter(p.TaskID, p.Agent, p.Source)
-	data := &store.MemoryPurgeData{TaskID: p.TaskID, Agent: p.Agent, Source: p.Source}
 	if !p.CreatedBefore.IsZero() {
 		where, args = append(where, `m.created_at < ?`), append(args, ceilMicros(p.CreatedBefore))
-		before := p.CreatedBefore.UTC()
-		data.CreatedBefore = &before
-	}
-	if len(where) == 0 {
-		return 0, store.ErrMemoryPurgeAll
 	}
 	at := now(p.Now)
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM memories AS m WHERE `+strings.Join(where, ` AND `), args...)
 		if err != nil {
 			return err
