@@ -15,6 +15,9 @@ type SpendGuardRow struct {
 	Limits SpendLimits
 	State  SpendGuardState
 	Loc    *time.Location
+	// Declared are the settings the configuration file last declared, as
+	// stored (JSON), or "" (see SpendGuardSetParams.Declared).
+	Declared string
 }
 
 // NewSpendGuardRow is the guard with limits and state, counting in the

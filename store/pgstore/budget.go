@@ -11,7 +11,7 @@ import (
 )
 
 // moneyTx is a write transaction seen as the ledger of budgets and spend
-// (store.BudgetLedger).
+// and of the spend guard (store.BudgetLedger, store.SpendGuardWriter).
 //
 // Lock order. A write that decides from budgets or the spend guard locks,
 // in this order and only in it: the task it acts on (leaseState), then its
@@ -22,11 +22,17 @@ import (
 // read, and the spend guard before the period's spend is: reservations
 // made at once, from any daemon, queue on those rows, and each one checks
 // what the ones before it reserved.
-type moneyTx struct{ execTx }
+type moneyTx struct {
+	execTx
+	guardReader
+}
 
-var _ store.BudgetLedger = moneyTx{}
+var (
+	_ store.BudgetLedger     = moneyTx{}
+	_ store.SpendGuardWriter = moneyTx{}
+)
 
-func (s *Store) money(tx *txn) moneyTx { return moneyTx{execTx{s: s, tx: tx}} }
+func (s *Store) money(tx *txn) moneyTx { return moneyTx{execTx{s: s, tx: tx}, guardReader{tx}} }
 
 // budgetState reads a task's budget bookkeeping and locks its row until tx
 // ends: what a write decides from consumed + reserved, and what it adds to

@@ -19,56 +19,36 @@ import (
 // same sums. Claims only read it: a claim that starts as a limit is reached
 // is one that came just before.
 
-// guard is the spend guard row, read inside a transaction.
-type guard struct {
-	*store.SpendGuardRow
-	declared string
-}
-
 const (
 	sqlGuard       = `SELECT limits, declared, state FROM spend_guard WHERE id = 1`
 	sqlGuardLocked = sqlGuard + ` FOR UPDATE`
 )
 
-// loadGuard reads the guard; lockGuard reads it and locks it until tx ends.
-func loadGuard(ctx context.Context, q querier) (*guard, error) { return readGuard(ctx, q, sqlGuard) }
+// guardReader reads the spend guard and the sums it decides from, in a
+// read or a write transaction (store.SpendGuardReader).
+type guardReader struct{ q querier }
 
-func lockGuard(ctx context.Context, tx *txn) (*guard, error) {
-	return readGuard(ctx, tx, sqlGuardLocked)
+var _ store.SpendGuardReader = guardReader{}
+
+// ReadSpendGuard implements store.SpendGuardReader; readGuard with
+// sqlGuardLocked also locks it until the transaction ends.
+func (r guardReader) ReadSpendGuard(ctx context.Context) (*store.SpendGuardRow, error) {
+	return r.readGuard(ctx, sqlGuard)
 }
 
-func readGuard(ctx context.Context, q querier, query string) (*guard, error) {
+func (r guardReader) readGuard(ctx context.Context, query string) (*store.SpendGuardRow, error) {
 	var (
-		rawLimits, rawState string
-		declared            *string
-		limits              store.SpendLimits
-		state               store.SpendGuardState
+		limits, state string
+		declared      *string
 	)
-	if err := q.QueryRow(ctx, query).Scan(&rawLimits, &declared, &rawState); err != nil {
+	if err := r.q.QueryRow(ctx, query).Scan(&limits, &declared, &state); err != nil {
 		return nil, fmt.Errorf("read spend guard: %w", err)
 	}
-	if err := json.Unmarshal([]byte(rawLimits), &limits); err != nil {
-		return nil, fmt.Errorf("spend guard limits: %w", err)
-	}
-	if err := json.Unmarshal([]byte(rawState), &state); err != nil {
-		return nil, fmt.Errorf("spend guard state: %w", err)
-	}
-	return &guard{SpendGuardRow: store.NewSpendGuardRow(limits, state), declared: deref(declared)}, nil
+	return store.DecodeSpendGuardRow([]byte(limits), []byte(state), deref(declared))
 }
 
-// saveState writes the guard's state; the guard must be locked.
-func (g *guard) saveState(ctx context.Context, tx *txn, at time.Time) error {
-	b, err := json.Marshal(g.State)
-	if err != nil {
-		return err
-	}
-	_, err = tx.Exec(ctx, `UPDATE spend_guard SET state = $1, updated_at = $2 WHERE id = 1`, string(b), at)
-	return err
-}
-
-// spent sums the buckets of the day and of the month.
-func spent(ctx context.Context, q querier, day, month store.SpendPeriod) (d, m float64, err error) {
-	err = q.QueryRow(ctx, `SELECT
+func (r guardReader) SpendIn(ctx context.Context, day, month store.SpendPeriod) (d, m float64, err error) {
+	err = r.q.QueryRow(ctx, `SELECT
 		coalesce(sum(cost_usd) FILTER (WHERE bucket >= $1 AND bucket < $2), 0),
 		coalesce(sum(cost_usd), 0)
 		FROM spend WHERE bucket >= $3 AND bucket < $4`,
@@ -79,32 +59,22 @@ func spent(ctx context.Context, q querier, day, month store.SpendPeriod) (d, m f
 	return d, m, nil
 }
 
-// reservedUSD is what running steps hold reserved of the guard.
-func reservedUSD(ctx context.Context, q querier) (float64, error) {
-	var r float64
-	err := q.QueryRow(ctx, `SELECT coalesce(sum(spend_reserved), 0) FROM tasks WHERE spend_reserved > 0`).Scan(&r)
+func (r guardReader) SpendReserved(ctx context.Context) (float64, error) {
+	var reserved float64
+	err := r.q.QueryRow(ctx, `SELECT coalesce(sum(spend_reserved), 0) FROM tasks WHERE spend_reserved > 0`).Scan(&reserved)
 	if err != nil {
 		return 0, fmt.Errorf("sum spend reservations: %w", err)
 	}
-	return r, nil
+	return reserved, nil
 }
 
-func (g *guard) snapshot(ctx context.Context, q querier, at time.Time) (*store.SpendGuard, error) {
-	day, month := g.Periods(at)
-	d, m, err := spent(ctx, q, day, month)
+func (r guardReader) CountDeferred(ctx context.Context) (int, error) {
+	var n int
+	err := r.q.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE spend_deferred AND status = 'pending'`).Scan(&n)
 	if err != nil {
-		return nil, err
+		return 0, fmt.Errorf("count deferred tasks: %w", err)
 	}
-	r, err := reservedUSD(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	sg := g.Snapshot(day, month, d, m, r)
-	err = q.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE spend_deferred AND status = 'pending'`).Scan(&sg.Deferred)
-	if err != nil {
-		return nil, fmt.Errorf("count deferred tasks: %w", err)
-	}
-	return sg, nil
+	return n, nil
 }
 
 // SpendGuardGet implements store.Store. It reads in one snapshot, so a
@@ -113,11 +83,8 @@ func (s *Store) SpendGuardGet(ctx context.Context, nowAt *time.Time) (*store.Spe
 	at := s.now(nowAt)
 	var sg *store.SpendGuard
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		g, err := loadGuard(ctx, tx)
-		if err != nil {
-			return err
-		}
-		sg, err = g.snapshot(ctx, tx, at)
+		var err error
+		sg, err = store.SpendGuardAt(ctx, guardReader{tx}, at)
 		return err
 	})
 	if err != nil {
@@ -132,52 +99,13 @@ func (s *Store) SpendGuardSet(ctx context.Context, p *store.SpendGuardSetParams)
 		return nil, false, err
 	}
 	at := s.now(p.Now)
-	b, err := json.Marshal(p.Limits)
-	if err != nil {
-		return nil, false, err
-	}
 	var (
 		sg      *store.SpendGuard
 		changed bool
 	)
-	err = s.writeTx(ctx, func(tx *txn) error {
-		changed = false
-		g, err := lockGuard(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if p.Declared && g.declared == string(b) {
-			sg, err = g.snapshot(ctx, tx, at)
-			return err
-		}
-		old, err := json.Marshal(g.Limits)
-		if err != nil {
-			return err
-		}
-		declared := nullString(g.declared)
-		if p.Declared {
-			declared = nullString(string(b))
-		}
-		if _, err := tx.Exec(ctx, `UPDATE spend_guard SET limits = $1, declared = $2, updated_at = $3 WHERE id = 1`,
-			string(b), declared, at); err != nil {
-			return err
-		}
-		if changed = string(old) != string(b); changed {
-			if err := tx.appendEvent("", store.EventBudgetUpdated, p.Actor,
-				map[string]any{"from": g.Limits, "to": p.Limits}, at); err != nil {
-				return err
-			}
-			// New limits may hold what they deferred: it asks again now.
-			if _, err := tx.Exec(ctx, `UPDATE tasks SET run_at = $1
-				WHERE spend_deferred AND status = 'pending' AND run_at > $1`, at); err != nil {
-				return err
-			}
-		}
-		g.Limits = p.Limits
-		if g.Loc, err = store.SpendLocation(&p.Limits); err != nil {
-			return err
-		}
-		sg, err = g.snapshot(ctx, tx, at)
+	err := s.writeTx(ctx, func(tx *txn) error {
+		var err error
+		sg, changed, err = store.SetSpendGuard(ctx, s.money(tx), p, at)
 		return err
 	})
 	if err != nil {
@@ -191,23 +119,8 @@ func (s *Store) SpendGuardResume(ctx context.Context, p *store.SpendGuardResumeP
 	at := s.now(p.Now)
 	var sg *store.SpendGuard
 	err := s.writeTx(ctx, func(tx *txn) error {
-		g, err := lockGuard(ctx, tx)
-		if err != nil {
-			return err
-		}
-		lifted, err := g.Resume(at)
-		if err != nil {
-			return err
-		}
-		day, month := g.Periods(at)
-		if err := g.saveState(ctx, tx, at); err != nil {
-			return err
-		}
-		if err := tx.appendEvent("", store.EventBudgetResumed, p.Actor,
-			map[string]any{"periods": lifted, "day": day.Key, "month": month.Key}, at); err != nil {
-			return err
-		}
-		sg, err = g.snapshot(ctx, tx, at)
+		var err error
+		sg, err = store.ResumeSpendGuard(ctx, s.money(tx), p, at)
 		return err
 	})
 	if err != nil {
@@ -228,22 +141,30 @@ func (s *Store) recordSpend(ctx context.Context, tx *txn, taskID string, cost, r
 	return store.RecordSpend(ctx, s.money(tx), taskID, cost, release, at)
 }
 
-func (x moneyTx) SpendIn(ctx context.Context, day, month store.SpendPeriod) (float64, float64, error) {
-	return spent(ctx, x.tx, day, month)
-}
-
-func (x moneyTx) SpendReserved(ctx context.Context) (float64, error) { return reservedUSD(ctx, x.tx) }
-
 func (x moneyTx) LockSpendGuard(ctx context.Context) (*store.SpendGuardRow, error) {
-	g, err := lockGuard(ctx, x.tx)
-	if err != nil {
-		return nil, err
-	}
-	return g.SpendGuardRow, nil
+	return x.readGuard(ctx, sqlGuardLocked)
 }
 
+// SaveSpendGuardState implements store.SpendLedger; the guard is locked.
 func (x moneyTx) SaveSpendGuardState(ctx context.Context, g *store.SpendGuardRow, at time.Time) error {
-	return (&guard{SpendGuardRow: g}).saveState(ctx, x.tx, at)
+	b, err := json.Marshal(g.State)
+	if err != nil {
+		return err
+	}
+	_, err = x.tx.Exec(ctx, `UPDATE spend_guard SET state = $1, updated_at = $2 WHERE id = 1`, string(b), at)
+	return err
+}
+
+func (x moneyTx) SetSpendLimits(ctx context.Context, limits []byte, declared string, at time.Time) error {
+	_, err := x.tx.Exec(ctx, `UPDATE spend_guard SET limits = $1, declared = $2, updated_at = $3 WHERE id = 1`,
+		string(limits), nullString(declared), at)
+	return err
+}
+
+func (x moneyTx) RecheckDeferred(ctx context.Context, at time.Time) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET run_at = $1
+		WHERE spend_deferred AND status = 'pending' AND run_at > $1`, at)
+	return err
 }
 
 func (x moneyTx) TaskPriority(ctx context.Context, taskID string) (int, error) {
@@ -284,7 +205,7 @@ func (x moneyTx) AppendSpendAlert(_ context.Context, data *store.BudgetAlertData
 // be claimed. It reads the guard without locking it, so claims do not
 // queue on one row.
 func claimFloor(ctx context.Context, tx *txn, at time.Time) (floor int64, ok bool, err error) {
-	g, err := loadGuard(ctx, tx)
+	g, err := guardReader{tx}.ReadSpendGuard(ctx)
 	if err != nil {
 		return 0, false, err
 	}

@@ -10,12 +10,18 @@ import (
 )
 
 // moneyTx is a write transaction seen as the ledger of budgets and spend
-// (store.BudgetLedger).
-type moneyTx struct{ execTx }
+// and of the spend guard (store.BudgetLedger, store.SpendGuardWriter).
+type moneyTx struct {
+	execTx
+	guardReader
+}
 
-var _ store.BudgetLedger = moneyTx{}
+var (
+	_ store.BudgetLedger     = moneyTx{}
+	_ store.SpendGuardWriter = moneyTx{}
+)
 
-func (s *Store) money(tx *sql.Tx) moneyTx { return moneyTx{execTx{s: s, tx: tx}} }
+func (s *Store) money(tx *sql.Tx) moneyTx { return moneyTx{execTx{s: s, tx: tx}, guardReader{tx}} }
 
 func (s *Store) budgetState(ctx context.Context, tx *sql.Tx, taskID string) (*store.BudgetState, error) {
 	var (

@@ -10,46 +10,28 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-// guard is the spend guard row, read inside a transaction.
-type guard struct {
-	*store.SpendGuardRow
-	declared string
-}
+// guardReader reads the spend guard and the sums it decides from, in a
+// read or a write transaction (store.SpendGuardReader).
+type guardReader struct{ q querier }
 
-func loadGuard(ctx context.Context, q querier) (*guard, error) {
+var _ store.SpendGuardReader = guardReader{}
+
+func (r guardReader) ReadSpendGuard(ctx context.Context) (*store.SpendGuardRow, error) {
 	var (
-		rawLimits, rawState string
-		declared            sql.NullString
-		limits              store.SpendLimits
-		state               store.SpendGuardState
+		limits, state string
+		declared      sql.NullString
 	)
-	if err := q.QueryRowContext(ctx, `SELECT limits, declared, state FROM spend_guard WHERE id = 1`).Scan(&rawLimits, &declared, &rawState); err != nil {
+	if err := r.q.QueryRowContext(ctx, `SELECT limits, declared, state FROM spend_guard WHERE id = 1`).Scan(&limits, &declared, &state); err != nil {
 		return nil, fmt.Errorf("read spend guard: %w", err)
 	}
-	if err := json.Unmarshal([]byte(rawLimits), &limits); err != nil {
-		return nil, fmt.Errorf("spend guard limits: %w", err)
-	}
-	if err := json.Unmarshal([]byte(rawState), &state); err != nil {
-		return nil, fmt.Errorf("spend guard state: %w", err)
-	}
-	return &guard{SpendGuardRow: store.NewSpendGuardRow(limits, state), declared: declared.String}, nil
-}
-
-func (g *guard) saveState(ctx context.Context, tx *sql.Tx, at time.Time) error {
-	b, err := json.Marshal(g.State)
-	if err != nil {
-		return err
-	}
-	_, err = tx.ExecContext(ctx, `UPDATE spend_guard SET state = ?, updated_at = ? WHERE id = 1`, string(b), micros(at))
-	return err
+	return store.DecodeSpendGuardRow([]byte(limits), []byte(state), declared.String)
 }
 
 // bucketOf is the spend bucket t falls in, as stored.
 func bucketOf(t time.Time) int64 { return micros(store.SpendBucketStart(t)) }
 
-// spent sums the buckets of the day and of the month.
-func spent(ctx context.Context, q querier, day, month store.SpendPeriod) (d, m float64, err error) {
-	err = q.QueryRowContext(ctx, `SELECT
+func (r guardReader) SpendIn(ctx context.Context, day, month store.SpendPeriod) (d, m float64, err error) {
+	err = r.q.QueryRowContext(ctx, `SELECT
 		coalesce(sum(CASE WHEN bucket >= ?1 AND bucket < ?2 THEN cost_usd END), 0),
 		coalesce(sum(cost_usd), 0)
 		FROM spend WHERE bucket >= ?3 AND bucket < ?4`,
@@ -60,41 +42,22 @@ func spent(ctx context.Context, q querier, day, month store.SpendPeriod) (d, m f
 	return d, m, nil
 }
 
-// reservedUSD is what running steps hold reserved of the guard.
-func reservedUSD(ctx context.Context, q querier) (float64, error) {
-	var r float64
-	err := q.QueryRowContext(ctx, `SELECT coalesce(sum(spend_reserved), 0) FROM tasks WHERE spend_reserved > 0`).Scan(&r)
+func (r guardReader) SpendReserved(ctx context.Context) (float64, error) {
+	var reserved float64
+	err := r.q.QueryRowContext(ctx, `SELECT coalesce(sum(spend_reserved), 0) FROM tasks WHERE spend_reserved > 0`).Scan(&reserved)
 	if err != nil {
 		return 0, fmt.Errorf("sum spend reservations: %w", err)
 	}
-	return r, nil
+	return reserved, nil
 }
 
-// snapshot reads the guard as it stands at at.
-func (s *Store) snapshot(ctx context.Context, q querier, at time.Time) (*store.SpendGuard, error) {
-	g, err := loadGuard(ctx, q)
+func (r guardReader) CountDeferred(ctx context.Context) (int, error) {
+	var n int
+	err := r.q.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE spend_deferred = 1 AND status = 'pending'`).Scan(&n)
 	if err != nil {
-		return nil, err
+		return 0, fmt.Errorf("count deferred tasks: %w", err)
 	}
-	return g.snapshot(ctx, q, at)
-}
-
-func (g *guard) snapshot(ctx context.Context, q querier, at time.Time) (*store.SpendGuard, error) {
-	day, month := g.Periods(at)
-	d, m, err := spent(ctx, q, day, month)
-	if err != nil {
-		return nil, err
-	}
-	r, err := reservedUSD(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	sg := g.Snapshot(day, month, d, m, r)
-	err = q.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE spend_deferred = 1 AND status = 'pending'`).Scan(&sg.Deferred)
-	if err != nil {
-		return nil, fmt.Errorf("count deferred tasks: %w", err)
-	}
-	return sg, nil
+	return n, nil
 }
 
 // SpendGuardGet implements store.Store.
@@ -105,7 +68,7 @@ func (s *Store) SpendGuardGet(ctx context.Context, nowAt *time.Time) (*store.Spe
 		return nil, err
 	}
 	defer tx.Rollback()
-	return s.snapshot(ctx, tx, at)
+	return store.SpendGuardAt(ctx, guardReader{tx}, at)
 }
 
 // SpendGuardSet implements store.Store.
@@ -114,51 +77,13 @@ func (s *Store) SpendGuardSet(ctx context.Context, p *store.SpendGuardSetParams)
 		return nil, false, err
 	}
 	at := now(p.Now)
-	b, err := json.Marshal(p.Limits)
-	if err != nil {
-		return nil, false, err
-	}
 	var (
 		sg      *store.SpendGuard
 		changed bool
 	)
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
-		g, err := loadGuard(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if p.Declared && g.declared == string(b) {
-			sg, err = g.snapshot(ctx, tx, at)
-			return err
-		}
-		old, err := json.Marshal(g.Limits)
-		if err != nil {
-			return err
-		}
-		declared := sql.NullString{String: g.declared, Valid: g.declared != ""}
-		if p.Declared {
-			declared = sql.NullString{String: string(b), Valid: true}
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE spend_guard SET limits = ?, declared = ?, updated_at = ? WHERE id = 1`,
-			string(b), declared, micros(at)); err != nil {
-			return err
-		}
-		if changed = string(old) != string(b); changed {
-			if err := s.appendEvent(ctx, tx, "", store.EventBudgetUpdated, p.Actor,
-				map[string]any{"from": g.Limits, "to": p.Limits}, at); err != nil {
-				return err
-			}
-			// New limits may hold what they deferred: it asks again now.
-			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET run_at = ?1
-				WHERE spend_deferred = 1 AND status = 'pending' AND run_at > ?1`, micros(at)); err != nil {
-				return err
-			}
-		}
-		g.Limits = p.Limits
-		if g.Loc, err = store.SpendLocation(&p.Limits); err != nil {
-			return err
-		}
-		sg, err = g.snapshot(ctx, tx, at)
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		sg, changed, err = store.SetSpendGuard(ctx, s.money(tx), p, at)
 		return err
 	})
 	if err != nil {
@@ -172,23 +97,8 @@ func (s *Store) SpendGuardResume(ctx context.Context, p *store.SpendGuardResumeP
 	at := now(p.Now)
 	var sg *store.SpendGuard
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		g, err := loadGuard(ctx, tx)
-		if err != nil {
-			return err
-		}
-		lifted, err := g.Resume(at)
-		if err != nil {
-			return err
-		}
-		day, month := g.Periods(at)
-		if err := g.saveState(ctx, tx, at); err != nil {
-			return err
-		}
-		if err := s.appendEvent(ctx, tx, "", store.EventBudgetResumed, p.Actor,
-			map[string]any{"periods": lifted, "day": day.Key, "month": month.Key}, at); err != nil {
-			return err
-		}
-		sg, err = g.snapshot(ctx, tx, at)
+		var err error
+		sg, err = store.ResumeSpendGuard(ctx, s.money(tx), p, at)
 		return err
 	})
 	if err != nil {
@@ -209,22 +119,31 @@ func (s *Store) recordSpend(ctx context.Context, tx *sql.Tx, taskID string, cost
 	return store.RecordSpend(ctx, s.money(tx), taskID, cost, release, at)
 }
 
-func (x moneyTx) SpendIn(ctx context.Context, day, month store.SpendPeriod) (float64, float64, error) {
-	return spent(ctx, x.tx, day, month)
-}
-
-func (x moneyTx) SpendReserved(ctx context.Context) (float64, error) { return reservedUSD(ctx, x.tx) }
-
+// LockSpendGuard implements store.SpendLedger: a write transaction holds
+// the database's one write lock, so the row needs none of its own.
 func (x moneyTx) LockSpendGuard(ctx context.Context) (*store.SpendGuardRow, error) {
-	g, err := loadGuard(ctx, x.tx)
-	if err != nil {
-		return nil, err
-	}
-	return g.SpendGuardRow, nil
+	return x.ReadSpendGuard(ctx)
 }
 
 func (x moneyTx) SaveSpendGuardState(ctx context.Context, g *store.SpendGuardRow, at time.Time) error {
-	return (&guard{SpendGuardRow: g}).saveState(ctx, x.tx, at)
+	b, err := json.Marshal(g.State)
+	if err != nil {
+		return err
+	}
+	_, err = x.tx.ExecContext(ctx, `UPDATE spend_guard SET state = ?, updated_at = ? WHERE id = 1`, string(b), micros(at))
+	return err
+}
+
+func (x moneyTx) SetSpendLimits(ctx context.Context, limits []byte, declared string, at time.Time) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE spend_guard SET limits = ?, declared = ?, updated_at = ? WHERE id = 1`,
+		string(limits), nullString(declared), micros(at))
+	return err
+}
+
+func (x moneyTx) RecheckDeferred(ctx context.Context, at time.Time) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET run_at = ?1
+		WHERE spend_deferred = 1 AND status = 'pending' AND run_at > ?1`, micros(at))
+	return err
 }
 
 func (x moneyTx) TaskPriority(ctx context.Context, taskID string) (int, error) {
@@ -274,7 +193,7 @@ func (x moneyTx) AppendSpendAlert(ctx context.Context, data *store.BudgetAlertDa
 // guard (see store.SpendGuardRow.ClaimFloor); ok is false when nothing may
 // be claimed.
 func claimFloor(ctx context.Context, tx *sql.Tx, at time.Time) (floor int64, ok bool, err error) {
-	g, err := loadGuard(ctx, tx)
+	g, err := guardReader{tx}.ReadSpendGuard(ctx)
 	if err != nil {
 		return 0, false, err
 	}
