@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/errandhq/errand/internal/taskrun"
 )
@@ -86,30 +85,10 @@ func (r *TaskRun) Renew(ctx context.Context) error { return r.run.Renew(ctx) }
 // result must marshal to JSON. An error from fn is recorded on the step and
 // returned.
 func (r *TaskRun) Step(ctx context.Context, n int, name string, fn func(ctx context.Context, key string) (any, error)) (json.RawMessage, error) {
-	rec, err := r.run.BeginStep(ctx, taskrun.StepSpec{Number: n, Type: taskrun.StepToolCall, Tool: name})
-	if err != nil {
-		return nil, err
-	}
-	if rec.Replayed {
-		return rec.Output, nil
-	}
-	began := time.Now()
-	out, err := fn(ctx, rec.Key)
-	res := taskrun.StepResult{Status: taskrun.StepDone, Duration: time.Since(began)}
-	if err == nil {
-		res.Output, err = json.Marshal(out)
-		if err != nil {
-			err = fmt.Errorf("step %d (%s): output does not marshal to JSON: %w", n, name, err)
-		}
-	}
-	if err != nil {
-		res = taskrun.StepResult{Status: taskrun.StepFailed, Duration: res.Duration, ErrorCode: "step_failed", ErrorMessage: err.Error()}
-		res.Output = nil
-	}
-	if endErr := r.run.EndStep(ctx, rec.Key, res); endErr != nil {
-		return nil, errors.Join(err, endErr)
-	}
-	return res.Output, err
+	return r.step(ctx, n, name, nil, func(ctx context.Context, key string) (any, float64, error) {
+		out, err := fn(ctx, key)
+		return out, 0, err
+	})
 }
 
 // PaidStep is Step for work that costs money, such as a model call the
@@ -125,25 +104,27 @@ func (r *TaskRun) PaidStep(ctx context.Context, n int, name string, reserveUSD f
 	if math.IsNaN(reserveUSD) || reserveUSD < 0 {
 		return nil, fmt.Errorf("step %d (%s): reservation %v: must be a cost ≥ 0", n, name, reserveUSD)
 	}
-	rec, err := r.run.BeginStep(ctx, taskrun.StepSpec{Number: n, Type: taskrun.StepToolCall, Tool: name})
+	return r.step(ctx, n, name, &taskrun.Amount{CostUSD: reserveUSD}, fn)
+}
+
+// step runs fn as durable step n (see Step), reserving reserve for it
+// first when it is set (see PaidStep).
+func (r *TaskRun) step(ctx context.Context, n int, name string, reserve *taskrun.Amount,
+	fn func(ctx context.Context, key string) (out any, costUSD float64, err error)) (json.RawMessage, error) {
+	step, err := taskrun.BeginStep(ctx, r.run, taskrun.StepSpec{Number: n, Type: taskrun.StepToolCall, Tool: name})
 	if err != nil {
 		return nil, err
 	}
-	if rec.Replayed {
-		return rec.Output, nil
+	if step.Replayed() {
+		return step.Record().Output, nil
 	}
-	reserved := taskrun.Amount{CostUSD: reserveUSD}
-	if err := r.run.Reserve(ctx, reserved); err != nil {
-		if !errors.Is(err, ErrSpendLimit) {
-			_ = r.run.EndStep(context.WithoutCancel(ctx), rec.Key, taskrun.StepResult{
-				Status: taskrun.StepFailed, ErrorCode: taskrun.CodeBudgetExceeded, ErrorMessage: err.Error(),
-			})
+	if reserve != nil {
+		if err := step.Reserve(ctx, *reserve, taskrun.StepFailed); err != nil {
+			return nil, err
 		}
-		return nil, err
 	}
-	began := time.Now()
-	out, cost, err := fn(ctx, rec.Key)
-	res := taskrun.StepResult{Status: taskrun.StepDone, Duration: time.Since(began), CostUSD: max(cost, 0), Release: reserved}
+	out, cost, err := fn(ctx, step.Key())
+	res := taskrun.StepResult{Status: taskrun.StepDone, CostUSD: max(cost, 0)}
 	if err == nil {
 		res.Output, err = json.Marshal(out)
 		if err != nil {
@@ -153,7 +134,7 @@ func (r *TaskRun) PaidStep(ctx context.Context, n int, name string, reserveUSD f
 	if err != nil {
 		res.Status, res.Output, res.ErrorCode, res.ErrorMessage = taskrun.StepFailed, nil, "step_failed", err.Error()
 	}
-	if endErr := r.run.EndStep(context.WithoutCancel(ctx), rec.Key, res); endErr != nil {
+	if endErr := step.End(ctx, res); endErr != nil {
 		return nil, errors.Join(err, endErr)
 	}
 	return res.Output, err

@@ -22,164 +22,203 @@ const (
 // act runs the tool calls of step n's reply, each as its own step record
 // (call index 1, 2, …), replaying those an earlier attempt completed. The
 // record of the last call carries the checkpoint of the state after the
-// step. finish_task ends the task; calls after it are not run.
+// step. finish_task ends the task; calls after it are not run. Each call
+// is run (runCall), applied to the state (applyTurn), then committed
+// (commitCall).
 func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int, reply *modelReply) (taskrun.Result, bool, error) {
 	if len(reply.ToolCalls) == 0 {
-		if !reply.absorbed {
-			a.absorb(state, n, reply)
-			cp, err := state.Marshal()
-			if err != nil {
-				return taskrun.Result{}, false, err
-			}
-			if err := run.Checkpoint(ctx, cp); err != nil {
-				return taskrun.Result{}, false, err
-			}
+		if reply.absorbed {
+			return taskrun.Result{}, false, nil
 		}
-		return taskrun.Result{}, false, nil
-	}
-
-	// The state after the step, built as the calls complete.
-	next := *state
-	next.Transcript = append(append([]Turn{}, state.Transcript...),
-		Turn{Role: provider.RoleAssistant, Content: reply.Content, ToolCalls: reply.ToolCalls})
-	next.Step = n
-	if reply.Content != "" {
-		next.PartialResult, _ = json.Marshal(reply.Content)
-	}
-	var summary []string
-
-	calls := reply.ToolCalls
-	for i, call := range calls {
-		if call.Name == ToolFinishTask || call.Name == ToolAskUser {
-			calls = calls[:i+1] // nothing after finish_task or ask_user runs
-			break
-		}
-	}
-	skipped := reply.ToolCalls[len(calls):]
-	for i, call := range calls {
-		last := i == len(calls)-1
-		spec := taskrun.StepSpec{Number: n, CallIndex: i + 1, Type: a.stepType(call.Name), Tool: call.Name, Input: call.Arguments}
-		rec, err := run.BeginStep(ctx, spec)
+		a.absorb(state, n, reply)
+		cp, err := state.Marshal()
 		if err != nil {
 			return taskrun.Result{}, false, err
 		}
-
-		var res taskrun.StepResult
-		switch {
-		case rec.Replayed:
-			res = taskrun.StepResult{Status: rec.Status, Output: rec.Output}
-			if res.Status == taskrun.StepDone {
-				// What a built-in did to the state follows from its
-				// arguments: do it again, as the first run did.
-				if err := a.applyEffect(call, &next); err != nil {
-					return taskrun.Result{}, false, &taskrun.Error{Code: "bad_step_record", Err: err}
-				}
-			}
-		case spec.Type == taskrun.StepToolCall && call.Name != ToolFinishTask && a.budget.MaxToolCalls > 0 && a.cfg.Policy.Allows(call.Name):
-			// Tool calls count one per invocation, reserved first.
-			if err := run.Reserve(ctx, taskrun.Amount{ToolCalls: 1}); err != nil {
-				_ = run.EndStep(context.WithoutCancel(ctx), rec.Key, taskrun.StepResult{
-					Status: taskrun.StepDenied, ErrorCode: taskrun.CodeBudgetExceeded, ErrorMessage: err.Error(),
-				})
-				return taskrun.Result{}, false, err
-			}
-			res = a.call(ctx, run, rec.Key, call, &next)
-			res.Release = taskrun.Amount{ToolCalls: 1}
-		default:
-			res = a.call(ctx, run, rec.Key, call, &next)
+		return taskrun.Result{}, false, run.Checkpoint(ctx, cp)
+	}
+	t := a.newStepTurn(state, n, reply)
+	for i, call := range t.calls {
+		step, res, err := a.runCall(ctx, run, n, i, call, &t.next)
+		if err != nil {
+			return taskrun.Result{}, false, err
 		}
-
-		finished := call.Name == ToolFinishTask && res.Status == taskrun.StepDone
-		toolTurn := Turn{Role: provider.RoleTool, ToolCallID: call.ID, Content: toolTurnContent(call, res)}
-		if res.Status != taskrun.StepDone {
-			toolTurn.IsError = true
+		o := a.applyTurn(t, call, res, i == len(t.calls)-1)
+		if err := a.commitCall(ctx, step, call, t, o); err != nil {
+			return taskrun.Result{}, false, err
 		}
-		next.Transcript = append(next.Transcript, toolTurn)
-		summary = append(summary, fmt.Sprintf("%s: %s", call.Name, res.Status))
-		if last {
-			// Every call of the reply gets an answer, or the model's API
-			// refuses the conversation.
-			for _, c := range skipped {
-				next.Transcript = append(next.Transcript, Turn{Role: provider.RoleTool, ToolCallID: c.ID, IsError: true,
-					Content: `{"error":"not run: ` + call.Name + ` ended the step before this call"}`})
-			}
-		}
-		if finished {
-			next.PartialResult = finishResult(call.Arguments)
-		}
-
-		if call.Name == ToolSubmitTask && res.Status == taskrun.StepDone && !a.scout {
-			next.AwaitingSubtasks = true
-		}
-		// The step's last record carries the state after it, except when it
-		// finished the task: then the state stays before the step, so an
-		// attempt that follows a lost completion replays the step (and its
-		// finish_task) instead of asking the model for one more.
-		advance := last && !finished
-		if advance {
-			// A new plan_execute phase (or plan step) starts a new conversation.
-			before, beforeStep := a.phase(state)
-			after, afterStep := a.phase(&next)
-			if before != after || beforeStep != afterStep {
-				next.Transcript = nil
-			}
-		}
-		if finished {
-			next.StepsLog = append(next.StepsLog, StepLog{Step: n, Summary: summarize(fmt.Sprint(summary))})
-		}
-		if !rec.Replayed {
-			if advance {
-				next.StepsLog = append(next.StepsLog, StepLog{Step: n, Summary: summarize(fmt.Sprint(summary))})
-				if res.Checkpoint, err = next.Marshal(); err != nil {
-					return taskrun.Result{}, false, err
-				}
-			}
-			if err := run.EndStep(ctx, rec.Key, res); err != nil {
-				return taskrun.Result{}, false, err
-			}
-			if spec.Type == taskrun.StepToolCall && res.Status != taskrun.StepDenied {
-				a.spent.ToolCalls++ // as the store counts them
-			}
-		} else if advance {
-			next.StepsLog = append(next.StepsLog, StepLog{Step: n, Summary: summarize(fmt.Sprint(summary))})
-			cp, err := next.Marshal()
-			if err != nil {
-				return taskrun.Result{}, false, err
-			}
-			if err := run.Checkpoint(ctx, cp); err != nil {
-				return taskrun.Result{}, false, err
-			}
-		}
-		if finished {
-			*state = next
-			out := next.PartialResult
+		if o.finished {
+			*state = t.next
+			out := t.next.PartialResult
 			if a.scout {
-				out = scoutDecision(&next, out)
+				out = scoutDecision(&t.next, out)
 			}
 			return taskrun.Result{Output: out}, true, nil
 		}
-		if call.Name == ToolAskUser && res.Status == taskrun.StepDone {
-			// The checkpoint (with the pending question) was written with
-			// this record; the attempt ends until a person answers.
-			*state = next
-			question, qctx := askArgs(call.Arguments)
-			return taskrun.Result{}, false, &taskrun.InputNeeded{Question: question, Context: qctx}
-		}
-		if res.Status == taskrun.StepFailed && res.ErrorCode == "step_timeout" && !last {
-			// The attempt ends and is retried: the calls recorded done are
-			// replayed then, this one runs again. A timeout in the last call
-			// is answered to the model like any failure, the step's state
-			// being durable already.
-			*state = next
-			return taskrun.Result{}, false, &taskrun.Error{Code: "step_timeout", Err: errors.New(res.ErrorMessage), Retryable: true}
+		if o.stop != nil {
+			*state = t.next
+			return taskrun.Result{}, false, o.stop
 		}
 	}
-	*state = next
-	if next.AwaitingSubtasks {
+	*state = t.next
+	if t.next.AwaitingSubtasks {
 		// The step started subtasks: wait for them (the checkpoint says so).
 		return taskrun.Result{}, false, taskrun.WaitSubtasks{}
 	}
 	return taskrun.Result{}, false, nil
+}
+
+// stepTurn is a step whose reply called tools: the state after it, built
+// as its calls complete.
+type stepTurn struct {
+	n      int
+	before *TaskState
+	next   TaskState
+	// calls run, up to finish_task or ask_user; skipped are those after,
+	// answered as not run.
+	calls, skipped []TurnCall
+	summary        []string
+}
+
+// callOutcome is how one tool call ended and what it does to its step.
+type callOutcome struct {
+	res taskrun.StepResult
+	// finished is set by a finish_task that ends the task; advance when
+	// the call's record carries the state after the step.
+	finished, advance bool
+	// stop, when set, ends the attempt after the call.
+	stop error
+}
+
+func (a *LLM) newStepTurn(state *TaskState, n int, reply *modelReply) *stepTurn {
+	t := &stepTurn{n: n, before: state, next: *state, calls: reply.ToolCalls}
+	t.next.Transcript = append(append([]Turn{}, state.Transcript...),
+		Turn{Role: provider.RoleAssistant, Content: reply.Content, ToolCalls: reply.ToolCalls})
+	t.next.Step = n
+	if reply.Content != "" {
+		t.next.PartialResult, _ = json.Marshal(reply.Content)
+	}
+	for i, call := range t.calls {
+		if call.Name == ToolFinishTask || call.Name == ToolAskUser {
+			t.calls = t.calls[:i+1] // nothing after finish_task or ask_user runs
+			break
+		}
+	}
+	t.skipped = reply.ToolCalls[len(t.calls):]
+	return t
+}
+
+// runCall begins call i of step n and runs it, or replays what an earlier
+// attempt recorded for it. A call that counts against max_tool_calls is
+// reserved first; a refusal ends the attempt.
+func (a *LLM) runCall(ctx context.Context, run taskrun.Run, n, i int, call TurnCall, next *TaskState) (*taskrun.Step, taskrun.StepResult, error) {
+	spec := taskrun.StepSpec{Number: n, CallIndex: i + 1, Type: a.stepType(call.Name), Tool: call.Name, Input: call.Arguments}
+	step, err := taskrun.BeginStep(ctx, run, spec)
+	if err != nil {
+		return nil, taskrun.StepResult{}, err
+	}
+	if step.Replayed() {
+		res := taskrun.StepResult{Status: step.Record().Status, Output: step.Record().Output}
+		if res.Status == taskrun.StepDone {
+			// What a built-in did to the state follows from its
+			// arguments: do it again, as the first run did.
+			if err := a.applyEffect(call, next); err != nil {
+				return nil, res, &taskrun.Error{Code: "bad_step_record", Err: err}
+			}
+		}
+		return step, res, nil
+	}
+	if spec.Type == taskrun.StepToolCall && call.Name != ToolFinishTask && a.budget.MaxToolCalls > 0 && a.cfg.Policy.Allows(call.Name) {
+		// Tool calls count one per invocation, reserved first.
+		if err := step.Reserve(ctx, taskrun.Amount{ToolCalls: 1}, taskrun.StepDenied); err != nil {
+			return nil, taskrun.StepResult{}, err
+		}
+	}
+	res := a.call(ctx, run, step.Key(), call, next)
+	if res.Status == taskrun.StepFailed && ctx.Err() != nil {
+		// Interrupted (shutdown, cancel), not a failure to answer the
+		// model with: recorded failed, the call runs again on resume.
+		_ = step.End(ctx, res)
+		return nil, res, ctx.Err()
+	}
+	return step, res, nil
+}
+
+// applyTurn answers call in the step's state with res and says what it
+// does to the step; last is set for the step's last call that runs.
+func (a *LLM) applyTurn(t *stepTurn, call TurnCall, res taskrun.StepResult, last bool) callOutcome {
+	o := callOutcome{res: res, finished: call.Name == ToolFinishTask && res.Status == taskrun.StepDone}
+	next := &t.next
+	toolTurn := Turn{Role: provider.RoleTool, ToolCallID: call.ID, Content: toolTurnContent(call, res)}
+	if res.Status != taskrun.StepDone {
+		toolTurn.IsError = true
+	}
+	next.Transcript = append(next.Transcript, toolTurn)
+	t.summary = append(t.summary, fmt.Sprintf("%s: %s", call.Name, res.Status))
+	if last {
+		// Every call of the reply gets an answer, or the model's API
+		// refuses the conversation.
+		for _, c := range t.skipped {
+			next.Transcript = append(next.Transcript, Turn{Role: provider.RoleTool, ToolCallID: c.ID, IsError: true,
+				Content: `{"error":"not run: ` + call.Name + ` ended the step before this call"}`})
+		}
+	}
+	if o.finished {
+		next.PartialResult = finishResult(call.Arguments)
+	}
+	if call.Name == ToolSubmitTask && res.Status == taskrun.StepDone && !a.scout {
+		next.AwaitingSubtasks = true
+	}
+	// The step's last record carries the state after it, except when it
+	// finished the task: then the state stays before the step, so an
+	// attempt that follows a lost completion replays the step (and its
+	// finish_task) instead of asking the model for one more.
+	o.advance = last && !o.finished
+	if o.advance {
+		// A new plan_execute phase (or plan step) starts a new conversation.
+		before, beforeStep := a.phase(t.before)
+		after, afterStep := a.phase(next)
+		if before != after || beforeStep != afterStep {
+			next.Transcript = nil
+		}
+	}
+	if o.finished || o.advance {
+		next.StepsLog = append(next.StepsLog, StepLog{Step: t.n, Summary: summarize(fmt.Sprint(t.summary))})
+	}
+	switch {
+	case call.Name == ToolAskUser && res.Status == taskrun.StepDone:
+		// The checkpoint (with the pending question) is written with this
+		// record; the attempt ends until a person answers.
+		question, qctx := askArgs(call.Arguments)
+		o.stop = &taskrun.InputNeeded{Question: question, Context: qctx}
+	case res.Status == taskrun.StepFailed && res.ErrorCode == "step_timeout" && !last:
+		// The attempt ends and is retried: the calls recorded done are
+		// replayed then, this one runs again. A timeout in the last call
+		// is answered to the model like any failure, the step's state
+		// being durable already.
+		o.stop = &taskrun.Error{Code: "step_timeout", Err: errors.New(res.ErrorMessage), Retryable: true}
+	}
+	return o
+}
+
+// commitCall ends the call's step record, with the state after the step
+// when the call advances it (for a replayed call, only that state).
+func (a *LLM) commitCall(ctx context.Context, step *taskrun.Step, call TurnCall, t *stepTurn, o callOutcome) error {
+	res := o.res
+	if o.advance {
+		cp, err := t.next.Marshal()
+		if err != nil {
+			return err
+		}
+		res.Checkpoint = cp
+	}
+	if err := step.End(ctx, res); err != nil {
+		return err
+	}
+	if !step.Replayed() && a.stepType(call.Name) == taskrun.StepToolCall && res.Status != taskrun.StepDenied {
+		a.spent.ToolCalls++ // as the store counts them
+	}
+	return nil
 }
 
 // stepType is the kind of step record a tool call makes. A scout's

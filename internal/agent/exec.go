@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/errandhq/errand/internal/taskrun"
 )
@@ -120,67 +119,6 @@ func NewExec(cfg ExecConfig) (*Exec, error) {
 	return &Exec{cfg: cfg}, nil
 }
 
-// execStdin is the document a step's command reads on stdin.
-type execStdin struct {
-	Task  execTask        `json:"task"`
-	State json.RawMessage `json:"state"`
-	Step  execStep        `json:"step"`
-}
-
-type execTask struct {
-	ID      string          `json:"id"`
-	Goal    string          `json:"goal"`
-	Title   string          `json:"title"`
-	Input   json.RawMessage `json:"input"`
-	Agent   string          `json:"agent"`
-	Attempt int             `json:"attempt"`
-}
-
-type execStep struct {
-	Number         int    `json:"number"`
-	IdempotencyKey string `json:"idempotency_key"`
-}
-
-// execReply is the document a step's command prints on stdout, and the
-// output of its step record.
-type execReply struct {
-	Status    string          `json:"status"`
-	Output    json.RawMessage `json:"output,omitempty"`
-	Progress  *execProgress   `json:"progress,omitempty"`
-	Subtasks  []execSubtask   `json:"subtasks,omitempty"`
-	Question  string          `json:"question,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	Retryable bool            `json:"retryable,omitempty"`
-	// Memories are stored, with the task's provenance, when the step
-	// continues or finishes: the exec form of the remember tool.
-	Memories []execMemory `json:"memories,omitempty"`
-	// SubtaskIDs is errand's: the children made from Subtasks, in order. It
-	// is recorded so that a replayed step does not submit them again.
-	SubtaskIDs []string `json:"subtask_ids,omitempty"`
-	// MemoryIDs is errand's too: the memories stored from Memories.
-	MemoryIDs []string `json:"memory_ids,omitempty"`
-}
-
-type execMemory struct {
-	Text string   `json:"text"`
-	Tags []string `json:"tags,omitempty"`
-}
-
-type execProgress struct {
-	Current int    `json:"current"`
-	Total   int    `json:"total"`
-	Label   string `json:"label,omitempty"`
-}
-
-type execSubtask struct {
-	Goal      string          `json:"goal"`
-	Title     string          `json:"title,omitempty"`
-	Agent     string          `json:"agent,omitempty"`
-	Priority  *int            `json:"priority,omitempty"`
-	DependsOn []string        `json:"depends_on,omitempty"`
-	Input     json.RawMessage `json:"input,omitempty"`
-}
-
 // Handle runs the command step by step until it finishes, fails, or
 // reaches MaxSteps.
 func (a *Exec) Handle(ctx context.Context, run taskrun.Run) (taskrun.Result, error) {
@@ -215,7 +153,8 @@ func (a *Exec) Handle(ctx context.Context, run taskrun.Run) (taskrun.Result, err
 }
 
 // step runs step n, or replays it when an earlier attempt recorded it
-// done, and applies its result to state.
+// done (runStep), works out what its reply does to the state (applyReply),
+// records it (commitStep) and reports how far the task is.
 func (a *Exec) step(ctx context.Context, run taskrun.Run, state *TaskState, n int) (taskrun.Result, bool, error) {
 	info := run.Task()
 	key := taskrun.StepKey(info.ID, n, 0)
@@ -223,136 +162,27 @@ func (a *Exec) step(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	if err != nil {
 		return taskrun.Result{}, false, err
 	}
-	rec, err := run.BeginStep(ctx, taskrun.StepSpec{Number: n, Type: taskrun.StepToolCall, Tool: execTool, Input: stdin})
+	step, err := taskrun.BeginStep(ctx, run, taskrun.StepSpec{Number: n, Type: taskrun.StepToolCall, Tool: execTool, Input: stdin})
 	if err != nil {
 		return taskrun.Result{}, false, err
 	}
-
-	began := time.Now()
-	var reply *execReply
-	var reservation taskrun.Amount
-	if rec.Replayed {
-		reply = new(execReply)
-		if err := json.Unmarshal(rec.Output, reply); err != nil {
-			return taskrun.Result{}, false, &taskrun.Error{Code: "bad_step_record", Err: fmt.Errorf("step %d: %w", n, err)}
-		}
-	} else {
-		// A run of the command is a tool call: with a budget that limits tool
-		// calls or wall clock, it is reserved first, and refused past them.
-		if b := info.Budget; b.MaxToolCalls > 0 || b.MaxWallClock > 0 {
-			if b.MaxToolCalls > 0 {
-				reservation = taskrun.Amount{ToolCalls: 1}
-			}
-			if err := run.Reserve(ctx, reservation); err != nil {
-				a.endFailed(ctx, run, rec.Key, taskrun.StepResult{
-					Status: taskrun.StepDenied, ErrorCode: taskrun.CodeBudgetExceeded, ErrorMessage: err.Error(),
-				})
-				return taskrun.Result{}, false, err
-			}
-		}
-		var fail *execFailure
-		reply, fail = a.command(ctx, info, n, rec.Key, stdin)
-		if fail != nil {
-			a.endFailed(ctx, run, rec.Key, taskrun.StepResult{
-				Status: taskrun.StepFailed, Duration: time.Since(began), ErrorCode: fail.code, ErrorMessage: fail.stepMessage(),
-				Release: reservation,
-			})
-			if ctx.Err() != nil {
-				return taskrun.Result{}, false, context.Cause(ctx)
-			}
-			return taskrun.Result{}, false, &taskrun.Error{Code: fail.code, Err: fail, Retryable: true}
-		}
-	}
-
-	// end records the step (unless it is a replay) with its output and the
-	// checkpoint that follows it.
-	end := func(res taskrun.StepResult) error {
-		if rec.Replayed {
-			return nil
-		}
-		out, err := json.Marshal(reply)
-		if err != nil {
-			return err
-		}
-		res.Output, res.Duration, res.Release = out, time.Since(began), reservation
-		return run.EndStep(ctx, rec.Key, res)
-	}
-
-	switch reply.Status {
-	case ExecError:
-		msg := cmp.Or(reply.Error, "the agent reported an error without a message")
-		if err := end(taskrun.StepResult{Status: taskrun.StepFailed, ErrorCode: taskrun.DefaultErrorCode, ErrorMessage: msg}); err != nil {
-			return taskrun.Result{}, false, err
-		}
-		return taskrun.Result{}, false, &taskrun.Error{
-			Code: taskrun.DefaultErrorCode, Err: fmt.Errorf("step %d: %s", n, msg), Retryable: reply.Retryable,
-		}
-
-	case ExecAskUser:
-		// The state advances with the question pending: the task waits for
-		// the answer, and the next step sees it in state.answers. Should the
-		// wait itself be lost, the resumed task asks again (awaitAnswer).
-		next := *state
-		next.Step = n
-		next.PendingQuestion = reply.Question
-		next.StepsLog = append(slices.DeleteFunc(slices.Clone(state.StepsLog), func(l StepLog) bool { return l.Step >= n }),
-			StepLog{Step: n, Summary: execSummary(reply)})
-		cp, err := next.Marshal()
-		if err != nil {
-			return taskrun.Result{}, false, err
-		}
-		if rec.Replayed {
-			if err := run.Checkpoint(ctx, cp); err != nil {
-				return taskrun.Result{}, false, err
-			}
-		}
-		if err := end(taskrun.StepResult{Status: taskrun.StepDone, Checkpoint: cp}); err != nil {
-			return taskrun.Result{}, false, err
-		}
-		*state = next
-		return taskrun.Result{}, false, &taskrun.InputNeeded{Question: reply.Question}
-	}
-
-	// continue or finish.
-	if code, err := a.submit(ctx, run, rec.Key, reply); err != nil {
-		if ctx.Err() != nil {
-			return taskrun.Result{}, false, context.Cause(ctx)
-		}
-		if !rec.Replayed {
-			a.endFailed(ctx, run, rec.Key, taskrun.StepResult{
-				Status: taskrun.StepFailed, Duration: time.Since(began), ErrorCode: code, ErrorMessage: err.Error(),
-				Release: reservation,
-			})
-		}
-		return taskrun.Result{}, false, &taskrun.Error{Code: code, Err: err, Retryable: true}
-	}
-	next := *state
-	next.Step = n
-	next.PartialResult = reply.Output
-	next.StepsLog = append(slices.DeleteFunc(slices.Clone(state.StepsLog), func(l StepLog) bool { return l.Step >= n }),
-		StepLog{Step: n, Summary: execSummary(reply)})
-	finished := reply.Status == ExecFinish
-	// A step that starts subtasks waits for them before the next one.
-	next.AwaitingSubtasks = !finished && len(reply.SubtaskIDs) > 0
-
-	res := taskrun.StepResult{Status: taskrun.StepDone}
-	if !finished {
-		cp, err := next.Marshal()
-		if err != nil {
-			return taskrun.Result{}, false, err
-		}
-		if rec.Replayed {
-			if err := run.Checkpoint(ctx, cp); err != nil {
-				return taskrun.Result{}, false, err
-			}
-		}
-		res.Checkpoint = cp
-	}
-	if err := end(res); err != nil {
+	reply, err := a.runStep(ctx, run, step, info, n, stdin)
+	if err != nil {
 		return taskrun.Result{}, false, err
 	}
-	*state = next
-
+	o, err := applyReply(state, n, reply)
+	if err != nil {
+		return taskrun.Result{}, false, err
+	}
+	if err := commitStep(ctx, step, reply, o); err != nil {
+		return taskrun.Result{}, false, err
+	}
+	if o.next != nil {
+		*state = *o.next
+	}
+	if o.stop != nil {
+		return taskrun.Result{}, false, o.stop
+	}
 	p := taskrun.Progress{}
 	if reply.Progress != nil {
 		p = taskrun.Progress{Current: reply.Progress.Current, Total: reply.Progress.Total, Label: reply.Progress.Label}
@@ -362,10 +192,10 @@ func (a *Exec) step(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	if err := run.Progress(ctx, p); err != nil {
 		return taskrun.Result{}, false, err
 	}
-	if next.AwaitingSubtasks {
+	if state.AwaitingSubtasks {
 		return taskrun.Result{}, false, taskrun.WaitSubtasks{}
 	}
-	if finished {
+	if o.finished {
 		out := reply.Output
 		if len(out) == 0 {
 			out = json.RawMessage(`null`)
@@ -375,13 +205,121 @@ func (a *Exec) step(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	return taskrun.Result{}, false, nil
 }
 
-// endFailed records a failed step. It runs even when ctx is done (the
-// engine is stopping or the task was cancelled) so the record says why the
-// step stopped; a lost lease refuses the write, which is fine.
-func (a *Exec) endFailed(ctx context.Context, run taskrun.Run, key string, res taskrun.StepResult) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ExecWaitDelay)
-	defer cancel()
-	_ = run.EndStep(wctx, key, res)
+// execOutcome is what a step's reply does: the record that ends the step
+// (its output the reply), the state after it, and how the attempt goes on.
+type execOutcome struct {
+	res taskrun.StepResult
+	// next is the state after the step; nil leaves it as it was.
+	next *TaskState
+	// stop, when set, ends the attempt once the step is recorded.
+	stop     error
+	finished bool
+}
+
+// runStep replays the reply an earlier attempt recorded for step, or runs
+// the command for it, then submits the subtasks and memories a continue or
+// finish reply asks for. A run that fails is recorded failed and ends the
+// attempt.
+func (a *Exec) runStep(ctx context.Context, run taskrun.Run, step *taskrun.Step, info *taskrun.Info, n int, stdin []byte) (*execReply, error) {
+	var reply *execReply
+	if step.Replayed() {
+		reply = new(execReply)
+		if err := json.Unmarshal(step.Record().Output, reply); err != nil {
+			return nil, &taskrun.Error{Code: "bad_step_record", Err: fmt.Errorf("step %d: %w", n, err)}
+		}
+	} else {
+		var err error
+		if reply, err = a.runCommand(ctx, step, info, n, stdin); err != nil {
+			return nil, err
+		}
+	}
+	if reply.Status != ExecContinue && reply.Status != ExecFinish {
+		return reply, nil
+	}
+	if code, err := a.submit(ctx, run, step.Key(), reply); err != nil {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		_ = step.End(ctx, taskrun.StepResult{Status: taskrun.StepFailed, ErrorCode: code, ErrorMessage: err.Error()})
+		return nil, &taskrun.Error{Code: code, Err: err, Retryable: true}
+	}
+	return reply, nil
+}
+
+// runCommand runs the command for step. A run of the command is a tool
+// call: with a budget that limits tool calls or wall clock, it is reserved
+// first, and refused past them.
+func (a *Exec) runCommand(ctx context.Context, step *taskrun.Step, info *taskrun.Info, n int, stdin []byte) (*execReply, error) {
+	if b := info.Budget; b.MaxToolCalls > 0 || b.MaxWallClock > 0 {
+		var amount taskrun.Amount
+		if b.MaxToolCalls > 0 {
+			amount.ToolCalls = 1
+		}
+		if err := step.Reserve(ctx, amount, taskrun.StepDenied); err != nil {
+			return nil, err
+		}
+	}
+	reply, fail := a.command(ctx, info, n, step.Key(), stdin)
+	if fail != nil {
+		// Recorded even when ctx is done, so the record says why the step
+		// stopped.
+		_ = step.End(ctx, taskrun.StepResult{Status: taskrun.StepFailed, ErrorCode: fail.code, ErrorMessage: fail.stepMessage()})
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, &taskrun.Error{Code: fail.code, Err: fail, Retryable: true}
+	}
+	return reply, nil
+}
+
+// applyReply works out what step n's reply does to state. A continue or
+// ask_user step advances the state, which its record checkpoints: the
+// task resumes at the next step (ask_user with the question pending, so
+// the next step sees the answer in state.answers; should the wait itself
+// be lost, the resumed task asks again). A finish step leaves the
+// checkpoint where it was.
+func applyReply(state *TaskState, n int, reply *execReply) (execOutcome, error) {
+	if reply.Status == ExecError {
+		msg := cmp.Or(reply.Error, "the agent reported an error without a message")
+		return execOutcome{
+			res:  taskrun.StepResult{Status: taskrun.StepFailed, ErrorCode: taskrun.DefaultErrorCode, ErrorMessage: msg},
+			stop: &taskrun.Error{Code: taskrun.DefaultErrorCode, Err: fmt.Errorf("step %d: %s", n, msg), Retryable: reply.Retryable},
+		}, nil
+	}
+	next := *state
+	next.Step = n
+	next.StepsLog = append(slices.DeleteFunc(slices.Clone(state.StepsLog), func(l StepLog) bool { return l.Step >= n }),
+		StepLog{Step: n, Summary: execSummary(reply)})
+	o := execOutcome{res: taskrun.StepResult{Status: taskrun.StepDone}, next: &next}
+	if reply.Status == ExecAskUser {
+		next.PendingQuestion = reply.Question
+		o.stop = &taskrun.InputNeeded{Question: reply.Question}
+	} else {
+		next.PartialResult = reply.Output
+		o.finished = reply.Status == ExecFinish
+		// A step that starts subtasks waits for them before the next one.
+		next.AwaitingSubtasks = !o.finished && len(reply.SubtaskIDs) > 0
+	}
+	if !o.finished {
+		cp, err := next.Marshal()
+		if err != nil {
+			return execOutcome{}, err
+		}
+		o.res.Checkpoint = cp
+	}
+	return o, nil
+}
+
+// commitStep records the step with the reply as its output, and the
+// checkpoint that follows it (for a replayed step, only the checkpoint).
+func commitStep(ctx context.Context, step *taskrun.Step, reply *execReply, o execOutcome) error {
+	out, err := json.Marshal(reply)
+	if err != nil {
+		return err
+	}
+	res := o.res
+	res.Output = out
+	return step.End(ctx, res)
 }
 
 // submit creates the children a step asked for that are not made yet. The
@@ -409,83 +347,6 @@ func (a *Exec) submit(ctx context.Context, run taskrun.Run, key string, reply *e
 		reply.MemoryIDs = append(reply.MemoryIDs, v.ID)
 	}
 	return "", nil
-}
-
-func execSummary(r *execReply) string {
-	s := r.Status
-	if len(r.Output) > 0 {
-		var b bytes.Buffer
-		if json.Compact(&b, r.Output) == nil {
-			s += ": " + b.String()
-		}
-	}
-	s = summarize(s)
-	if len(r.SubtaskIDs) > 0 {
-		s += "; subtasks " + strings.Join(r.SubtaskIDs, ", ")
-	}
-	return s
-}
-
-// execInput is the stdin document of step n.
-func execInput(info *taskrun.Info, state *TaskState, n int, key string) (json.RawMessage, error) {
-	st, err := execStateDoc(state)
-	if err != nil {
-		return nil, err
-	}
-	input := info.Input
-	if len(input) == 0 {
-		input = json.RawMessage(`{}`)
-	}
-	return marshalPlain(execStdin{
-		Task:  execTask{ID: info.ID, Goal: info.Goal, Title: info.Title, Input: input, Agent: info.Agent, Attempt: info.Attempt},
-		State: st,
-		Step:  execStep{Number: n, IdempotencyKey: key},
-	})
-}
-
-// execStateFields are the state fields the protocol promises, with the
-// value each has when empty (the checkpoint omits them then).
-var execStateFields = []struct{ name, empty string }{
-	{"partial_result", "null"},
-	{"steps_log", "[]"},
-	{"answers", "[]"},
-	{"subtask_results", "{}"},
-	{"subtask_failures", "{}"},
-}
-
-// execStateDoc is the state as the command reads it: the checkpoint's
-// fields in their order, then the promised ones it left out.
-func execStateDoc(state *TaskState) (json.RawMessage, error) {
-	s := *state
-	s.SchemaVersion = SchemaVersion
-	st, err := marshalPlain(&s)
-	if err != nil {
-		return nil, err
-	}
-	var present map[string]json.RawMessage
-	if err := json.Unmarshal(st, &present); err != nil {
-		return nil, err
-	}
-	doc := bytes.NewBuffer(st[:len(st)-1]) // without the closing brace
-	for _, f := range execStateFields {
-		if _, ok := present[f.name]; !ok {
-			fmt.Fprintf(doc, `,%q:%s`, f.name, f.empty)
-		}
-	}
-	doc.WriteByte('}')
-	return doc.Bytes(), nil
-}
-
-// marshalPlain is json.Marshal without escaping <, > and &: the document
-// is read by programs, often shell scripts, not embedded in HTML.
-func marshalPlain(v any) (json.RawMessage, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // execFailure is a run of the command that produced no step result.
@@ -556,57 +417,6 @@ func (a *Exec) command(ctx context.Context, info *taskrun.Info, n int, key strin
 		return nil, fail(CodeExecError, "step %d: %v", n, err)
 	}
 	return reply, nil
-}
-
-// parseExecReply reads a step result: one JSON object, unknown fields
-// ignored.
-func parseExecReply(out []byte) (*execReply, error) {
-	out = bytes.TrimSpace(out)
-	if len(out) == 0 {
-		return nil, errors.New("the command printed no step result on stdout")
-	}
-	var r execReply
-	if err := json.Unmarshal(out, &r); err != nil || out[0] != '{' {
-		if err == nil {
-			err = errors.New("not a JSON object")
-		}
-		return nil, fmt.Errorf("stdout is not a step result (%v): %s", err, quoteStart(out))
-	}
-	r.SubtaskIDs, r.MemoryIDs = nil, nil // errand's fields, never the agent's
-	switch r.Status {
-	case ExecContinue, ExecFinish, ExecError:
-	case ExecAskUser:
-		if strings.TrimSpace(r.Question) == "" {
-			return nil, errors.New(`status "ask_user" needs a question`)
-		}
-	default:
-		return nil, fmt.Errorf("status %q: want continue, finish, ask_user or error", r.Status)
-	}
-	for i, s := range r.Subtasks {
-		if strings.TrimSpace(s.Goal) == "" {
-			return nil, fmt.Errorf("subtask %d: goal must not be empty", i)
-		}
-	}
-	for i, m := range r.Memories {
-		if strings.TrimSpace(m.Text) == "" {
-			return nil, fmt.Errorf("memory %d: text must not be empty", i)
-		}
-	}
-	return &r, nil
-}
-
-// quoteStart quotes the first bytes of a malformed stdout for an error.
-func quoteStart(b []byte) string {
-	const n = 200
-	s := string(b)
-	if len(s) > n {
-		s = s[:n]
-		for !utf8.ValidString(s) {
-			s = s[:len(s)-1]
-		}
-		return strconv.Quote(s) + "…"
-	}
-	return strconv.Quote(s)
 }
 
 // execLimit keeps what a command prints up to max bytes; past it, it

@@ -264,38 +264,23 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	if err != nil {
 		return nil, err
 	}
-	rec, err := run.BeginStep(ctx, taskrun.StepSpec{Number: n, Type: taskrun.StepLLMCall, Tool: a.cfg.Model, Input: input})
+	step, err := taskrun.BeginStep(ctx, run, taskrun.StepSpec{Number: n, Type: taskrun.StepLLMCall, Tool: a.cfg.Model, Input: input})
 	if err != nil {
 		return nil, err
 	}
-	var reply modelReply
-	if rec.Replayed {
-		if err := json.Unmarshal(rec.Output, &reply); err != nil {
-			return nil, &taskrun.Error{Code: "bad_step_record", Err: fmt.Errorf("step %d: %w", n, err)}
-		}
-		// The record's usage is what the server counted for this very
-		// prompt, rebuilt from the same state.
-		a.counted(state, req, provider.Usage{InputTokens: rec.TokensIn, OutputTokens: rec.TokensOut, Estimated: reply.UsageEstimated}, &reply, 0)
-		return &reply, nil
+	if step.Replayed() {
+		return a.replayReply(state, req, step.Record(), n)
 	}
 
 	prompt, learn, err := a.promptBound(ctx, run, req, state.Transcript)
 	if err != nil {
 		return nil, err
 	}
-	reservation, err := a.reserveModelCall(ctx, run, req, prompt)
-	if errors.Is(err, taskrun.ErrSpendLimit) {
-		return nil, err // the step stays unrecorded and runs when the guard lets it
-	}
-	if err != nil {
-		_ = run.EndStep(context.WithoutCancel(ctx), rec.Key, taskrun.StepResult{
-			// Failed, not denied: a retry with more budget asks again.
-			Status: taskrun.StepFailed, ErrorCode: taskrun.CodeBudgetExceeded, ErrorMessage: err.Error(),
-		})
+	// Failed, not denied: a retry with more budget asks again.
+	if err := a.reserveModelCall(ctx, step, req, prompt); err != nil {
 		return nil, err
 	}
 
-	began := time.Now()
 	callCtx, cancel := context.WithTimeout(ctx, a.cfg.StepTimeout)
 	resp, err := a.cfg.Provider.Complete(callCtx, req)
 	cancel()
@@ -306,28 +291,15 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		}
 		// Even when ctx is done (shutdown, cancel), so the reservation is
 		// handed back.
-		_ = run.EndStep(context.WithoutCancel(ctx), rec.Key, taskrun.StepResult{
-			Status: taskrun.StepFailed, Duration: time.Since(began), ErrorCode: code, ErrorMessage: err.Error(),
-			Release: reservation,
-		})
+		_ = step.End(ctx, taskrun.StepResult{Status: taskrun.StepFailed, ErrorCode: code, ErrorMessage: err.Error()})
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, &taskrun.Error{Code: code, Err: err, Retryable: retryable}
 	}
 	provider.FillUsage(req, resp)
-	reply = modelReply{Content: resp.Content, StopReason: resp.StopReason, Model: resp.Model, UsageEstimated: resp.Usage.Estimated}
-	seen := map[string]bool{}
-	for i, c := range resp.ToolCalls {
-		id := c.ID
-		if id == "" || seen[id] {
-			// Each result must answer one call: ids must be unique.
-			id = fmt.Sprintf("call_%d_%d", n, i+1)
-		}
-		seen[id] = true
-		reply.ToolCalls = append(reply.ToolCalls, TurnCall{ID: id, Name: names.name(c.Name), Arguments: c.Arguments})
-	}
-	if a.counted(state, req, resp.Usage, &reply, prompt) && learn != nil && (learn.tokens == 0 || resp.Usage.InputTokens < learn.tokens) {
+	reply := a.newReply(resp, names, n)
+	if a.counted(state, req, resp.Usage, reply, prompt) && learn != nil && (learn.tokens == 0 || resp.Usage.InputTokens < learn.tokens) {
 		// A figure to bound this agent's next first prompts by. Losing it
 		// costs only a looser bound later, so a failed write does not fail
 		// the step, which the server has answered.
@@ -338,29 +310,53 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		return nil, err
 	}
 	res := taskrun.StepResult{
-		Status: taskrun.StepDone, Output: out, Duration: time.Since(began),
+		Status: taskrun.StepDone, Output: out,
 		TokensIn: resp.Usage.InputTokens, TokensOut: resp.Usage.OutputTokens,
 		CostUSD: a.cfg.Pricing.Cost(a.cfg.Model, resp.Usage),
-		Release: reservation,
 	}
 	a.spent.Tokens += res.TokensIn + res.TokensOut
 	a.spent.CostUSD += res.CostUSD
 	if len(reply.ToolCalls) == 0 {
 		// Nothing else happens in this step: its record carries the state.
-		a.absorb(state, n, &reply)
+		a.absorb(state, n, reply)
 		if res.Checkpoint, err = state.Marshal(); err != nil {
 			return nil, err
 		}
-		if err := run.EndStep(ctx, rec.Key, res); err != nil {
-			return nil, err
-		}
 		reply.absorbed = true
-		return &reply, nil
 	}
-	if err := run.EndStep(ctx, rec.Key, res); err != nil {
+	if err := step.End(ctx, res); err != nil {
 		return nil, err
 	}
+	return reply, nil
+}
+
+// replayReply is the reply an earlier attempt recorded for step n.
+func (a *LLM) replayReply(state *TaskState, req *provider.Request, rec *taskrun.StepRecord, n int) (*modelReply, error) {
+	var reply modelReply
+	if err := json.Unmarshal(rec.Output, &reply); err != nil {
+		return nil, &taskrun.Error{Code: "bad_step_record", Err: fmt.Errorf("step %d: %w", n, err)}
+	}
+	// The record's usage is what the server counted for this very
+	// prompt, rebuilt from the same state.
+	a.counted(state, req, provider.Usage{InputTokens: rec.TokensIn, OutputTokens: rec.TokensOut, Estimated: reply.UsageEstimated}, &reply, 0)
 	return &reply, nil
+}
+
+// newReply is step n's reply from the model's response, its tool calls
+// under errand's names.
+func (a *LLM) newReply(resp *provider.Response, names toolNames, n int) *modelReply {
+	reply := &modelReply{Content: resp.Content, StopReason: resp.StopReason, Model: resp.Model, UsageEstimated: resp.Usage.Estimated}
+	seen := map[string]bool{}
+	for i, c := range resp.ToolCalls {
+		id := c.ID
+		if id == "" || seen[id] {
+			// Each result must answer one call: ids must be unique.
+			id = fmt.Sprintf("call_%d_%d", n, i+1)
+		}
+		seen[id] = true
+		reply.ToolCalls = append(reply.ToolCalls, TurnCall{ID: id, Name: names.name(c.Name), Arguments: c.Arguments})
+	}
+	return reply
 }
 
 // absorb updates the state with a reply that called no tool.
@@ -388,10 +384,10 @@ func (a *LLM) toolCallsUsedUp() bool {
 const minOutputTokens = 16
 
 // reserveModelCall sizes the reply to what the budget leaves, then reserves
-// the call's worst case: the prompt's upper bound (promptBound) plus the
-// whole reply, priced. The reply's size goes to the server as its output
-// limit, so the call can use no more than it reserved.
-func (a *LLM) reserveModelCall(ctx context.Context, run taskrun.Run, req *provider.Request, prompt int64) (taskrun.Amount, error) {
+// the call's worst case for step: the prompt's upper bound (promptBound)
+// plus the whole reply, priced. The reply's size goes to the server as its
+// output limit, so the call can use no more than it reserved.
+func (a *LLM) reserveModelCall(ctx context.Context, step *taskrun.Step, req *provider.Request, prompt int64) error {
 	maxOut := int64(a.cfg.MaxOutputTokens)
 	if b := a.budget.MaxTokens; b > 0 {
 		maxOut = min(maxOut, b-a.spent.Tokens-prompt)
@@ -405,14 +401,10 @@ func (a *LLM) reserveModelCall(ctx context.Context, run taskrun.Run, req *provid
 	}
 	maxOut = max(maxOut, minOutputTokens) // a smaller reply is refused below
 	req.MaxTokens = int(maxOut)
-	amount := taskrun.Amount{
+	return step.Reserve(ctx, taskrun.Amount{
 		Tokens:  prompt + maxOut,
 		CostUSD: a.cfg.Pricing.Cost(a.cfg.Model, provider.Usage{InputTokens: prompt, OutputTokens: maxOut}),
-	}
-	if err := run.Reserve(ctx, amount); err != nil {
-		return taskrun.Amount{}, err
-	}
-	return amount, nil
+	}, taskrun.StepFailed)
 }
 
 func summarize(s string) string {

@@ -1,0 +1,89 @@
+package taskrun
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// StepRecordTimeout bounds the write that ends a step. It is longer than
+// a database waits on a busy lock and shorter than a lease, after which
+// the write would be refused anyway.
+const StepRecordTimeout = 30 * time.Second
+
+// Step is one durable step of an agent: begun with BeginStep, then either
+// replayed (an earlier attempt finished it) or run and ended with End.
+// Every agent goes through it, so that which context writes a record, and
+// what a refused reservation leaves behind, is decided once.
+type Step struct {
+	run      Run
+	rec      *StepRecord
+	reserved Amount
+	began    time.Time
+}
+
+// BeginStep records that the step at spec's position is about to run. When
+// Replayed reports true, an earlier attempt finished it and Record holds
+// what it recorded: the work must not run again.
+func BeginStep(ctx context.Context, run Run, spec StepSpec) (*Step, error) {
+	rec, err := run.BeginStep(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return &Step{run: run, rec: rec, began: time.Now()}, nil
+}
+
+// Key is the step's idempotency key, the same on every attempt.
+func (s *Step) Key() string { return s.rec.Key }
+
+// Replayed reports whether an earlier attempt finished the step.
+func (s *Step) Replayed() bool { return s.rec.Replayed }
+
+// Record is what BeginStep returned: for a replayed step, its recorded
+// status, output and usage.
+func (s *Step) Record() *StepRecord { return s.rec }
+
+// Reserve sets amount of the task's budget aside for the step; End hands
+// it back. A refusal by the task's budget ends the step with status
+// (StepFailed: a retry with more budget runs it; StepDenied: it never
+// does) and code budget_exceeded. A refusal by the global spend limit
+// (ErrSpendLimit) leaves the step unrecorded, to run when the guard lets
+// it. Either way the error is returned and the work must not run.
+func (s *Step) Reserve(ctx context.Context, amount Amount, status string) error {
+	if err := s.run.Reserve(ctx, amount); err != nil {
+		if !errors.Is(err, ErrSpendLimit) {
+			_ = s.End(ctx, StepResult{Status: status, ErrorCode: CodeBudgetExceeded, ErrorMessage: err.Error()})
+		}
+		return err
+	}
+	s.reserved = amount
+	s.began = time.Now() // the step's duration is its work's
+	return nil
+}
+
+// End records how the step ended with the checkpoint that follows it, in
+// one transaction, releasing what Reserve set aside; a zero Duration is
+// the time since the step began (or its reservation). For a replayed
+// step, whose record stands, End writes only res.Checkpoint, if any.
+//
+// The write is made under ctx without its cancellation (and within
+// StepRecordTimeout): work that ran, and may have been paid for, is
+// recorded even when the task was cancelled, the engine is stopping or the
+// wall clock ran out meanwhile, so the next attempt replays it instead of
+// paying again. The lease fences the write: a worker that lost the task
+// writes nothing.
+func (s *Step) End(ctx context.Context, res StepResult) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StepRecordTimeout)
+	defer cancel()
+	if s.rec.Replayed {
+		if res.Checkpoint == nil {
+			return nil
+		}
+		return s.run.Checkpoint(ctx, res.Checkpoint)
+	}
+	if res.Duration == 0 {
+		res.Duration = time.Since(s.began)
+	}
+	res.Release = s.reserved
+	return s.run.EndStep(ctx, s.rec.Key, res)
+}
