@@ -9,12 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/errandhq/errand/internal/sse"
 )
 
 // Defaults of AnthropicConfig.
@@ -24,17 +24,7 @@ const (
 	DefaultAnthropicMaxTokens = 4096
 )
 
-const (
-	anthropicName = "anthropic"
-	// anthropicMaxErrorBody caps how much of a failed reply is read.
-	anthropicMaxErrorBody = 64 << 10
-	// anthropicMaxErrorMessage caps how much of a non-JSON error body
-	// becomes Error.Message.
-	anthropicMaxErrorMessage = 500
-	// anthropicMaxEventLine caps one line of the event stream; deltas are
-	// small, so only a broken server reaches it.
-	anthropicMaxEventLine = 8 << 20
-)
+const anthropicName = "anthropic"
 
 // AnthropicConfig configures an Anthropic client.
 type AnthropicConfig struct {
@@ -68,11 +58,7 @@ type AnthropicConfig struct {
 // merged into one message. An assistant turn with neither text nor tool
 // calls carries nothing and is left out.
 type Anthropic struct {
-	url              string
-	apiKey           string
-	version          string
-	client           *http.Client
-	timeout          time.Duration
+	call             httpCall
 	defaultMaxTokens int
 }
 
@@ -81,12 +67,25 @@ var _ Provider = (*Anthropic)(nil)
 // NewAnthropic returns a client for the Anthropic Messages API, filling
 // unset fields of cfg with their defaults.
 func NewAnthropic(cfg AnthropicConfig) *Anthropic {
+	header := http.Header{}
+	header.Set("Anthropic-Version", cmp.Or(cfg.Version, DefaultAnthropicVersion))
+	if cfg.APIKey != "" {
+		header.Set("X-Api-Key", cfg.APIKey)
+	}
 	return &Anthropic{
-		url:              strings.TrimRight(cmp.Or(cfg.BaseURL, DefaultAnthropicBaseURL), "/") + "/v1/messages",
-		apiKey:           cfg.APIKey,
-		version:          cmp.Or(cfg.Version, DefaultAnthropicVersion),
-		client:           cmp.Or(cfg.HTTPClient, http.DefaultClient),
-		timeout:          cfg.Timeout,
+		call: httpCall{
+			provider: anthropicName,
+			url:      strings.TrimRight(cmp.Or(cfg.BaseURL, DefaultAnthropicBaseURL), "/") + "/v1/messages",
+			header:   header,
+			client:   cmp.Or(cfg.HTTPClient, http.DefaultClient),
+			timeout:  cfg.Timeout,
+			faultMessage: func(_ string, err error, timedOut bool) string {
+				if timedOut {
+					return fmt.Sprintf("timeout after %s: %s", cfg.Timeout, err)
+				}
+				return err.Error()
+			},
+		},
 		defaultMaxTokens: cmp.Or(cfg.DefaultMaxTokens, DefaultAnthropicMaxTokens),
 	}
 }
@@ -105,107 +104,15 @@ func (a *Anthropic) Complete(ctx context.Context, req *Request) (*Response, erro
 	if err != nil {
 		return nil, &Error{Provider: anthropicName, Message: "encode request: " + err.Error(), Err: err}
 	}
-
-	callCtx := ctx
-	if a.timeout > 0 {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(ctx, a.timeout)
-		defer cancel()
-	}
-	httpReq, err := http.NewRequestWithContext(callCtx, http.MethodPost, a.url, bytes.NewReader(body))
+	// A server that ignored stream:true sends the whole text as one piece.
+	out, err := a.call.do(ctx, body, req.OnText, readAnthropicReply, func(body io.Reader) (*Response, error) {
+		return readAnthropicStream(body, req.OnText)
+	})
 	if err != nil {
-		return nil, &Error{Provider: anthropicName, Message: "build request: " + err.Error(), Err: err}
-	}
-	httpReq.Header.Set("Content-Type", "application/json")
-	httpReq.Header.Set("Anthropic-Version", a.version)
-	if a.apiKey != "" {
-		httpReq.Header.Set("X-Api-Key", a.apiKey)
-	}
-	if req.OnText != nil {
-		httpReq.Header.Set("Accept", "text/event-stream")
-	} else {
-		httpReq.Header.Set("Accept", "application/json")
-	}
-
-	resp, err := a.client.Do(httpReq)
-	if err != nil {
-		return nil, a.transportError(ctx, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, anthropicStatusError(resp)
-	}
-
-	var out *Response
-	if req.OnText != nil && !anthropicIsJSON(resp) {
-		out, err = readAnthropicStream(resp.Body, req.OnText)
-	} else {
-		// Also the path of a server that ignored stream:true: the whole
-		// text then arrives as one piece.
-		out, err = readAnthropicReply(resp.Body)
-		if err == nil && req.OnText != nil && out.Content != "" {
-			req.OnText(out.Content)
-		}
-	}
-	if err != nil {
-		if pe, ok := errors.AsType[*Error](err); ok && ctx.Err() == nil {
-			return nil, pe
-		}
-		return nil, a.transportError(ctx, err)
+		return nil, err
 	}
 	FillUsage(req, out)
 	return out, nil
-}
-
-// transportError classifies a failure to send the request or read the
-// reply: the caller giving up (ctx ended) is final, anything else (reset
-// connections, our own Timeout) is worth another attempt.
-func (a *Anthropic) transportError(ctx context.Context, err error) *Error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return &Error{Provider: anthropicName, Message: ctxErr.Error(), Err: ctxErr}
-	}
-	msg := err.Error()
-	if a.timeout > 0 && errors.Is(err, context.DeadlineExceeded) {
-		msg = fmt.Sprintf("timeout after %s: %s", a.timeout, msg)
-	}
-	return &Error{Provider: anthropicName, Message: msg, Retryable: true, Err: err}
-}
-
-func anthropicIsJSON(resp *http.Response) bool {
-	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	return mediaType == "application/json"
-}
-
-// anthropicStatusError turns a non-2xx reply into an *Error, taking the
-// message from the API's {"error":{"message":…}} body when there is one.
-func anthropicStatusError(resp *http.Response) *Error {
-	code := resp.StatusCode
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, anthropicMaxErrorBody))
-	var parsed struct {
-		Error *anthropicErrorBody `json:"error"`
-	}
-	var msg string
-	if json.Unmarshal(body, &parsed) == nil && parsed.Error != nil && parsed.Error.Message != "" {
-		msg = parsed.Error.Message
-	} else {
-		msg = anthropicTruncate(strings.TrimSpace(string(body)), anthropicMaxErrorMessage)
-	}
-	if msg == "" {
-		msg = http.StatusText(code)
-	}
-	// RetryableStatus covers 529, Anthropic's "overloaded", as a 5xx.
-	return &Error{Provider: anthropicName, StatusCode: code, Message: msg, Retryable: RetryableStatus(code)}
-}
-
-// anthropicTruncate cuts s to at most n bytes without splitting a character.
-func anthropicTruncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // Request encoding.
@@ -554,53 +461,19 @@ type anthropicStream struct {
 // classifies them); protocol failures are *Error.
 func readAnthropicStream(body io.Reader, onText func(string)) (*Response, error) {
 	st := &anthropicStream{onText: onText, blocks: map[int]*anthropicStreamBlock{}}
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), anthropicMaxEventLine)
-	var (
-		event   string
-		data    strings.Builder
-		hasData bool
-	)
-	dispatch := func() error {
-		defer func() { event, hasData = "", false; data.Reset() }()
-		if !hasData {
-			return nil
+	events := sse.NewReader(body, maxEventLine)
+	for !st.done {
+		ev, err := events.Next()
+		if errors.Is(err, io.EOF) {
+			break // a last event that lacked its blank line came before
 		}
-		return st.handle(event, data.String())
-	}
-	for !st.done && sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			if err := dispatch(); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if strings.HasPrefix(line, ":") {
-			continue // a comment
-		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "event":
-			event = value
-		case "data":
-			if hasData {
-				data.WriteByte('\n')
-			}
-			data.WriteString(value)
-			hasData = true
-		}
-	}
-	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
 			return nil, anthropicDecodeError(err)
 		}
-		return nil, err
-	}
-	if !st.done {
-		// The last event may lack its blank line.
-		if err := dispatch(); err != nil {
+		if err != nil {
+			return nil, err
+		}
+		if err := st.handle(ev.Type, ev.Data); err != nil {
 			return nil, err
 		}
 	}

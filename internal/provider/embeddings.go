@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -57,14 +56,13 @@ func (e *Embeddings) Embed(ctx context.Context, texts []string) ([][]float32, er
 	}
 	callCtx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, e.url, bytes.NewReader(body))
+	header := http.Header{}
+	if e.apiKey != "" {
+		header.Set("Authorization", "Bearer "+e.apiKey)
+	}
+	req, err := newJSONRequest(callCtx, e.url, body, header, false)
 	if err != nil {
 		return nil, &Error{Provider: openAIName, Message: fmt.Sprintf("build embeddings request: %v", err), Err: err}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	if e.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+e.apiKey)
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
@@ -76,7 +74,7 @@ func (e *Embeddings) Embed(ctx context.Context, texts []string) ([][]float32, er
 		return nil, &Error{Provider: openAIName, Message: fmt.Sprintf("embeddings: read reply: %v", err), Retryable: true, Err: err}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		msg := cmp.Or(openAIErrorMessage(raw), openAITruncate(strings.TrimSpace(string(raw)), openAIMaxErrorMessage), http.StatusText(resp.StatusCode))
+		msg := cmp.Or(serverErrorMessage(raw), truncate(strings.TrimSpace(string(raw)), maxErrorMessage), http.StatusText(resp.StatusCode))
 		return nil, &Error{Provider: openAIName, StatusCode: resp.StatusCode, Message: "embeddings: " + msg, Retryable: RetryableStatus(resp.StatusCode)}
 	}
 	var reply struct {

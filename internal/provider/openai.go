@@ -9,12 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/errandhq/errand/internal/sse"
 )
 
 // DefaultOpenAIBaseURL is the API root of OpenAI itself.
@@ -25,14 +25,6 @@ const (
 	// openAIMaxBody caps a non-streamed reply; a bigger one is a broken
 	// server and fails to decode.
 	openAIMaxBody = 32 << 20
-	// openAIMaxErrorBody caps how much of a failed reply is read.
-	openAIMaxErrorBody = 64 << 10
-	// openAIMaxErrorMessage caps how much of a non-JSON error body becomes
-	// Error.Message.
-	openAIMaxErrorMessage = 500
-	// openAIMaxEventLine caps one line of the event stream; chunks are
-	// small, so only a broken server reaches it.
-	openAIMaxEventLine = 8 << 20
 )
 
 // OpenAIConfig configures an OpenAI client. The same client talks to
@@ -59,10 +51,7 @@ type OpenAIConfig struct {
 // (POST {BaseURL}/chat/completions) and the servers that copy it.
 // It is safe for concurrent use.
 type OpenAI struct {
-	url     string
-	apiKey  string
-	client  *http.Client
-	timeout time.Duration
+	call httpCall
 }
 
 var _ Provider = (*OpenAI)(nil)
@@ -70,11 +59,20 @@ var _ Provider = (*OpenAI)(nil)
 // NewOpenAI returns an OpenAI client. It does no I/O.
 func NewOpenAI(cfg OpenAIConfig) *OpenAI {
 	base := strings.TrimRight(cmp.Or(cfg.BaseURL, DefaultOpenAIBaseURL), "/")
-	client := cfg.HTTPClient
-	if client == nil {
-		client = http.DefaultClient
+	header := http.Header{}
+	if cfg.APIKey != "" {
+		header.Set("Authorization", "Bearer "+cfg.APIKey)
 	}
-	return &OpenAI{url: base + "/chat/completions", apiKey: cfg.APIKey, client: client, timeout: cfg.Timeout}
+	return &OpenAI{call: httpCall{
+		provider: openAIName, url: base + "/chat/completions", header: header,
+		client: cmp.Or(cfg.HTTPClient, http.DefaultClient), timeout: cfg.Timeout,
+		faultMessage: func(what string, err error, timedOut bool) string {
+			if timedOut {
+				return fmt.Sprintf("%s: timed out after %s", what, cfg.Timeout)
+			}
+			return fmt.Sprintf("%s: %v", what, err)
+		},
+	}}
 }
 
 // Complete sends req to /chat/completions, streamed when req.OnText is set.
@@ -92,124 +90,17 @@ func (o *OpenAI) Complete(ctx context.Context, req *Request) (*Response, error) 
 	if err != nil {
 		return nil, &Error{Provider: openAIName, Message: fmt.Sprintf("encode request: %v", err), Err: err}
 	}
-
-	callCtx := ctx
-	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-	}
-
-	httpReq, err := http.NewRequestWithContext(callCtx, http.MethodPost, o.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, &Error{Provider: openAIName, Message: fmt.Sprintf("build request: %v", err), Err: err}
-	}
-	httpReq.Header.Set("Content-Type", "application/json")
-	if req.OnText != nil {
-		httpReq.Header.Set("Accept", "text/event-stream")
-	} else {
-		httpReq.Header.Set("Accept", "application/json")
-	}
-	if o.apiKey != "" {
-		httpReq.Header.Set("Authorization", "Bearer "+o.apiKey)
-	}
-
-	httpResp, err := o.client.Do(httpReq)
-	if err != nil {
-		return nil, o.transportError(ctx, callCtx, "send request", err)
-	}
-	defer httpResp.Body.Close()
-
-	if httpResp.StatusCode < 200 || httpResp.StatusCode > 299 {
-		return nil, o.statusError(ctx, callCtx, httpResp)
-	}
-
-	var resp *Response
-	if req.OnText != nil && !openAIIsJSON(httpResp) {
-		resp, err = o.readStream(ctx, callCtx, httpResp.Body, req.OnText)
-	} else {
-		// Some compatible servers ignore stream:true and answer with one
-		// JSON document; it is still the whole reply.
-		resp, err = o.readJSON(ctx, callCtx, httpResp.Body)
-		if err == nil && req.OnText != nil && resp.Content != "" {
-			req.OnText(resp.Content)
-		}
-	}
+	// Some compatible servers ignore stream:true and answer with one JSON
+	// document; it is still the whole reply.
+	resp, err := o.call.do(ctx, body, req.OnText, readOpenAIReply, func(body io.Reader) (*Response, error) {
+		return readOpenAIStream(body, req.OnText)
+	})
 	if err != nil {
 		return nil, err
 	}
 	resp.Model = cmp.Or(resp.Model, req.Model)
 	FillUsage(req, resp)
 	return resp, nil
-}
-
-// transportError classifies a failure to send a request or read a reply:
-// the caller's ctx ending wins, then our own Timeout, then a retryable
-// transport fault.
-func (o *OpenAI) transportError(ctx, callCtx context.Context, what string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return &Error{Provider: openAIName, Message: fmt.Sprintf("%s: %v", what, ctxErr), Err: ctxErr}
-	}
-	if callCtx.Err() != nil {
-		return &Error{
-			Provider:  openAIName,
-			Message:   fmt.Sprintf("%s: timed out after %s", what, o.timeout),
-			Retryable: true,
-			Err:       context.DeadlineExceeded,
-		}
-	}
-	return &Error{Provider: openAIName, Message: fmt.Sprintf("%s: %v", what, err), Retryable: true, Err: err}
-}
-
-// statusError turns a non-2xx reply into an *Error.
-func (o *OpenAI) statusError(ctx, callCtx context.Context, resp *http.Response) error {
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, openAIMaxErrorBody))
-	if err != nil && (ctx.Err() != nil || callCtx.Err() != nil) {
-		return o.transportError(ctx, callCtx, "read error reply", err)
-	}
-	msg := openAIErrorMessage(raw)
-	if msg == "" {
-		msg = openAITruncate(strings.TrimSpace(string(raw)), openAIMaxErrorMessage)
-	}
-	if msg == "" {
-		msg = http.StatusText(resp.StatusCode)
-	}
-	return &Error{
-		Provider:   openAIName,
-		StatusCode: resp.StatusCode,
-		Message:    msg,
-		Retryable:  RetryableStatus(resp.StatusCode),
-	}
-}
-
-// openAIErrorMessage finds the message of an error body, tolerating the
-// shapes servers use: {"error":{"message":…}}, {"error":"…"} (Ollama) and
-// {"message":…}. It returns "" when raw is none of them.
-func openAIErrorMessage(raw []byte) string {
-	var body struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-	}
-	if err := json.Unmarshal(raw, &body); openAIDecodeFailed(err) {
-		return ""
-	}
-	if e := bytes.TrimSpace(body.Error); len(e) > 0 {
-		switch e[0] {
-		case '"':
-			var s string
-			if json.Unmarshal(e, &s) == nil && s != "" {
-				return s
-			}
-		case '{':
-			var obj struct {
-				Message string `json:"message"`
-			}
-			if err := json.Unmarshal(e, &obj); !openAIDecodeFailed(err) && obj.Message != "" {
-				return obj.Message
-			}
-		}
-	}
-	return body.Message
 }
 
 // openAIStreamErrorRetryable classifies an error event of a stream. The
@@ -221,7 +112,7 @@ func openAIStreamErrorRetryable(raw json.RawMessage) bool {
 		Type string `json:"type"`
 		Code any    `json:"code"`
 	}
-	if err := json.Unmarshal(raw, &e); openAIDecodeFailed(err) {
+	if err := json.Unmarshal(raw, &e); decodeFailed(err) {
 		return true // {"error":"…"}: a bare message says nothing more
 	}
 	switch e.Type {
@@ -233,32 +124,6 @@ func openAIStreamErrorRetryable(raw json.RawMessage) bool {
 		return false
 	}
 	return true
-}
-
-// openAIDecodeFailed reports whether a json.Unmarshal error means the
-// document is unusable. A type mismatch is not: Unmarshal still fills
-// every other field, which is what decoding tolerantly means.
-func openAIDecodeFailed(err error) bool {
-	var typeErr *json.UnmarshalTypeError
-	return err != nil && !errors.As(err, &typeErr)
-}
-
-// openAITruncate cuts s to at most n bytes without splitting a rune.
-func openAITruncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-// openAIIsJSON reports whether a reply is a JSON document rather than an
-// event stream.
-func openAIIsJSON(resp *http.Response) bool {
-	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
 // Wire format of a request.
@@ -391,23 +256,23 @@ type openAIWireUsage struct {
 	CompletionTokens int64 `json:"completion_tokens"`
 }
 
-// readJSON decodes a whole, non-streamed reply.
-func (o *OpenAI) readJSON(ctx, callCtx context.Context, body io.Reader) (*Response, error) {
+// readOpenAIReply decodes a whole, non-streamed reply.
+func readOpenAIReply(body io.Reader) (*Response, error) {
 	raw, err := io.ReadAll(io.LimitReader(body, openAIMaxBody))
 	if err != nil {
-		return nil, o.transportError(ctx, callCtx, "read reply", err)
+		return nil, err // a transport failure
 	}
 	var w openAIWireReply
-	if err := json.Unmarshal(raw, &w); openAIDecodeFailed(err) {
+	if err := json.Unmarshal(raw, &w); decodeFailed(err) {
 		return nil, &Error{
 			Provider: openAIName,
-			Message:  fmt.Sprintf("decode reply: %v: %q", err, openAITruncate(string(raw), 200)),
+			Message:  fmt.Sprintf("decode reply: %v: %q", err, truncate(string(raw), 200)),
 			Err:      err,
 		}
 	}
 	if len(w.Choices) == 0 {
 		msg := "reply has no choices"
-		if m := openAIErrorMessage(raw); m != "" {
+		if m := serverErrorMessage(raw); m != "" {
 			msg += ": " + m
 		}
 		return nil, &Error{Provider: openAIName, Message: msg}
@@ -453,56 +318,31 @@ type openAIStream struct {
 	sawChoice bool
 }
 
-// readStream reads a server-sent event stream up to "data: [DONE]".
-func (o *OpenAI) readStream(ctx, callCtx context.Context, body io.Reader, onText func(string)) (*Response, error) {
+// readOpenAIStream reads a server-sent event stream up to "data: [DONE]".
+func readOpenAIStream(body io.Reader, onText func(string)) (*Response, error) {
 	s := &openAIStream{onText: onText, byIndex: map[int]*openAIStreamCall{}}
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), openAIMaxEventLine)
-	var data []string // the data lines of the event being read
+	events := sse.NewReader(body, maxEventLine)
 	done := false
-	dispatch := func() error {
-		if len(data) == 0 {
-			return nil
+	for !done {
+		ev, err := events.Next()
+		if errors.Is(err, io.EOF) {
+			break // a last event that lacked its blank line came before
 		}
-		payload := strings.TrimSpace(strings.Join(data, "\n"))
-		data = data[:0]
-		switch payload {
-		case "":
-			return nil
-		case "[DONE]":
-			done = true
-			return nil
-		}
-		return s.chunk([]byte(payload))
-	}
-	for !done && sc.Scan() {
-		line := sc.Text() // the Scanner strips "\n" and a "\r" before it
-		switch {
-		case line == "":
-			if err := dispatch(); err != nil {
-				return nil, err
-			}
-		case strings.HasPrefix(line, ":"):
-			// A comment, such as a keep-alive.
-		default:
-			field, value, _ := strings.Cut(line, ":")
-			if field == "data" {
-				data = append(data, strings.TrimPrefix(value, " "))
-			}
-			// event:, id: and retry: say nothing the chunks do not.
-		}
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) && ctx.Err() == nil && callCtx.Err() == nil {
+		if errors.Is(err, bufio.ErrTooLong) {
 			return nil, &Error{Provider: openAIName, Message: "read stream: event line too long", Err: err}
 		}
-		return nil, o.transportError(ctx, callCtx, "read stream", err)
-	}
-	if !done {
-		// The stream ended without [DONE]: take a last event that lacks
-		// its blank line, then decide whether the reply is whole.
-		if err := dispatch(); err != nil {
-			return nil, err
+		if err != nil {
+			return nil, err // a transport failure
+		}
+		// event:, id: and retry: say nothing the chunks do not.
+		switch payload := strings.TrimSpace(ev.Data); payload {
+		case "":
+		case "[DONE]":
+			done = true
+		default:
+			if err := s.chunk([]byte(payload)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if !done && s.finish == "" {
@@ -518,17 +358,17 @@ func (o *OpenAI) readStream(ctx, callCtx context.Context, body io.Reader, onText
 // chunk applies one stream chunk.
 func (s *openAIStream) chunk(payload []byte) error {
 	var w openAIWireReply
-	if err := json.Unmarshal(payload, &w); openAIDecodeFailed(err) {
+	if err := json.Unmarshal(payload, &w); decodeFailed(err) {
 		return &Error{
 			Provider: openAIName,
-			Message:  fmt.Sprintf("decode stream chunk: %v: %q", err, openAITruncate(string(payload), 200)),
+			Message:  fmt.Sprintf("decode stream chunk: %v: %q", err, truncate(string(payload), 200)),
 			Err:      err,
 		}
 	}
 	if e := bytes.TrimSpace(w.Error); len(e) > 0 && string(e) != "null" {
-		msg := openAIErrorMessage(payload)
+		msg := serverErrorMessage(payload)
 		if msg == "" {
-			msg = openAITruncate(string(e), openAIMaxErrorMessage)
+			msg = truncate(string(e), maxErrorMessage)
 		}
 		return &Error{Provider: openAIName, Message: "stream error: " + msg, Retryable: openAIStreamErrorRetryable(e)}
 	}
@@ -644,7 +484,7 @@ func openAIContentPart(raw json.RawMessage) string {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	}
-	if err := json.Unmarshal(raw, &part); openAIDecodeFailed(err) {
+	if err := json.Unmarshal(raw, &part); decodeFailed(err) {
 		return ""
 	}
 	switch part.Type {
