@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -75,37 +74,44 @@ func (s *Store) NotificationList(ctx context.Context, p *store.NotificationListP
 	return out, nil
 }
 
+var _ store.NotificationAcker = execTx{}
+
+// NotificationsUnknown implements store.NotificationAcker.
+func (x execTx) NotificationsUnknown(ctx context.Context, ids []int64) ([]int64, error) {
+	rows, err := x.tx.Query(ctx, `SELECT i FROM unnest($1::bigint[]) WITH ORDINALITY AS u(i, n)
+		WHERE NOT EXISTS (SELECT 1 FROM notifications WHERE id = i) ORDER BY n`, ids)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// NotificationAckIDs implements store.NotificationAcker.
+func (x execTx) NotificationAckIDs(ctx context.Context, ids []int64, at time.Time) (int64, error) {
+	tag, err := x.tx.Exec(ctx, `UPDATE notifications SET read_at = $1 WHERE read_at IS NULL AND id = ANY($2)`, at, ids)
+	return tag.RowsAffected(), err
+}
+
+// NotificationAckUpTo implements store.NotificationAcker.
+func (x execTx) NotificationAckUpTo(ctx context.Context, upTo int64, session string, at time.Time) (int64, error) {
+	tag, err := x.tx.Exec(ctx, `UPDATE notifications SET read_at = $1 WHERE read_at IS NULL AND id <= $2 AND ($3 = '' OR session_id = $3)`,
+		at, upTo, session)
+	return tag.RowsAffected(), err
+}
+
 // NotificationAck implements store.Store.
 func (s *Store) NotificationAck(ctx context.Context, p *store.NotificationAckParams) (int, error) {
 	at := s.now(p.Now)
-	var acked int64
+	var acked int
 	err := s.writeTx(ctx, func(tx *txn) error {
-		if len(p.IDs) == 0 {
-			tag, err := tx.Exec(ctx, `UPDATE notifications SET read_at = $1 WHERE read_at IS NULL AND id <= $2 AND ($3 = '' OR session_id = $3)`,
-				at, p.UpToID, p.SessionID)
-			acked = tag.RowsAffected()
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT i FROM unnest($1::bigint[]) WITH ORDINALITY AS u(i, n)
-			WHERE NOT EXISTS (SELECT 1 FROM notifications WHERE id = i) ORDER BY n`, p.IDs)
-		if err != nil {
-			return err
-		}
-		unknown, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return err
-		}
-		if len(unknown) > 0 {
-			return &store.NotificationUnknownError{IDs: unknown}
-		}
-		tag, err := tx.Exec(ctx, `UPDATE notifications SET read_at = $1 WHERE read_at IS NULL AND id = ANY($2)`, at, p.IDs)
-		acked = tag.RowsAffected()
+		var err error
+		acked, err = store.AckNotifications(ctx, execTx{s, tx}, p, at)
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("ack notifications: %w", err)
 	}
-	return int(acked), nil
+	return acked, nil
 }
 
 // CursorGet implements store.Store.
@@ -123,8 +129,8 @@ func (s *Store) CursorGet(ctx context.Context, name string) (int64, bool, error)
 
 // CursorSet implements store.Store.
 func (s *Store) CursorSet(ctx context.Context, p *store.CursorSetParams) error {
-	if p.Name == "" {
-		return errors.New("set cursor: a name is required")
+	if err := store.CheckCursorSet(p); err != nil {
+		return fmt.Errorf("set cursor: %w", err)
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO cursors (name, event_id, updated_at) VALUES ($1, $2, $3)
 		ON CONFLICT (name) DO UPDATE SET event_id = excluded.event_id, updated_at = excluded.updated_at`,
@@ -221,16 +227,14 @@ func inboxRowsOf(evs []pendingEvent, targets map[string]inboxTarget) inboxRows {
 		case e.taskID == "" || !store.Notifies(e.typ):
 			continue
 		default:
-			t, ok := targets[e.taskID]
-			if !ok || !t.topLevel || store.Quiet(t.route, e.typ) {
+			t := targets[e.taskID] // none is not top-level: no notification
+			var ok bool
+			text, ok = store.EventNotificationText(store.NotificationTarget{TopLevel: t.topLevel, Session: t.session, Title: t.title, Route: t.route},
+				e.typ, e.transition, e.data)
+			if !ok {
 				continue
 			}
-			td := e.transition
-			if td == nil {
-				td = new(store.TransitionData)
-				_ = json.Unmarshal(e.data, td) // another payload: the text does without its details
-			}
-			session, text = t.session, store.NotificationText(t.title, e.typ, td)
+			session = t.session
 		}
 		r.event = append(r.event, int64(i+1))
 		r.sessions, r.tasks, r.types, r.texts = append(r.sessions, session), append(r.tasks, e.taskID), append(r.types, e.typ), append(r.texts, text)

@@ -69,16 +69,12 @@ func (s *Store) notify(ctx context.Context, tx *sql.Tx, taskID, typ string, even
 	if err != nil {
 		return fmt.Errorf("notify %s of %s: %w", typ, taskID, err)
 	}
-	if !topLevel || store.Quiet(route, typ) {
+	td, _ := data.(*store.TransitionData)
+	text, ok := store.EventNotificationText(store.NotificationTarget{TopLevel: topLevel, Session: session, Title: title, Route: route}, typ, td, raw)
+	if !ok {
 		return nil
 	}
-	td, ok := data.(*store.TransitionData)
-	if !ok {
-		td = new(store.TransitionData)
-		_ = json.Unmarshal(raw, td) // another payload: the text does without its details
-	}
-	_, err = tx.StmtContext(ctx, s.stmts.insertNotification).ExecContext(ctx,
-		session, taskID, eventID, typ, store.NotificationText(title, typ, td), micros(at))
+	_, err = tx.StmtContext(ctx, s.stmts.insertNotification).ExecContext(ctx, session, taskID, eventID, typ, text, micros(at))
 	if err != nil {
 		return fmt.Errorf("notify %s of %s: %w", typ, taskID, err)
 	}

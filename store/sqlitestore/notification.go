@@ -71,53 +71,57 @@ func (s *Store) NotificationList(ctx context.Context, p *store.NotificationListP
 	return out, nil
 }
 
+var _ store.NotificationAcker = execTx{}
+
+// NotificationsUnknown implements store.NotificationAcker.
+func (x execTx) NotificationsUnknown(ctx context.Context, ids []int64) ([]int64, error) {
+	list, _ := json.Marshal(ids)
+	rows, err := x.tx.QueryContext(ctx, `SELECT j.value FROM json_each(?) j
+		WHERE NOT EXISTS (SELECT 1 FROM notifications n WHERE n.id = j.value) ORDER BY j.key`, string(list))
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r rowScanner) (int64, error) {
+		var id int64
+		err := r.Scan(&id)
+		return id, err
+	})
+}
+
+// NotificationAckIDs implements store.NotificationAcker.
+func (x execTx) NotificationAckIDs(ctx context.Context, ids []int64, at time.Time) (int64, error) {
+	list, _ := json.Marshal(ids)
+	res, err := x.tx.ExecContext(ctx, `UPDATE notifications SET read_at = ? WHERE read_at IS NULL AND id IN (SELECT value FROM json_each(?))`,
+		micros(at), string(list))
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// NotificationAckUpTo implements store.NotificationAcker.
+func (x execTx) NotificationAckUpTo(ctx context.Context, upTo int64, session string, at time.Time) (int64, error) {
+	res, err := x.tx.ExecContext(ctx, `UPDATE notifications SET read_at = ? WHERE read_at IS NULL AND id <= ? AND (? = '' OR session_id = ?)`,
+		micros(at), upTo, session, session)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
 // NotificationAck implements store.Store.
 func (s *Store) NotificationAck(ctx context.Context, p *store.NotificationAckParams) (int, error) {
 	at := now(p.Now)
-	var acked int64
+	var acked int
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var res sql.Result
 		var err error
-		if len(p.IDs) > 0 {
-			ids, _ := json.Marshal(p.IDs)
-			var unknown []int64
-			rows, err := tx.QueryContext(ctx, `SELECT j.value FROM json_each(?) j WHERE NOT EXISTS (SELECT 1 FROM notifications n WHERE n.id = j.value) ORDER BY j.key`, string(ids))
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
-					rows.Close()
-					return err
-				}
-				unknown = append(unknown, id)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			if len(unknown) > 0 {
-				return &store.NotificationUnknownError{IDs: unknown}
-			}
-			res, err = tx.ExecContext(ctx, `UPDATE notifications SET read_at = ? WHERE read_at IS NULL AND id IN (SELECT value FROM json_each(?))`, micros(at), string(ids))
-			if err != nil {
-				return err
-			}
-		} else {
-			res, err = tx.ExecContext(ctx, `UPDATE notifications SET read_at = ? WHERE read_at IS NULL AND id <= ? AND (? = '' OR session_id = ?)`,
-				micros(at), p.UpToID, p.SessionID, p.SessionID)
-			if err != nil {
-				return err
-			}
-		}
-		acked, err = res.RowsAffected()
+		acked, err = store.AckNotifications(ctx, execTx{s, tx}, p, at)
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("ack notifications: %w", err)
 	}
-	return int(acked), nil
+	return acked, nil
 }
 
 // CursorGet implements store.Store.
@@ -135,8 +139,8 @@ func (s *Store) CursorGet(ctx context.Context, name string) (int64, bool, error)
 
 // CursorSet implements store.Store.
 func (s *Store) CursorSet(ctx context.Context, p *store.CursorSetParams) error {
-	if p.Name == "" {
-		return errors.New("set cursor: a name is required")
+	if err := store.CheckCursorSet(p); err != nil {
+		return fmt.Errorf("set cursor: %w", err)
 	}
 	at := now(p.Now)
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
