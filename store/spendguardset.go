@@ -61,16 +61,11 @@ func SpendGuardAt(ctx context.Context, x SpendGuardReader, at time.Time) (*Spend
 // SnapshotSpendGuard is the guard g as it stands at at, from the spend,
 // the reservations and the deferred tasks x reads.
 func SnapshotSpendGuard(ctx context.Context, x SpendGuardReader, g *SpendGuardRow, at time.Time) (*SpendGuard, error) {
-	day, month := g.Periods(at)
-	spentDay, spentMonth, err := x.SpendIn(ctx, day, month)
+	sp, err := readSpend(ctx, x, g, at)
 	if err != nil {
 		return nil, err
 	}
-	reserved, err := x.SpendReserved(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sg := g.Snapshot(day, month, spentDay, spentMonth, reserved)
+	sg := g.Snapshot(sp.day, sp.month, sp.spentDay, sp.spentMonth, sp.reserved)
 	if sg.Deferred, err = x.CountDeferred(ctx); err != nil {
 		return nil, err
 	}

@@ -73,16 +73,31 @@ func ReserveSpend(ctx context.Context, x SpendLedger, taskID string, cost float6
 // CheckSpend decides whether cost fits the guard g at at, from the sums x
 // reads (see SpendGuardRow.Refusal).
 func CheckSpend(ctx context.Context, x SpendSums, g *SpendGuardRow, cost float64, at time.Time) (*SpendLimitError, error) {
-	day, month := g.Periods(at)
-	spentDay, spentMonth, err := x.SpendIn(ctx, day, month)
+	sp, err := readSpend(ctx, x, g, at)
 	if err != nil {
 		return nil, err
 	}
-	reserved, err := x.SpendReserved(ctx)
-	if err != nil {
-		return nil, err
+	return g.Refusal(at, sp.spentDay, sp.spentMonth, sp.reserved, cost), nil
+}
+
+// spendAt is the spend of the day and the month a moment falls in, and
+// what running steps hold reserved then.
+type spendAt struct {
+	day, month                     SpendPeriod
+	spentDay, spentMonth, reserved float64
+}
+
+func readSpend(ctx context.Context, x SpendSums, g *SpendGuardRow, at time.Time) (spendAt, error) {
+	sp := spendAt{}
+	sp.day, sp.month = g.Periods(at)
+	var err error
+	if sp.spentDay, sp.spentMonth, err = x.SpendIn(ctx, sp.day, sp.month); err != nil {
+		return spendAt{}, err
 	}
-	return g.Refusal(at, spentDay, spentMonth, reserved, cost), nil
+	if sp.reserved, err = x.SpendReserved(ctx); err != nil {
+		return spendAt{}, err
+	}
+	return sp, nil
 }
 
 // RecordSpend adds a finished step's cost to its bucket, releases what the

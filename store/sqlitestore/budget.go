@@ -65,10 +65,19 @@ func (s *Store) spend(ctx context.Context, tx *sql.Tx, p *store.StepFinishParams
 	return store.ChargeStep(ctx, s.money(tx), p, step, at)
 }
 
-// withAncestors returns the task's id followed by its ancestors' ids, the
-// parent first.
-func (s *Store) withAncestors(ctx context.Context, tx *sql.Tx, taskID string) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, `WITH RECURSIVE up(id, depth) AS (
+// boundBudget is a child's budget limited to what remains of its parent's
+// (see store.BudgetState.Bound).
+func boundBudget(child *store.Budget, parent *store.BudgetState) *store.Budget {
+	return parent.Bound(child)
+}
+
+func (x moneyTx) CheckLease(ctx context.Context, lease store.Lease) error {
+	return x.s.checkLease(ctx, x.tx, lease)
+}
+
+// WithAncestors implements store.BudgetLedger.
+func (x moneyTx) WithAncestors(ctx context.Context, taskID string) ([]string, error) {
+	rows, err := x.tx.QueryContext(ctx, `WITH RECURSIVE up(id, depth) AS (
 			SELECT parent_id, 1 FROM tasks WHERE id = ?1 AND parent_id IS NOT NULL
 			UNION ALL
 			SELECT t.parent_id, up.depth + 1 FROM tasks t JOIN up ON t.id = up.id WHERE t.parent_id IS NOT NULL
@@ -85,20 +94,6 @@ func (s *Store) withAncestors(ctx context.Context, tx *sql.Tx, taskID string) ([
 		return nil, err
 	}
 	return append([]string{taskID}, ancestors...), nil
-}
-
-// boundBudget is a child's budget limited to what remains of its parent's
-// (see store.BudgetState.Bound).
-func boundBudget(child *store.Budget, parent *store.BudgetState) *store.Budget {
-	return parent.Bound(child)
-}
-
-func (x moneyTx) CheckLease(ctx context.Context, lease store.Lease) error {
-	return x.s.checkLease(ctx, x.tx, lease)
-}
-
-func (x moneyTx) WithAncestors(ctx context.Context, taskID string) ([]string, error) {
-	return x.s.withAncestors(ctx, x.tx, taskID)
 }
 
 func (x moneyTx) BudgetState(ctx context.Context, taskID string) (*store.BudgetState, error) {
