@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -89,7 +88,7 @@ func TestBudgetCommands(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &b))
 		return b
 	}
-	require.Eventually(t, func() bool { return budget().State == api.BudgetPaused }, 30*time.Second, time.Millisecond)
+	waitJournal(t, c, "work pauses", func() bool { return budget().State == api.BudgetPaused })
 	b := budget()
 	require.InDelta(t, 0.08, b.SpendTodayUSD, 1e-9)
 	require.Len(t, b.Alerts, 2)
@@ -110,7 +109,7 @@ func TestBudgetCommands(t *testing.T) {
 	require.Contains(t, r.stdout, "state  paused then resumed (the limit still holds)")
 	second, err := c.Submit(t.Context(), &errand.SubmitParams{Goal: "spend again", Agent: "paid"})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return budget().DeferredTasks == 1 }, 30*time.Second, time.Millisecond)
+	waitJournal(t, c, "the step waits", func() bool { return budget().DeferredTasks == 1 })
 	b = budget()
 	require.InDelta(t, 0.08, b.SpendTodayUSD, 1e-9, "never past the limit")
 	require.Equal(t, api.BudgetResumed, b.State)
@@ -124,11 +123,11 @@ func TestBudgetCommands(t *testing.T) {
 	// A raised limit lets it run at once.
 	r = cli(t, e, d.args("budget", "set", "--daily", "0.20")...)
 	require.NoError(t, r.err, r.stderr)
-	require.Eventually(t, func() bool {
+	waitJournal(t, c, "the task completes", func() bool {
 		got, err := c.Get(t.Context(), second.ID)
 		require.NoError(t, err)
 		return got.Status == errand.StatusCompleted
-	}, 30*time.Second, time.Millisecond)
+	})
 	b = budget()
 	require.InDelta(t, 0.16, b.SpendTodayUSD, 1e-9)
 	require.Zero(t, b.DeferredTasks)

@@ -244,10 +244,11 @@ func TestTranscriptRefusals(t *testing.T) {
 	require.NotEmpty(t, id, out)
 	out = transcript(t, home, "--server", addr, "tasks", "cancel", id)
 	require.Contains(t, out, "--- exit 0", out)
-	// A running task ends cancelled once its worker has stopped it.
-	require.Eventually(t, func() bool {
-		return strings.Contains(transcript(t, home, "--server", addr, "--json", "tasks", "show", id), `"status": "cancelled"`)
-	}, time.Minute, 10*time.Millisecond)
+	// A running task ends cancelled once its worker has stopped it: watch
+	// follows the daemon's event stream until then.
+	out = transcript(t, home, "--server", addr, "tasks", "watch", id)
+	require.Contains(t, out, "--- exit 1", out)
+	require.Contains(t, transcript(t, home, "--server", addr, "--json", "tasks", "show", id), `"status": "cancelled"`)
 	var all strings.Builder
 	for _, args := range [][]string{
 		{"tasks", "cancel", id},

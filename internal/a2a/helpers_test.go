@@ -307,17 +307,24 @@ func (f *fixture) send(msg map[string]any, config map[string]any) *v1Task {
 	return r.Task
 }
 
-// waitStatus waits until the errand task is in status.
+// waitStatus waits until the errand task is in status, looking again at
+// each of its events: every change of status is journaled.
 func (f *fixture) waitStatus(taskID string, status store.Status) *errand.Task {
 	f.t.Helper()
-	var t *errand.Task
-	require.Eventually(f.t, func() bool {
-		var err error
-		t, err = f.client.Get(context.Background(), taskID)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	sub, err := f.client.Subscribe(ctx, errand.EventFilter{TaskID: taskID}, 0)
+	require.NoError(f.t, err)
+	defer sub.Close()
+	for {
+		t, err := f.client.Get(ctx, taskID)
 		require.NoError(f.t, err)
-		return t.Status == status
-	}, waitTimeout, 5*time.Millisecond, "task %s never got to %s", taskID, status)
-	return t
+		if t.Status == status {
+			return t
+		}
+		_, delivered := <-sub.Events()
+		require.True(f.t, delivered, "task %s never got to %s, is %s: %v", taskID, status, t.Status, sub.Err())
+	}
 }
 
 func textOf(p v1Part) string {

@@ -150,6 +150,8 @@ func TestLLMOverHTTPResumesAfterCrash(t *testing.T) {
 	kill := b.startDoomed(t, agent)
 	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "count to three"})
 	require.NoError(t, err)
+	// The third request must have reached the server, not just left the
+	// client; providertest.Server announces no request, so poll its count.
 	require.Eventually(t, func() bool { return server.Requests() == 3 }, waitTimeout, time.Millisecond)
 	kill()
 
