@@ -33,11 +33,9 @@ func scanSchedule(r pgx.Row) (*store.Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sc.Escalation, err = store.DecodeEscalation(deref(escalation)); err != nil {
+	if err := store.DecodeScheduleColumns(&sc, task, stuckAfter, deref(escalation)); err != nil {
 		return nil, err
 	}
-	sc.Task = json.RawMessage(task)
-	sc.StuckAfter = store.Duration(time.Duration(stuckAfter) * time.Microsecond)
 	sc.NextRunAt, sc.LastRunAt = fromNullDB(next), fromNullDB(last)
 	sc.LastTaskID = deref(lastTask)
 	sc.CreatedAt, sc.UpdatedAt = fromDB(created), fromDB(updated)
@@ -73,7 +71,7 @@ func (s *Store) ScheduleInsert(ctx context.Context, p *store.ScheduleInsertParam
 			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNull(sc.NextRunAt), sc.EventCursor, at,
 			cmp.Or(sc.Overlap, store.OverlapSkip), nullJSON(store.EncodeEscalation(sc.Escalation))))
 		if isUniqueName(err) {
-			return fmt.Errorf("%w: %q", store.ErrNameTaken, sc.Name)
+			return store.NameTakenError(sc.Name)
 		}
 		return err
 	})
@@ -159,7 +157,7 @@ func (s *Store) ScheduleUpdate(ctx context.Context, p *store.ScheduleUpdateParam
 			p.ResetCursor, sc.EventCursor, at, sc.ID, cmp.Or(sc.Overlap, store.OverlapSkip), nullJSON(store.EncodeEscalation(sc.Escalation))))
 		switch {
 		case isUniqueName(err):
-			return fmt.Errorf("%w: %q", store.ErrNameTaken, sc.Name)
+			return store.NameTakenError(sc.Name)
 		case errors.Is(err, pgx.ErrNoRows):
 			return store.ErrNotFound
 		}
@@ -182,6 +180,30 @@ func (s *Store) ScheduleDelete(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+var (
+	_ store.ScheduleFirer     = execTx{}
+	_ store.EscalationCounter = execTx{}
+)
+
+// ScheduleTaskByID implements store.ScheduleFirer.
+func (x execTx) ScheduleTaskByID(ctx context.Context, id string) (*store.Task, error) {
+	return getTask(ctx, x.tx, id)
+}
+
+// ScheduleCancelTree implements store.ScheduleFirer.
+func (x execTx) ScheduleCancelTree(ctx context.Context, id, reason, actor string, at time.Time) error {
+	return x.s.cancelTree(ctx, x.tx, id, reason, actor, at)
+}
+
+// ScheduleInsertTask implements store.ScheduleFirer.
+func (x execTx) ScheduleInsertTask(ctx context.Context, p *store.TaskInsertParams) (*store.TaskInsertResult, error) {
+	return x.s.insertTask(ctx, x.tx, p)
+}
+
+// ScheduleRetryable implements store.ScheduleFirer: writeTx runs the
+// firing again.
+func (execTx) ScheduleRetryable(err error) bool { return retryable(err) }
 
 // ScheduleFire implements store.Store. The claim comes first: one UPDATE
 // moves the next run (or the event cursor) from the values the caller read,
@@ -213,51 +235,16 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 			out.Schedule, err = getSchedule(ctx, tx, `id = $1`, p.ID)
 			return err
 		}
-		var taskID *string
-		task := p.Task
-		if task != nil && !p.Manual {
-			cur, err := getSchedule(ctx, tx, `id = $1`, p.ID)
-			if err != nil {
-				return err
-			}
-			task, err = store.FireOverlap(cur, task, store.OverlapOps{
-				GetTask: func(id string) (*store.Task, error) { return getTask(ctx, tx, id) },
-				Skip: func(data *store.OverlapSkippedData) error {
-					out.OverlapSkipped = true
-					return tx.appendEvent("", store.EventScheduleSkipped, p.Actor, data, at)
-				},
-				Cancel: func(id, reason string) error { return s.cancelTree(ctx, tx, id, reason, p.Actor, at) },
-			})
-			if err != nil {
-				return err
-			}
-		}
-		if task != nil {
-			res, err := s.insertTask(ctx, tx, task)
-			if retryable(err) {
-				return err // writeTx runs the firing again
-			}
-			if err != nil {
-				// Not %w: a task that cannot be made is not an unknown
-				// schedule.
-				return fmt.Errorf("schedule task %s: %v", task.ID, err)
-			}
-			out.Task = res.Task
-			taskID = &res.Task.ID
-			if err := tx.appendEvent(res.Task.ID, store.EventScheduleFired, p.Actor, p.Fired, at); err != nil {
-				return err
-			}
-		}
-		if p.Skipped > 0 {
-			if err := tx.appendEvent("", store.EventScheduleSkipped, p.Actor, p.SkippedData, at); err != nil {
-				return err
-			}
+		current := func() (*store.Schedule, error) { return getSchedule(ctx, tx, `id = $1`, p.ID) }
+		made, err := store.FireScheduleTask(ctx, execTx{s, tx}, p, current, out, at)
+		if err != nil {
+			return err
 		}
 		out.Schedule, err = scanSchedule(tx.QueryRow(ctx, `UPDATE schedules SET
 			last_run_at = CASE WHEN $2::text IS NULL THEN last_run_at ELSE $3 END,
 			last_task_id = coalesce($2, last_task_id),
 			fire_count = fire_count + CASE WHEN $2::text IS NULL THEN 0 ELSE 1 END
-			WHERE id = $1 RETURNING `+scheduleColumns, p.ID, taskID, at))
+			WHERE id = $1 RETURNING `+scheduleColumns, p.ID, nullString(made), at))
 		if err != nil {
 			return err
 		}
@@ -311,28 +298,29 @@ func eventByID(ctx context.Context, q querier, id int64) (*store.Event, error) {
 	return &e, nil
 }
 
-// escalate makes a completing scout's escalations (store.EscalationParams)
+// escalate makes a completing scout's escalations (see store.Escalate)
 // in its finish's transaction. The schedule's row is locked while its
 // count is read and written, so two scouts of one schedule finishing at
-// once count one after the other. It returns the finish's result, the
-// tasks to insert and the events to append.
+// once count one after the other.
 func (s *Store) escalate(ctx context.Context, tx *txn, p *store.EscalationParams) (json.RawMessage, []*store.TaskInsertParams, []store.EventAppend, error) {
+	return store.Escalate(ctx, execTx{s, tx}, p)
+}
+
+// EscalationCount implements store.EscalationCounter.
+func (x execTx) EscalationCount(ctx context.Context, scheduleID string) (string, int, bool, error) {
 	var (
 		day   string
 		count int
 	)
-	err := tx.QueryRow(ctx, `SELECT escalation_day, escalation_count FROM schedules WHERE id = $1 FOR UPDATE`, p.ScheduleID).Scan(&day, &count)
-	found := err == nil
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, nil, err
+	err := x.tx.QueryRow(ctx, `SELECT escalation_day, escalation_count FROM schedules WHERE id = $1 FOR UPDATE`, scheduleID).Scan(&day, &count)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", 0, false, nil
 	}
-	made, count := store.PlanEscalation(p, found, day, count)
-	if found && made > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE schedules SET escalation_day = $1, escalation_count = $2 WHERE id = $3`,
-			p.Day, count, p.ScheduleID); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	result, events := p.Record(made)
-	return result, p.Tasks[:made], events, nil
+	return day, count, err == nil, err
+}
+
+// EscalationCountSet implements store.EscalationCounter.
+func (x execTx) EscalationCountSet(ctx context.Context, scheduleID, day string, count int) error {
+	_, err := x.tx.Exec(ctx, `UPDATE schedules SET escalation_day = $1, escalation_count = $2 WHERE id = $3`, day, count, scheduleID)
+	return err
 }

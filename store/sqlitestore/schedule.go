@@ -32,12 +32,10 @@ func scanSchedule(r rowScanner) (*store.Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sc.Escalation, err = store.DecodeEscalation(escalation.String); err != nil {
+	if err := store.DecodeScheduleColumns(&sc, task, stuckAfter, escalation.String); err != nil {
 		return nil, err
 	}
 	sc.Enabled, sc.Declared = enabled, declared
-	sc.Task = json.RawMessage(task)
-	sc.StuckAfter = store.Duration(time.Duration(stuckAfter) * time.Microsecond)
 	sc.NextRunAt, sc.LastRunAt = nullMicros(next), nullMicros(last)
 	sc.LastTaskID = lastTask.String
 	sc.CreatedAt, sc.UpdatedAt = fromMicros(created), fromMicros(updated)
@@ -70,7 +68,7 @@ func (s *Store) ScheduleInsert(ctx context.Context, p *store.ScheduleInsertParam
 			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNullMicros(sc.NextRunAt), sc.EventCursor,
 			micros(at), micros(at), nullJSON(store.EncodeEscalation(sc.Escalation)))
 		if isUniqueName(err) {
-			return fmt.Errorf("%w: %q", store.ErrNameTaken, sc.Name)
+			return store.NameTakenError(sc.Name)
 		}
 		if err != nil {
 			return err
@@ -159,7 +157,7 @@ func (s *Store) ScheduleUpdate(ctx context.Context, p *store.ScheduleUpdateParam
 			jsonOr(sc.Task, "{}"), time.Duration(sc.StuckAfter).Microseconds(), toNullMicros(sc.NextRunAt),
 			p.ResetCursor, sc.EventCursor, micros(at), sc.ID, cmp.Or(sc.Overlap, store.OverlapSkip), nullJSON(store.EncodeEscalation(sc.Escalation)))
 		if isUniqueName(err) {
-			return fmt.Errorf("%w: %q", store.ErrNameTaken, sc.Name)
+			return store.NameTakenError(sc.Name)
 		}
 		if err != nil {
 			return err
@@ -194,6 +192,30 @@ func (s *Store) ScheduleDelete(ctx context.Context, id string) error {
 	return nil
 }
 
+var (
+	_ store.ScheduleFirer     = execTx{}
+	_ store.EscalationCounter = execTx{}
+)
+
+// ScheduleTaskByID implements store.ScheduleFirer.
+func (x execTx) ScheduleTaskByID(ctx context.Context, id string) (*store.Task, error) {
+	return getTask(ctx, x.tx, id)
+}
+
+// ScheduleCancelTree implements store.ScheduleFirer.
+func (x execTx) ScheduleCancelTree(ctx context.Context, id, reason, actor string, at time.Time) error {
+	return x.s.cancelTree(ctx, x.tx, id, reason, actor, at)
+}
+
+// ScheduleInsertTask implements store.ScheduleFirer.
+func (x execTx) ScheduleInsertTask(ctx context.Context, p *store.TaskInsertParams) (*store.TaskInsertResult, error) {
+	return x.s.insertTask(ctx, x.tx, p)
+}
+
+// ScheduleRetryable implements store.ScheduleFirer: the one write
+// transaction never has to run again.
+func (execTx) ScheduleRetryable(error) bool { return false }
+
 // ScheduleFire implements store.Store.
 func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (*store.ScheduleFireResult, error) {
 	at := now(p.Now)
@@ -204,43 +226,13 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 		if err != nil {
 			return err
 		}
-		if !p.Manual && (!cur.NextRunAt.Equal(p.NextRunAt) || cur.EventCursor != p.EventCursor) {
-			out.Schedule = cur // moved on: another engine fired it, or it changed
+		if store.ScheduleMovedOn(cur, p) {
+			out.Schedule = cur
 			return nil
 		}
-		var taskID sql.NullString
-		task := p.Task
-		if task != nil && !p.Manual {
-			var err error
-			task, err = store.FireOverlap(cur, task, store.OverlapOps{
-				GetTask: func(id string) (*store.Task, error) { return getTask(ctx, tx, id) },
-				Skip: func(data *store.OverlapSkippedData) error {
-					out.OverlapSkipped = true
-					return s.appendEvent(ctx, tx, "", store.EventScheduleSkipped, p.Actor, data, at)
-				},
-				Cancel: func(id, reason string) error { return s.cancelTree(ctx, tx, id, reason, p.Actor, at) },
-			})
-			if err != nil {
-				return err
-			}
-		}
-		if task != nil {
-			res, err := s.insertTask(ctx, tx, task)
-			if err != nil {
-				// Not %w: a task that cannot be made is not an unknown
-				// schedule.
-				return fmt.Errorf("schedule task %s: %v", task.ID, err)
-			}
-			out.Task = res.Task
-			taskID = nullString(res.Task.ID)
-			if err := s.appendEvent(ctx, tx, res.Task.ID, store.EventScheduleFired, p.Actor, p.Fired, at); err != nil {
-				return err
-			}
-		}
-		if p.Skipped > 0 {
-			if err := s.appendEvent(ctx, tx, "", store.EventScheduleSkipped, p.Actor, p.SkippedData, at); err != nil {
-				return err
-			}
+		made, err := store.FireScheduleTask(ctx, execTx{s, tx}, p, func() (*store.Schedule, error) { return cur, nil }, out, at)
+		if err != nil {
+			return err
 		}
 		next, cursor := toNullMicros(p.NewNextRunAt), p.NewEventCursor
 		if p.Manual {
@@ -250,7 +242,7 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 			last_run_at = CASE WHEN ?3 IS NULL THEN last_run_at ELSE ?4 END,
 			last_task_id = coalesce(?3, last_task_id),
 			fire_count = fire_count + (?3 IS NOT NULL) WHERE id = ?5`,
-			next, cursor, taskID, micros(at), p.ID)
+			next, cursor, nullString(made), micros(at), p.ID)
 		if err != nil {
 			return err
 		}
@@ -301,27 +293,28 @@ func eventByID(ctx context.Context, tx *sql.Tx, id int64) (*store.Event, error) 
 	return &e, nil
 }
 
-// escalate makes a completing scout's escalations (store.EscalationParams)
+// escalate makes a completing scout's escalations (see store.Escalate)
 // in its finish's transaction, which holds the database's write lock: the
-// count read is the count written over. It returns the finish's result,
-// the tasks to insert and the events to append.
+// count read is the count written over.
 func (s *Store) escalate(ctx context.Context, tx *sql.Tx, p *store.EscalationParams) (json.RawMessage, []*store.TaskInsertParams, []store.EventAppend, error) {
+	return store.Escalate(ctx, execTx{s, tx}, p)
+}
+
+// EscalationCount implements store.EscalationCounter.
+func (x execTx) EscalationCount(ctx context.Context, scheduleID string) (string, int, bool, error) {
 	var (
 		day   string
 		count int
 	)
-	err := tx.QueryRowContext(ctx, `SELECT escalation_day, escalation_count FROM schedules WHERE id = ?`, p.ScheduleID).Scan(&day, &count)
-	found := err == nil
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, nil, err
+	err := x.tx.QueryRowContext(ctx, `SELECT escalation_day, escalation_count FROM schedules WHERE id = ?`, scheduleID).Scan(&day, &count)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, false, nil
 	}
-	made, count := store.PlanEscalation(p, found, day, count)
-	if found && made > 0 {
-		if _, err := tx.ExecContext(ctx, `UPDATE schedules SET escalation_day = ?, escalation_count = ? WHERE id = ?`,
-			p.Day, count, p.ScheduleID); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	result, events := p.Record(made)
-	return result, p.Tasks[:made], events, nil
+	return day, count, err == nil, err
+}
+
+// EscalationCountSet implements store.EscalationCounter.
+func (x execTx) EscalationCountSet(ctx context.Context, scheduleID, day string, count int) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE schedules SET escalation_day = ?, escalation_count = ? WHERE id = ?`, day, count, scheduleID)
+	return err
 }
