@@ -276,7 +276,6 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	if err != nil {
 		return nil, err
 	}
-	// Failed, not denied: a retry with more budget asks again.
 	if err := a.reserveModelCall(ctx, step, req, prompt); err != nil {
 		return nil, err
 	}
@@ -386,7 +385,8 @@ const minOutputTokens = 16
 // reserveModelCall sizes the reply to what the budget leaves, then reserves
 // the call's worst case for step: the prompt's upper bound (promptBound)
 // plus the whole reply, priced. The reply's size goes to the server as its
-// output limit, so the call can use no more than it reserved.
+// output limit, so the call can use no more than it reserved. A refused
+// call is recorded failed, not denied: a retry with more budget asks again.
 func (a *LLM) reserveModelCall(ctx context.Context, step *taskrun.Step, req *provider.Request, prompt int64) error {
 	maxOut := int64(a.cfg.MaxOutputTokens)
 	if b := a.budget.MaxTokens; b > 0 {

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// StepRecordTimeout bounds the write that ends a step. It is longer than
-// a database waits on a busy lock and shorter than a lease, after which
-// the write would be refused anyway.
+// StepRecordTimeout bounds the write that ends a step, made without the
+// caller's cancellation: long enough for a database busy with other
+// writers, and a write the lease no longer covers is refused anyway.
 const StepRecordTimeout = 30 * time.Second
 
 // Step is one durable step of an agent: begun with BeginStep, then either
