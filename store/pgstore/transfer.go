@@ -240,8 +240,8 @@ func (im *importer) queueBatch(b *store.Batch) error {
 		}
 	}
 	for _, st := range b.Steps {
-		if st == nil || st.TaskID == "" || st.IdempotencyKey == "" {
-			return errors.New("step: task_id and idempotency_key are required")
+		if err := store.CheckImportStep(st); err != nil {
+			return err
 		}
 		im.queue("step "+st.IdempotencyKey, sqlImportStep,
 			st.TaskID, st.StepNo, st.CallIndex, st.Type, st.Status, nullString(st.Tool), st.IdempotencyKey,
@@ -249,26 +249,22 @@ func (im *importer) queueBatch(b *store.Batch) error {
 			nullString(st.ErrorCode), nullString(st.ErrorMessage), st.CreatedAt, st.UpdatedAt)
 	}
 	for _, rec := range b.Inputs {
-		if rec == nil || rec.InputRequest == nil || rec.ID == "" || rec.TaskID == "" {
-			return errors.New("input request: id and task_id are required")
+		if err := store.CheckImportInput(rec); err != nil {
+			return err
 		}
 		im.queue("input request "+rec.ID, sqlImportInput,
 			rec.ID, rec.TaskID, rec.Question, nullRaw(rec.Context), rec.Status, nullString(rec.Answer),
 			rec.CreatedAt, toNull(rec.AnsweredAt), toNull(rec.ExpiresAt), rec.DefaultAnswer)
 	}
 	for _, d := range b.Dependencies {
-		if d == nil || d.TaskID == "" || d.DependsOnID == "" {
-			return errors.New("dependency: task_id and depends_on are required")
+		if err := store.CheckImportDependency(d); err != nil {
+			return err
 		}
-		kind := d.Kind
-		if kind == "" {
-			kind = store.DependencyBlocks
-		}
-		im.queue("dependency of "+d.TaskID+" on "+d.DependsOnID, sqlImportDependency, d.TaskID, d.DependsOnID, kind)
+		im.queue("dependency of "+d.TaskID+" on "+d.DependsOnID, sqlImportDependency, d.TaskID, d.DependsOnID, store.ImportedDependencyKind(d))
 	}
 	for _, sc := range b.Schedules {
-		if sc == nil || sc.ID == "" || sc.Name == "" || sc.Kind == "" {
-			return errors.New("schedule: id, name and kind are required")
+		if err := store.CheckImportSchedule(sc); err != nil {
+			return err
 		}
 		im.queue("schedule "+sc.ID, sqlImportSchedule,
 			sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, cmp.Or(sc.Overlap, store.OverlapSkip),
@@ -277,8 +273,8 @@ func (im *importer) queueBatch(b *store.Batch) error {
 			nullJSON(store.EncodeEscalation(sc.Escalation)))
 	}
 	for _, m := range b.Memories {
-		if m == nil || m.ID == "" || m.Text == "" || m.Source == "" {
-			return errors.New("memory: id, text and source are required")
+		if err := store.CheckImportMemory(m); err != nil {
+			return err
 		}
 		var refreshed *time.Time
 		if m.RefreshedAt != nil {
@@ -298,17 +294,16 @@ func (im *importer) queueBatch(b *store.Batch) error {
 	im.queue("journal lock", `SELECT pg_advisory_xact_lock($1)`, journalLock)
 	var lastEvent, lastNotification int64
 	for _, ev := range b.Events {
-		// An external event or a schedule's has no task.
-		if ev == nil || ev.ID <= 0 || ev.Type == "" {
-			return errors.New("event: a positive id and a type are required")
+		if err := store.CheckImportEvent(ev); err != nil {
+			return err
 		}
 		im.queue(fmt.Sprintf("event %d", ev.ID), sqlImportEvent,
 			ev.ID, ev.TaskID, ev.Type, ev.Actor, jsonOr(ev.Data, "{}"), ev.CreatedAt)
 		lastEvent = max(lastEvent, ev.ID)
 	}
 	for _, n := range b.Notifications {
-		if n == nil || n.ID <= 0 || n.TaskID == "" {
-			return errors.New("notification: a positive id and task_id are required")
+		if err := store.CheckImportNotification(n); err != nil {
+			return err
 		}
 		im.queue(fmt.Sprintf("notification %d", n.ID), sqlImportNotification,
 			n.ID, n.SessionID, n.TaskID, n.EventID, n.EventType, n.Text, n.CreatedAt, toNull(n.ReadAt))
@@ -324,47 +319,26 @@ func (im *importer) queueBatch(b *store.Batch) error {
 }
 
 func (im *importer) queueTask(rec *store.TaskRecord) error {
-	if rec == nil || rec.Task == nil || rec.ID == "" {
-		return errors.New("task: an id is required")
+	if err := store.CheckImportTask(rec); err != nil {
+		return err
 	}
 	t := rec.Task
-	if !t.Status.Valid() {
-		return fmt.Errorf("task %s: unknown status %q", t.ID, t.Status)
-	}
-	var jsonErr error
-	marshal := func(v any, present bool) *string {
-		if !present {
-			return nil
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			jsonErr = err
-		}
-		return nullJSON(b)
-	}
-	progress := marshal(t.Progress, t.Progress != nil)
-	budget := marshal(t.Budget, t.Budget != nil)
-	consumed := marshal(t.Consumed, t.Consumed != nil)
-	reserved := marshal(t.Reserved, t.Reserved != nil)
-	options := marshal(t.Options, t.Options != nil)
-	if jsonErr != nil {
-		return fmt.Errorf("task %s: %w", t.ID, jsonErr)
+	j, err := store.EncodeTaskJSON(t)
+	if err != nil {
+		return err
 	}
 	var errCode, errMessage *string
 	if t.Error != nil {
 		errCode, errMessage = &t.Error.Code, &t.Error.Message
 	}
-	policy := rec.OnDependencyFailure
-	if policy == "" {
-		policy = store.OnDependencyFailureFail
-	}
 	im.queue("task "+t.ID, sqlImportTask,
 		t.ID, nullString(t.ParentID), t.RunID, t.SessionID, t.Agent, t.Title, t.Goal,
 		jsonOr(t.Input, "{}"), jsonOr(t.Metadata, "{}"), marshalList(t.Tags),
-		t.Priority, t.Status, progress, nullRaw(t.Result), errCode, errMessage, nullRaw(t.Checkpoint),
+		t.Priority, t.Status, nullJSON(j.Progress), nullRaw(t.Result), errCode, errMessage, nullRaw(t.Checkpoint),
 		t.Attempt, t.MaxAttempts, t.RunAt, nullString(t.LeaseOwner), toNull(t.LeaseExpiresAt),
 		t.LeaseToken, toNull(t.CancelRequestedAt), nullString(rec.CancelReason), marshalList(t.DependsOn),
-		nullString(t.IdempotencyKey), budget, consumed, reserved, toNull(rec.BudgetWarnedAt), options, policy,
+		nullString(t.IdempotencyKey), nullJSON(j.Budget), nullJSON(j.Consumed), nullJSON(j.Reserved), toNull(rec.BudgetWarnedAt),
+		nullJSON(j.Options), store.ImportedDependencyPolicy(rec),
 		nullString(string(t.PausedFrom)), toNull(t.PauseRequestedAt),
 		t.CreatedAt, t.UpdatedAt, toNull(t.StartedAt), toNull(t.FinishedAt), rec.AttemptOpenOf())
 	return nil

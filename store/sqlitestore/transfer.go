@@ -246,8 +246,8 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 			return err
 		}
 		for _, st := range b.Steps {
-			if st == nil || st.TaskID == "" || st.IdempotencyKey == "" {
-				return errors.New("step: task_id and idempotency_key are required")
+			if err := store.CheckImportStep(st); err != nil {
+				return err
 			}
 			err := im.exec("step "+st.IdempotencyKey,
 				st.TaskID, st.StepNo, st.CallIndex, st.Type, st.Status, nullString(st.Tool), st.IdempotencyKey,
@@ -263,8 +263,8 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 			return err
 		}
 		for _, rec := range b.Inputs {
-			if rec == nil || rec.InputRequest == nil || rec.ID == "" || rec.TaskID == "" {
-				return errors.New("input request: id and task_id are required")
+			if err := store.CheckImportInput(rec); err != nil {
+				return err
 			}
 			var def sql.NullString
 			if rec.DefaultAnswer != nil {
@@ -283,14 +283,10 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 			return err
 		}
 		for _, d := range b.Dependencies {
-			if d == nil || d.TaskID == "" || d.DependsOnID == "" {
-				return errors.New("dependency: task_id and depends_on are required")
+			if err := store.CheckImportDependency(d); err != nil {
+				return err
 			}
-			kind := d.Kind
-			if kind == "" {
-				kind = store.DependencyBlocks
-			}
-			if err := im.exec("dependency of "+d.TaskID+" on "+d.DependsOnID, d.TaskID, d.DependsOnID, kind); err != nil {
+			if err := im.exec("dependency of "+d.TaskID+" on "+d.DependsOnID, d.TaskID, d.DependsOnID, store.ImportedDependencyKind(d)); err != nil {
 				return err
 			}
 		}
@@ -300,9 +296,8 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 			return err
 		}
 		for _, ev := range b.Events {
-			// An external event or a schedule's has no task.
-			if ev == nil || ev.ID <= 0 || ev.Type == "" {
-				return errors.New("event: a positive id and a type are required")
+			if err := store.CheckImportEvent(ev); err != nil {
+				return err
 			}
 			err := im.exec(fmt.Sprintf("event %d", ev.ID),
 				ev.ID, ev.TaskID, ev.Type, ev.Actor, jsonOr(ev.Data, "{}"), micros(ev.CreatedAt))
@@ -316,8 +311,8 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 			return err
 		}
 		for _, sc := range b.Schedules {
-			if sc == nil || sc.ID == "" || sc.Name == "" || sc.Kind == "" {
-				return errors.New("schedule: id, name and kind are required")
+			if err := store.CheckImportSchedule(sc); err != nil {
+				return err
 			}
 			err := im.exec("schedule "+sc.ID,
 				sc.ID, sc.Name, sc.Kind, sc.Spec, sc.Timezone, sc.CatchUp, sc.ActiveHours, cmp.Or(sc.Overlap, store.OverlapSkip),
@@ -334,8 +329,8 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 			return err
 		}
 		for _, m := range b.Memories {
-			if m == nil || m.ID == "" || m.Text == "" || m.Source == "" {
-				return errors.New("memory: id, text and source are required")
+			if err := store.CheckImportMemory(m); err != nil {
+				return err
 			}
 			var refreshed sql.NullInt64
 			if m.RefreshedAt != nil {
@@ -354,8 +349,8 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 			return err
 		}
 		for _, n := range b.Notifications {
-			if n == nil || n.ID <= 0 || n.TaskID == "" {
-				return errors.New("notification: a positive id and task_id are required")
+			if err := store.CheckImportNotification(n); err != nil {
+				return err
 			}
 			err := im.exec(fmt.Sprintf("notification %d", n.ID),
 				n.ID, n.SessionID, n.TaskID, n.EventID, n.EventType, n.Text, micros(n.CreatedAt), toNullMicros(n.ReadAt))
@@ -375,48 +370,27 @@ const sqlImportSchedule = `INSERT INTO schedules (` + scheduleColumns + `)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func importTask(im *importer, rec *store.TaskRecord) error {
-	if rec == nil || rec.Task == nil || rec.ID == "" {
-		return errors.New("task: an id is required")
+	if err := store.CheckImportTask(rec); err != nil {
+		return err
 	}
 	t := rec.Task
-	if !t.Status.Valid() {
-		return fmt.Errorf("task %s: unknown status %q", t.ID, t.Status)
-	}
-	var jsonErr error
-	marshal := func(v any, present bool) sql.NullString {
-		if !present {
-			return sql.NullString{}
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			jsonErr = err
-		}
-		return nullJSON(b)
-	}
-	progress := marshal(t.Progress, t.Progress != nil)
-	budget := marshal(t.Budget, t.Budget != nil)
-	consumed := marshal(t.Consumed, t.Consumed != nil)
-	reserved := marshal(t.Reserved, t.Reserved != nil)
-	options := marshal(t.Options, t.Options != nil)
-	if jsonErr != nil {
-		return fmt.Errorf("task %s: %w", t.ID, jsonErr)
+	j, err := store.EncodeTaskJSON(t)
+	if err != nil {
+		return err
 	}
 	var errCode, errMessage sql.NullString
 	if t.Error != nil {
 		errCode = sql.NullString{String: t.Error.Code, Valid: true}
 		errMessage = sql.NullString{String: t.Error.Message, Valid: true}
 	}
-	policy := rec.OnDependencyFailure
-	if policy == "" {
-		policy = store.OnDependencyFailureFail
-	}
 	return im.exec("task "+t.ID,
 		t.ID, nullString(t.ParentID), t.RunID, t.SessionID, t.Agent, t.Title, t.Goal,
 		jsonOr(t.Input, "{}"), jsonOr(t.Metadata, "{}"), marshalList(t.Tags),
-		t.Priority, t.Status, progress, nullRaw(t.Result), errCode, errMessage, nullRaw(t.Checkpoint),
+		t.Priority, t.Status, nullJSON(j.Progress), nullRaw(t.Result), errCode, errMessage, nullRaw(t.Checkpoint),
 		t.Attempt, t.MaxAttempts, micros(t.RunAt), nullString(t.LeaseOwner), toNullMicros(t.LeaseExpiresAt),
 		t.LeaseToken, toNullMicros(t.CancelRequestedAt), nullString(rec.CancelReason), marshalList(t.DependsOn),
-		nullString(t.IdempotencyKey), budget, consumed, reserved, toNullMicros(rec.BudgetWarnedAt), options, policy,
+		nullString(t.IdempotencyKey), nullJSON(j.Budget), nullJSON(j.Consumed), nullJSON(j.Reserved), toNullMicros(rec.BudgetWarnedAt),
+		nullJSON(j.Options), store.ImportedDependencyPolicy(rec),
 		nullString(string(t.PausedFrom)), toNullMicros(t.PauseRequestedAt),
 		micros(t.CreatedAt), micros(t.UpdatedAt), toNullMicros(t.StartedAt), toNullMicros(t.FinishedAt),
 		rec.AttemptOpenOf())
