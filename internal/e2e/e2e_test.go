@@ -184,7 +184,8 @@ webhooks:
 		id := strings.Fields(out)[0]
 		require.True(t, strings.HasPrefix(id, "tsk_"), out)
 		// The daemon writes the artifact as it follows the journal, just
-		// after the completion the CLI saw.
+		// after the completion the CLI saw. Another process writes the
+		// file and announces it nowhere, so only polling can see it.
 		var body []byte
 		require.Eventually(t, func() bool {
 			var err error

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -70,8 +71,9 @@ type daemon struct {
 	token  string
 	exited chan struct{}
 
-	mu     sync.Mutex
-	stderr bytes.Buffer
+	mu      sync.Mutex
+	stderr  bytes.Buffer
+	newLine chan struct{} // closed and replaced at each line of stderr
 }
 
 var listenRE = regexp.MustCompile(`msg="errand serving".* listen=(\S+)`)
@@ -96,6 +98,10 @@ func startDaemon(t *testing.T, home string, env ...string) *daemon {
 			line := sc.Text()
 			d.mu.Lock()
 			d.stderr.WriteString(line + "\n")
+			if d.newLine != nil {
+				close(d.newLine)
+				d.newLine = nil
+			}
 			d.mu.Unlock()
 			if m := listenRE.FindStringSubmatch(line); m != nil {
 				ready <- m[1]
@@ -130,6 +136,38 @@ func (d *daemon) log() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.stderr.String()
+}
+
+// logUntilLine returns the log so far and a channel closed when the next
+// line arrives.
+func (d *daemon) logUntilLine() (string, <-chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.newLine == nil {
+		d.newLine = make(chan struct{})
+	}
+	return d.stderr.String(), d.newLine
+}
+
+// waitLogged waits until one of daemons logs a line containing s, looking
+// again at each line any of them writes, and returns that daemon.
+func waitLogged(t *testing.T, daemons []*daemon, s string, timeout time.Duration) *daemon {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		cases := make([]reflect.SelectCase, 0, len(daemons)+1)
+		for _, d := range daemons {
+			log, next := d.logUntilLine()
+			if strings.Contains(log, s) {
+				return d
+			}
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(next)})
+		}
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline)})
+		if chosen, _, _ := reflect.Select(cases); chosen == len(daemons) {
+			require.FailNow(t, "not logged", "no daemon logged %q within %s", s, timeout)
+		}
+	}
 }
 
 // stop sends SIGTERM and waits for a clean exit.

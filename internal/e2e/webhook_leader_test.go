@@ -57,16 +57,7 @@ webhooks:
 
 	// The first daemon to ask holds the hook and makes its cursor, at the
 	// newest event: tasks are submitted once it exists.
-	var leader *daemon
-	require.Eventually(t, func() bool {
-		leader = nil
-		for _, d := range daemons {
-			if strings.Contains(d.log(), "new webhook starts at the newest event") {
-				leader = d
-			}
-		}
-		return leader != nil
-	}, time.Minute, 10*time.Millisecond, "no daemon took the webhook")
+	leader := waitLogged(t, daemons, "new webhook starts at the newest event", time.Minute)
 	require.Equal(t, []*daemon{leader}, delivering(daemons), "one daemon delivers the hook")
 
 	submit := func(through []*daemon, batch int) []string {
