@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand/internal/clock"
+	"github.com/errandhq/errand/internal/scheduler"
+	"github.com/errandhq/errand/internal/tasktemplate"
 	"github.com/errandhq/errand/store"
 )
 
@@ -22,7 +24,7 @@ const (
 	DefaultPriority        = 5
 	DefaultAgent           = "default"
 	DefaultMaxInputBytes   = 256 << 10
-	DefaultMaxGoalBytes    = 64 << 10
+	DefaultMaxGoalBytes    = tasktemplate.MaxGoalBytes
 	DefaultMaxDependsOn    = 1000
 	DefaultListLimit       = 50
 	DefaultMaxSubtaskDepth = 3
@@ -154,6 +156,8 @@ type Engine struct {
 	// schedules is broadcast when a schedule changes or an external event
 	// arrives, waking schedulers.
 	schedules broadcast
+	// sched fires and keeps the schedules.
+	sched *scheduler.Scheduler
 
 	mu    sync.Mutex
 	pools map[*Pool]struct{}
@@ -185,14 +189,19 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 	if st, ok := st.(timeKeeper); ok && cfg.storeClock {
 		clk = clock.WithNow(clk, st.Now)
 	}
-	return &Engine{
+	e := &Engine{
 		store:   st,
 		cfg:     cfg,
 		clock:   clk,
 		logger:  cfg.Logger,
 		pools:   map[*Pool]struct{}{},
 		cancels: map[store.Lease]time.Time{},
-	}, nil
+	}
+	e.sched = scheduler.New(st, schedulerHooks{e}, &scheduler.Config{
+		PollInterval: cfg.PollInterval, EventPageSize: DefaultEventPageSize, MaxListLimit: MaxListLimit,
+		OnScheduleFired: cfg.OnScheduleFired, Clock: clk, Logger: cfg.Logger,
+	})
+	return e, nil
 }
 
 // Store returns the engine's store.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
@@ -23,61 +24,8 @@ import (
 // signal, never obeyed. An escalated task's source is schedule:<id>, and its
 // input names the scout task ("heartbeat": {"schedule", "scout_task_id"}).
 
-// DefaultMaxEscalationsPerDay is a heartbeat's daily cap of escalations
-// when its schedule names escalate_to and no cap.
-const DefaultMaxEscalationsPerDay = 3
-
-// maxEscalationsPerDay bounds the cap a schedule may set.
-const maxEscalationsPerDay = 1000
-
 // escalationDay is the layout of the day the daily cap counts, in UTC.
 const escalationDay = "2006-01-02"
-
-// checkEscalation checks a schedule's escalation settings and returns
-// what the store keeps (nil: the heartbeat escalates nowhere).
-func (e *Engine) checkEscalation(kind string, p *ScheduleParams) (*store.ScheduleEscalation, error) {
-	set := p.EscalateTo != "" || p.MaxEscalationsPerDay != nil || p.EscalationBudget != nil
-	if set && kind != store.ScheduleHeartbeat {
-		field := "escalate_to"
-		switch {
-		case p.EscalateTo != "":
-		case p.MaxEscalationsPerDay != nil:
-			field = "max_escalations_per_day"
-		default:
-			field = "escalation_budget"
-		}
-		return nil, invalid(field, "only a heartbeat schedule takes it")
-	}
-	if n := p.MaxEscalationsPerDay; n != nil && (*n < 0 || *n > maxEscalationsPerDay) {
-		return nil, invalid("max_escalations_per_day", "%d is out of range 0–%d (0 forbids escalations)", *n, maxEscalationsPerDay)
-	}
-	if b := p.EscalationBudget; b != nil && (b.MaxTokens < 0 || b.MaxCostUSD < 0 || b.MaxWallClock < 0 || b.MaxToolCalls < 0) {
-		return nil, invalid("escalation_budget", "limits must not be negative")
-	}
-	if p.EscalateTo == "" {
-		if set {
-			return nil, invalid("escalate_to", "is required with max_escalations_per_day or escalation_budget: the agent escalations go to")
-		}
-		return nil, nil
-	}
-	if err := checkWord("escalate_to", "an agent name", p.EscalateTo); err != nil {
-		return nil, err
-	}
-	if err := e.checkAgent(p.EscalateTo); err != nil {
-		var v *ValidationError
-		if errors.As(err, &v) {
-			out := *v
-			out.Field = "escalate_to"
-			return nil, &out
-		}
-		return nil, unprocessable("escalate_to", "%v", err)
-	}
-	esc := &store.ScheduleEscalation{To: p.EscalateTo, MaxPerDay: DefaultMaxEscalationsPerDay, Budget: p.EscalationBudget}
-	if p.MaxEscalationsPerDay != nil {
-		esc.MaxPerDay = *p.MaxEscalationsPerDay
-	}
-	return esc, nil
-}
 
 // escalationRecord is one signal as the scout's decision records it: the
 // task made for it, or capped (the day's escalations were used up), or
@@ -92,10 +40,10 @@ type escalationRecord struct {
 // scoutHeartbeat is the schedule a scout's input names
 // ("heartbeat": {"schedule": {"id", "name"}}), as the engine wrote it when
 // it fired the scout; nil for a scout submitted otherwise.
-func scoutHeartbeat(t *store.Task) *scoutScheduleRef {
+func scoutHeartbeat(t *store.Task) *scheduler.ScheduleRef {
 	var in struct {
 		Heartbeat struct {
-			Schedule *scoutScheduleRef `json:"schedule"`
+			Schedule *scheduler.ScheduleRef `json:"schedule"`
 		} `json:"heartbeat"`
 	}
 	if json.Unmarshal(t.Input, &in) != nil {
@@ -228,7 +176,7 @@ func (e *Engine) escalate(ctx context.Context, t *store.Task, d *taskrun.Decisio
 func (e *Engine) escalationTask(t *store.Task, sc *store.Schedule, sig taskrun.Escalation) (*store.TaskInsertParams, error) {
 	input, err := json.Marshal(map[string]any{
 		"escalation": sig,
-		"heartbeat":  map[string]any{"schedule": &scoutScheduleRef{ID: sc.ID, Name: sc.Name}, "scout_task_id": t.ID},
+		"heartbeat":  map[string]any{"schedule": &scheduler.ScheduleRef{ID: sc.ID, Name: sc.Name}, "scout_task_id": t.ID},
 	})
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
@@ -183,10 +184,10 @@ func TestEscalationMadeAndCapped(t *testing.T) {
 	require.Len(t, tasksBySource(t, b.engine, store.SourceSchedule+":"+sc.ID), 5)
 }
 
-func scoutWorldOf(t *testing.T, task *store.Task) scoutWorld {
+func scoutWorldOf(t *testing.T, task *store.Task) scheduler.ScoutWorld {
 	t.Helper()
 	var in struct {
-		Heartbeat scoutWorld `json:"heartbeat"`
+		Heartbeat scheduler.ScoutWorld `json:"heartbeat"`
 	}
 	require.NoError(t, json.Unmarshal(task.Input, &in))
 	return in.Heartbeat

@@ -92,8 +92,8 @@ func FuzzScheduleParams(f *testing.F) {
 		}
 		// Fired by an event, or by hand: the task is made, or refused
 		// (a prompt_file that is not there), never a panic.
-		for _, ev := range []*eventMatch{{event: &store.Event{ID: 1, Type: "x", Data: json.RawMessage(`{}`)}}, nil} {
-			if _, err := b.engine.firingTask(ctx, got, b.clock.Now(), ev); err != nil {
+		for _, ev := range []*store.Event{{ID: 1, Type: "x", Data: json.RawMessage(`{}`)}, nil} {
+			if _, err := b.engine.Scheduler().TaskFor(ctx, got, ev, nil); err != nil {
 				t.Logf("firing: %v", err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/errandhq/errand/internal/clock"
 	"github.com/errandhq/errand/internal/faultstore"
+	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
@@ -127,7 +128,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 			require.Equal(t, time.Date(2026, 5, 6, 13, 5, 0, 0, time.UTC), sc.NextRunAt)
 			skipped := eventsOfType(t, b.engine, store.EventScheduleSkipped)
 			require.Len(t, skipped, 1)
-			var data skippedData
+			var data scheduler.SkippedData
 			require.NoError(t, json.Unmarshal(skipped[0].Data, &data))
 			require.Equal(t, tc.skipped, data.Skipped)
 			require.Equal(t, sc.ID, data.ScheduleID)
@@ -135,7 +136,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 			if tc.fired > 0 {
 				fired := eventsOfType(t, b.engine, store.EventScheduleFired)
 				require.Len(t, fired, 1)
-				var f firedData
+				var f scheduler.FiredData
 				require.NoError(t, json.Unmarshal(fired[0].Data, &f))
 				require.Equal(t, time.Date(2026, 5, 6, 10, 5, 0, 0, time.UTC), f.ScheduledFor.UTC(), "it fires for the oldest slot")
 				// Ended, so the next firing is not an overlap.
@@ -434,14 +435,14 @@ func TestHeartbeatScout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.clock.Set(time.Date(2026, 5, 6, 9, 58, 0, 0, time.UTC))
-	seen := make(chan scoutWorld, 8)
+	seen := make(chan scheduler.ScoutWorld, 8)
 	startPool(t, b.engine, &PoolConfig{Schedules: true, Handlers: map[string]taskrun.Handler{
 		"research": taskrun.HandlerFunc(func(context.Context, taskrun.Run) (taskrun.Result, error) {
 			return taskrun.Result{}, &taskrun.Error{Code: "source_down", Err: errors.New("the source is down")}
 		}),
 		"scout": taskrun.HandlerFunc(func(_ context.Context, r taskrun.Run) (taskrun.Result, error) {
 			var input struct {
-				Heartbeat scoutWorld `json:"heartbeat"`
+				Heartbeat scheduler.ScoutWorld `json:"heartbeat"`
 			}
 			if err := json.Unmarshal(r.Task().Input, &input); err != nil {
 				return taskrun.Result{}, err

@@ -133,7 +133,7 @@ func TestSpendLimitPausesUntilTheNextDay(t *testing.T) {
 	// The next day: the task finishes its steps and the schedule fires.
 	// While the pause holds, the scheduler wakes only at its timer, due by
 	// the pause's end: armed before the jump, it fires at the jump.
-	waitForTimer(t, b.clock, "(*Pool).scheduler")
+	waitForTimer(t, b.clock, "(*Scheduler).Run")
 	b.clock.Set(g.PausedUntil.Add(time.Second))
 	waitForStatus(t, b.engine, task.ID, store.StatusCompleted)
 	require.EqualValues(t, 5, started.Load())

@@ -13,39 +13,23 @@ import (
 	"unicode/utf8"
 
 	"github.com/errandhq/errand/internal/id"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
 
 // ErrInvalid is matched (errors.Is) by every *ValidationError.
-var ErrInvalid = errors.New("errand: invalid request")
+var ErrInvalid = validation.ErrInvalid
 
 // ValidationError names the field of a request that is wrong and why.
 // Nothing was written.
-type ValidationError struct {
-	Field   string
-	Message string
-	// Unprocessable marks a well-formed request that cannot be carried
-	// out as it stands: an unknown agent or task id, a dependency cycle, a
-	// subtree too deep (HTTP 422 rather than 400).
-	Unprocessable bool
-}
-
-func (e *ValidationError) Error() string {
-	if e.Field == "" {
-		return "errand: invalid request: " + e.Message
-	}
-	return "errand: invalid " + e.Field + ": " + e.Message
-}
-
-// Is makes errors.Is(err, ErrInvalid) hold.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+type ValidationError = validation.Error
 
 func invalid(field, format string, args ...any) *ValidationError {
-	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
+	return validation.Invalid(field, format, args...)
 }
 
 func unprocessable(field, format string, args ...any) *ValidationError {
-	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...), Unprocessable: true}
+	return validation.Unprocessable(field, format, args...)
 }
 
 // SubmitParams is a task to submit. Goal is required; the rest is optional.

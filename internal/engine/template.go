@@ -6,11 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/errandhq/errand/internal/tasktemplate"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
 
@@ -119,12 +118,9 @@ func (e *Engine) templateParams(ctx context.Context, field string, raw json.RawM
 			t.PromptFile = filepath.Join(e.cfg.BaseDir, t.PromptFile)
 		}
 	}
-	p, err := ParamsFromBody(&t.CreateTask)
+	p, err := templateSubmitParams(field, t)
 	if err != nil {
-		return nil, nil, prefixField(field, err)
-	}
-	if t.PromptFile != "" && p.Goal == "" {
-		p.Goal = "Follow the checklist in " + t.PromptFile // each firing reads the file instead
+		return nil, nil, err
 	}
 	if _, err := e.validate(p); err != nil {
 		return nil, nil, prefixField(field, err)
@@ -138,16 +134,20 @@ func (e *Engine) templateParams(ctx context.Context, field string, raw json.RawM
 	return t, p, nil
 }
 
-// prefixField names a field inside a template.
-func prefixField(field string, err error) error {
-	var v *ValidationError
-	if errors.As(err, &v) {
-		out := *v
-		out.Field = field + "." + v.Field
-		return &out
+// templateSubmitParams is the submit request of a checked template.
+func templateSubmitParams(field string, t *Template) (*SubmitParams, error) {
+	p, err := ParamsFromBody(&t.CreateTask)
+	if err != nil {
+		return nil, prefixField(field, err)
 	}
-	return err
+	if t.PromptFile != "" && p.Goal == "" {
+		p.Goal = "Follow the checklist in " + t.PromptFile // each firing reads the file instead
+	}
+	return p, nil
 }
+
+// prefixField names a field inside a template.
+func prefixField(field string, err error) error { return validation.PrefixField(field, err) }
 
 // checkAgent refuses an agent the engine's owner does not know.
 func (e *Engine) checkAgent(name string) error {
@@ -189,29 +189,11 @@ func (e *Engine) checkChain(ctx context.Context, p *SubmitParams, depth int) err
 // readPrompt reads a heartbeat's checklist file, bounded like a goal. A
 // file it cannot use is a *ValidationError for field.
 func readPrompt(field, path string) (string, error) {
-	s, err := readPromptFile(path)
+	s, err := tasktemplate.ReadPromptFile(path)
 	if err != nil {
 		return "", unprocessable(field, "%v", err)
 	}
 	return s, nil
-}
-
-func readPromptFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, DefaultMaxGoalBytes+1))
-	switch {
-	case err != nil:
-		return "", err
-	case len(b) > DefaultMaxGoalBytes:
-		return "", fmt.Errorf("%s is larger than %d bytes", path, DefaultMaxGoalBytes)
-	case len(bytes.TrimSpace(b)) == 0:
-		return "", fmt.Errorf("%s is empty", path)
-	}
-	return string(b), nil
 }
 
 // mergeInput adds keys to a JSON object (a task's input).

@@ -1,4 +1,4 @@
-package engine
+package scheduler
 
 import (
 	"bytes"
@@ -12,20 +12,17 @@ import (
 
 	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/internal/schedule"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
-
-// DefaultStuckAfter is how long a task runs before a heartbeat scout hears
-// it may be stuck, unless its schedule says otherwise.
-const DefaultStuckAfter = 30 * time.Minute
 
 // ErrDeclared is returned for deleting, through the API, a schedule that
 // errand.yaml declares.
 var ErrDeclared = errors.New("errand: the schedule is declared in errand.yaml")
 
-// ScheduleParams is a whole schedule: to create one, or as errand.yaml
+// Params is a whole schedule: to create one, or as errand.yaml
 // declares it.
-type ScheduleParams struct {
+type Params struct {
 	Name string
 	Kind string // cron, interval, event or heartbeat
 	// Spec is the cron expression or the Go duration, or for kind event
@@ -53,8 +50,8 @@ type ScheduleParams struct {
 	EscalationBudget     *store.Budget
 }
 
-// SchedulePatch changes some fields of a schedule; nil fields stay.
-type SchedulePatch struct {
+// Patch changes some fields of a schedule; nil fields stay.
+type Patch struct {
 	Enabled     *bool
 	Spec        *string
 	Timezone    *string
@@ -71,65 +68,33 @@ type SchedulePatch struct {
 	EscalationBudget     *store.Budget
 }
 
-// EventSpec is what an event schedule listens for: events of Type whose
-// fields, or whose task's fields, equal every entry of Match.
-type EventSpec struct {
-	Type  string                     `json:"type"`
-	Match map[string]json.RawMessage `json:"match,omitempty"`
-}
-
-// parseEventSpec reads an event schedule's spec strictly.
-func parseEventSpec(spec string) (*EventSpec, error) {
-	dec := json.NewDecoder(strings.NewReader(spec))
-	dec.DisallowUnknownFields()
-	var es EventSpec
-	if err := dec.Decode(&es); err != nil {
-		return nil, invalid("spec", `must be {"type": "…", "match": {…}}: %v`, err)
-	}
-	if dec.More() {
-		return nil, invalid("spec", "has bytes after the object")
-	}
-	if err := checkEventType("spec.type", es.Type); err != nil {
-		return nil, err
-	}
-	for k, v := range es.Match {
-		if k == "" || len(k) > 100 {
-			return nil, invalid("spec.match", "keys must be 1–100 bytes")
-		}
-		if !json.Valid(v) {
-			return nil, invalid("spec.match."+k, "is not valid JSON")
-		}
-	}
-	return &es, nil
-}
-
 // checkWord accepts what a URL and a shell carry as they are: 1–100
 // letters, digits, '.', '_' and '-'. what names it in the error ("an event
 // type such as task.failed").
 func checkWord(field, what, s string) error {
 	if s == "" {
-		return invalid(field, "is required: %s", what)
+		return validation.Invalid(field, "is required: %s", what)
 	}
 	if len(s) > 100 {
-		return invalid(field, "is %d bytes; the limit is 100", len(s))
+		return validation.Invalid(field, "is %d bytes; the limit is 100", len(s))
 	}
 	for i, r := range s {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return invalid(field, "%q holds %q at byte %d: use letters, digits, '.', '_' and '-'", s, r, i)
+			return validation.Invalid(field, "%q holds %q at byte %d: use letters, digits, '.', '_' and '-'", s, r, i)
 		}
 	}
 	return nil
 }
 
-// checkEventType accepts a dotted event type.
-func checkEventType(field, typ string) error {
+// CheckEventType accepts a dotted event type.
+func CheckEventType(field, typ string) error {
 	return checkWord(field, "an event type such as task.failed or deploy.finished", typ)
 }
 
 // checkScheduleName accepts a name that cannot be taken for an id.
 func checkScheduleName(name string) error {
 	if strings.HasPrefix(name, string(id.Schedule)) {
-		return invalid("name", "must not look like a schedule id (%s…)", id.Schedule)
+		return validation.Invalid("name", "must not look like a schedule id (%s…)", id.Schedule)
 	}
 	return checkWord("name", "a schedule name", name)
 }
@@ -138,14 +103,14 @@ func checkScheduleName(name string) error {
 func fieldError(err error) error {
 	var fe *schedule.FieldError
 	if errors.As(err, &fe) {
-		return invalid(fe.Field, "%s", fe.Message)
+		return validation.Invalid(fe.Field, "%s", fe.Message)
 	}
 	return err
 }
 
-// checkSchedule validates a whole schedule and returns the row to store,
+// check validates a whole schedule and returns the row to store,
 // with its next run computed from now.
-func (e *Engine) checkSchedule(ctx context.Context, p *ScheduleParams) (*store.Schedule, error) {
+func (s *Scheduler) check(ctx context.Context, p *Params) (*store.Schedule, error) {
 	if err := checkScheduleName(p.Name); err != nil {
 		return nil, err
 	}
@@ -162,7 +127,7 @@ func (e *Engine) checkSchedule(ctx context.Context, p *ScheduleParams) (*store.S
 		return nil, fieldError(err)
 	}
 	if sc.Kind == store.ScheduleEvent {
-		es, err := parseEventSpec(sc.Spec)
+		es, err := ParseEventSpec(sc.Spec)
 		if err != nil {
 			return nil, err
 		}
@@ -181,19 +146,19 @@ func (e *Engine) checkSchedule(ctx context.Context, p *ScheduleParams) (*store.S
 	}
 	switch {
 	case p.StuckAfter < 0:
-		return nil, invalid("stuck_after", "must not be negative")
+		return nil, validation.Invalid("stuck_after", "must not be negative")
 	case p.StuckAfter > 0 && sc.Kind != store.ScheduleHeartbeat:
-		return nil, invalid("stuck_after", "only a heartbeat schedule takes it")
+		return nil, validation.Invalid("stuck_after", "only a heartbeat schedule takes it")
 	case sc.Kind == store.ScheduleHeartbeat:
 		sc.StuckAfter = store.Duration(cmp.Or(p.StuckAfter, DefaultStuckAfter))
 	}
-	if sc.Escalation, err = e.checkEscalation(sc.Kind, p); err != nil {
+	if sc.Escalation, err = s.checkEscalation(sc.Kind, p); err != nil {
 		return nil, err
 	}
 	if len(bytes.TrimSpace(p.Task)) == 0 {
-		return nil, invalid("task", "is required: the POST /api/tasks body of the tasks the schedule makes")
+		return nil, validation.Invalid("task", "is required: the POST /api/tasks body of the tasks the schedule makes")
 	}
-	t, _, err := e.templateParams(ctx, "task", p.Task, sc.Kind == store.ScheduleHeartbeat, 0)
+	t, err := s.eng.Template(ctx, "task", p.Task, sc.Kind == store.ScheduleHeartbeat)
 	if err != nil {
 		return nil, err
 	}
@@ -201,57 +166,57 @@ func (e *Engine) checkSchedule(ctx context.Context, p *ScheduleParams) (*store.S
 		return nil, err
 	}
 	if sc.Enabled {
-		sc.NextRunAt, _ = spec.Next(e.clock.Now())
+		sc.NextRunAt, _ = spec.Next(s.clock.Now())
 	}
 	return sc, nil
 }
 
-// CreateSchedule validates and stores a new schedule. A bad field is a
+// Create validates and stores a new schedule. A bad field is a
 // *ValidationError naming it, a taken name store.ErrNameTaken, and nothing
 // is written. An event schedule hears only events written after it.
-func (e *Engine) CreateSchedule(ctx context.Context, p *ScheduleParams) (*store.Schedule, error) {
-	return e.createSchedule(ctx, p, false)
+func (s *Scheduler) Create(ctx context.Context, p *Params) (*store.Schedule, error) {
+	return s.create(ctx, p, false)
 }
 
-func (e *Engine) createSchedule(ctx context.Context, p *ScheduleParams, declared bool) (*store.Schedule, error) {
-	sc, err := e.checkSchedule(ctx, p)
+func (s *Scheduler) create(ctx context.Context, p *Params, declared bool) (*store.Schedule, error) {
+	sc, err := s.check(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	sc.ID, sc.Declared = id.New(id.Schedule), declared
 	if sc.Kind == store.ScheduleEvent {
-		if sc.EventCursor, err = e.store.EventLastID(ctx); err != nil {
+		if sc.EventCursor, err = s.store.EventLastID(ctx); err != nil {
 			return nil, err
 		}
 	}
-	out, err := e.store.ScheduleInsert(ctx, &store.ScheduleInsertParams{Schedule: sc, Now: e.now()})
+	out, err := s.store.ScheduleInsert(ctx, &store.ScheduleInsertParams{Schedule: sc, Now: s.eng.Stamp()})
 	if err != nil {
 		return nil, err
 	}
-	e.scheduleChanged()
+	s.eng.ScheduleChanged()
 	return out, nil
 }
 
-// Schedule returns a schedule by id or by name.
-func (e *Engine) Schedule(ctx context.Context, idOrName string) (*store.Schedule, error) {
+// Get returns a schedule by id or by name.
+func (s *Scheduler) Get(ctx context.Context, idOrName string) (*store.Schedule, error) {
 	if id.Valid(id.Schedule, idOrName) {
-		return e.store.ScheduleGetByID(ctx, idOrName)
+		return s.store.ScheduleGetByID(ctx, idOrName)
 	}
-	return e.store.ScheduleGetByName(ctx, idOrName)
+	return s.store.ScheduleGetByName(ctx, idOrName)
 }
 
-// Schedules lists every schedule by name.
-func (e *Engine) Schedules(ctx context.Context) ([]*store.Schedule, error) {
-	return e.store.ScheduleList(ctx, &store.ScheduleListParams{})
+// List lists every schedule by name.
+func (s *Scheduler) List(ctx context.Context) ([]*store.Schedule, error) {
+	return s.store.ScheduleList(ctx, &store.ScheduleListParams{})
 }
 
-// SchedulePage lists up to limit schedules (1 to MaxListLimit) named after
+// Page lists up to limit schedules (1 to s.cfg.MaxListLimit) named after
 // after, by name; next is the cursor of the page after it, "" on the last.
-func (e *Engine) SchedulePage(ctx context.Context, after string, limit int) (page []*store.Schedule, next string, err error) {
-	if limit < 1 || limit > MaxListLimit {
-		return nil, "", invalid("limit", "must be 1 to %d", MaxListLimit)
+func (s *Scheduler) Page(ctx context.Context, after string, limit int) (page []*store.Schedule, next string, err error) {
+	if limit < 1 || limit > s.cfg.MaxListLimit {
+		return nil, "", validation.Invalid("limit", "must be 1 to %d", s.cfg.MaxListLimit)
 	}
-	page, err = e.store.ScheduleList(ctx, &store.ScheduleListParams{AfterName: after, Limit: limit + 1})
+	page, err = s.store.ScheduleList(ctx, &store.ScheduleListParams{AfterName: after, Limit: limit + 1})
 	if err != nil {
 		return nil, "", err
 	}
@@ -262,14 +227,14 @@ func (e *Engine) SchedulePage(ctx context.Context, after string, limit int) (pag
 	return page, next, nil
 }
 
-// UpdateSchedule changes some fields of a schedule. A changed spec, zone
+// Update changes some fields of a schedule. A changed spec, zone
 // or enabling computes the next run afresh from now.
-func (e *Engine) UpdateSchedule(ctx context.Context, idOrName string, patch *SchedulePatch) (*store.Schedule, error) {
-	cur, err := e.Schedule(ctx, idOrName)
+func (s *Scheduler) Update(ctx context.Context, idOrName string, patch *Patch) (*store.Schedule, error) {
+	cur, err := s.Get(ctx, idOrName)
 	if err != nil {
 		return nil, err
 	}
-	p := &ScheduleParams{
+	p := &Params{
 		Name: cur.Name, Kind: cur.Kind, Spec: cur.Spec, Timezone: cur.Timezone, CatchUp: cur.CatchUp, Overlap: cur.Overlap,
 		ActiveHours: cur.ActiveHours, Enabled: &cur.Enabled, Task: cur.Task, StuckAfter: time.Duration(cur.StuckAfter),
 	}
@@ -317,13 +282,13 @@ func (e *Engine) UpdateSchedule(ctx context.Context, idOrName string, patch *Sch
 	if patch.EscalationBudget != nil {
 		p.EscalationBudget = patch.EscalationBudget
 	}
-	return e.replaceSchedule(ctx, cur, p, timing, cur.Declared)
+	return s.replace(ctx, cur, p, timing, cur.Declared)
 }
 
-// replaceSchedule stores p over cur. The next run stays unless timing
+// replace stores p over cur. The next run stays unless timing
 // changed, so an edit of the template alone does not move a firing.
-func (e *Engine) replaceSchedule(ctx context.Context, cur *store.Schedule, p *ScheduleParams, timing, declared bool) (*store.Schedule, error) {
-	sc, err := e.checkSchedule(ctx, p)
+func (s *Scheduler) replace(ctx context.Context, cur *store.Schedule, p *Params, timing, declared bool) (*store.Schedule, error) {
+	sc, err := s.check(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -331,34 +296,34 @@ func (e *Engine) replaceSchedule(ctx context.Context, cur *store.Schedule, p *Sc
 	if !timing && sc.Enabled == cur.Enabled {
 		sc.NextRunAt = cur.NextRunAt
 	}
-	params := &store.ScheduleUpdateParams{Schedule: sc, Now: e.now()}
+	params := &store.ScheduleUpdateParams{Schedule: sc, Now: s.eng.Stamp()}
 	if sc.Kind == store.ScheduleEvent && (cur.Kind != store.ScheduleEvent || !cur.Enabled && sc.Enabled) {
 		// Listening starts (again) now: events written while it was off
 		// or another kind do not fire it.
-		if sc.EventCursor, err = e.store.EventLastID(ctx); err != nil {
+		if sc.EventCursor, err = s.store.EventLastID(ctx); err != nil {
 			return nil, err
 		}
 		params.ResetCursor = true
 	}
-	out, err := e.store.ScheduleUpdate(ctx, params)
+	out, err := s.store.ScheduleUpdate(ctx, params)
 	if err != nil {
 		return nil, err
 	}
-	e.scheduleChanged()
+	s.eng.ScheduleChanged()
 	return out, nil
 }
 
-// DeleteSchedule removes a schedule; the tasks it made stay. A schedule
+// Delete removes a schedule; the tasks it made stay. A schedule
 // declared in errand.yaml is ErrDeclared: remove it from the file.
-func (e *Engine) DeleteSchedule(ctx context.Context, idOrName string) error {
-	cur, err := e.Schedule(ctx, idOrName)
+func (s *Scheduler) Delete(ctx context.Context, idOrName string) error {
+	cur, err := s.Get(ctx, idOrName)
 	if err != nil {
 		return err
 	}
 	if cur.Declared {
 		return fmt.Errorf("%w: remove %q from its schedules: and reload (SIGHUP)", ErrDeclared, cur.Name)
 	}
-	return e.store.ScheduleDelete(ctx, cur.ID)
+	return s.store.ScheduleDelete(ctx, cur.ID)
 }
 
 // ApplyDeclared makes the declared schedules those of errand.yaml: new
@@ -367,16 +332,16 @@ func (e *Engine) DeleteSchedule(ctx context.Context, idOrName string) error {
 // file no longer names are deleted. A schedule created through the API
 // with a name the file now declares becomes declared. Every entry is
 // checked before anything is written.
-func (e *Engine) ApplyDeclared(ctx context.Context, declared []*ScheduleParams) error {
+func (s *Scheduler) ApplyDeclared(ctx context.Context, declared []*Params) error {
 	checked := make(map[string]*store.Schedule, len(declared))
 	for _, p := range declared {
-		sc, err := e.checkSchedule(ctx, p)
+		sc, err := s.check(ctx, p)
 		if err != nil {
 			return fmt.Errorf("schedule %s: %w", p.Name, err)
 		}
 		checked[p.Name] = sc
 	}
-	existing, err := e.Schedules(ctx)
+	existing, err := s.List(ctx)
 	if err != nil {
 		return err
 	}
@@ -389,7 +354,7 @@ func (e *Engine) ApplyDeclared(ctx context.Context, declared []*ScheduleParams) 
 		keep[p.Name] = true
 		cur := byName[p.Name]
 		if cur == nil {
-			if _, err := e.createSchedule(ctx, p, true); err != nil {
+			if _, err := s.create(ctx, p, true); err != nil {
 				return fmt.Errorf("schedule %s: %w", p.Name, err)
 			}
 			continue
@@ -397,38 +362,16 @@ func (e *Engine) ApplyDeclared(ctx context.Context, declared []*ScheduleParams) 
 		sc := checked[p.Name]
 		timing := cur.Kind != sc.Kind || cur.Spec != sc.Spec || cur.Timezone != sc.Timezone || cur.ActiveHours != sc.ActiveHours ||
 			cur.Enabled != sc.Enabled
-		if _, err := e.replaceSchedule(ctx, cur, p, timing, true); err != nil {
+		if _, err := s.replace(ctx, cur, p, timing, true); err != nil {
 			return fmt.Errorf("schedule %s: %w", p.Name, err)
 		}
 	}
 	for _, sc := range existing {
 		if sc.Declared && !keep[sc.Name] {
-			if err := e.store.ScheduleDelete(ctx, sc.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			if err := s.store.ScheduleDelete(ctx, sc.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
 		}
 	}
 	return nil
-}
-
-// PostEvent journals an external event (actor external) for event
-// schedules to hear. Types starting with task. belong to errand.
-func (e *Engine) PostEvent(ctx context.Context, typ string, data json.RawMessage) (*store.Event, error) {
-	if err := checkEventType("type", typ); err != nil {
-		return nil, err
-	}
-	if store.IsOwnEventType(typ) {
-		return nil, invalid("type", "%q is errand's own event type (or in one of its namespaces: task., schedule., heartbeat., budget., memory., a2a.); name an event of yours", typ)
-	}
-	obj, err := jsonObject("data", data, e.cfg.MaxInputBytes)
-	if err != nil {
-		return nil, err
-	}
-	ev, err := e.store.EventInsert(ctx, &store.EventInsertParams{Type: typ, Actor: store.ActorExternal, Data: obj, Now: e.now()})
-	if err != nil {
-		return nil, err
-	}
-	e.wrote()
-	e.scheduleChanged()
-	return ev, nil
 }
