@@ -35,27 +35,32 @@ ON CONFLICT (task_id, id) DO UPDATE SET url = excluded.url, token = excluded.tok
 	protocol_version = excluded.protocol_version, updated_at = excluded.updated_at
 RETURNING ` + pushConfigColumns
 
+var _ store.PushConfigWriter = execTx{}
+
+// PushConfigUpsert implements store.PushConfigWriter.
+func (x execTx) PushConfigUpsert(ctx context.Context, c *store.PushConfig, at time.Time) (*store.PushConfig, error) {
+	out, err := scanPushConfig(x.tx.QueryRow(ctx, pushConfigPut,
+		c.TaskID, c.ID, c.URL, c.Token, c.AuthScheme, c.AuthCredentials, c.ProtocolVersion, at))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return out, err
+}
+
 // PushConfigPut implements store.Store.
 func (s *Store) PushConfigPut(ctx context.Context, p *store.PushConfigPutParams) (*store.PushConfig, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("put push config: %w: %w", store.ErrPushConfigInvalid, err)
+	if err := store.CheckPushConfigPut(p); err != nil {
+		return nil, fmt.Errorf("put push config: %w", err)
 	}
-	c, at := p.Config, s.now(p.Now)
+	at := s.now(p.Now)
 	var out *store.PushConfig
 	err := s.writeTx(ctx, func(tx *txn) error {
 		var err error
-		out, err = scanPushConfig(tx.QueryRow(ctx, pushConfigPut,
-			c.TaskID, c.ID, c.URL, c.Token, c.AuthScheme, c.AuthCredentials, c.ProtocolVersion, at))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return &store.ReferenceError{Field: "task_id", ID: c.TaskID}
-		}
-		if err != nil {
-			return err
-		}
-		return tx.appendEvent(c.TaskID, store.EventPushConfigSet, p.Actor, &store.PushConfigEventData{ID: c.ID}, at)
+		out, err = store.PutPushConfig(ctx, execTx{s, tx}, p, at)
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("put push config %s of task %s: %w", c.ID, c.TaskID, err)
+		return nil, fmt.Errorf("put push config %s of task %s: %w", p.Config.ID, p.Config.TaskID, err)
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/errandhq/errand/store"
 )
@@ -23,33 +24,39 @@ func scanPushConfig(r rowScanner) (*store.PushConfig, error) {
 	return &c, nil
 }
 
-// PushConfigPut implements store.Store. The task's existence is checked
-// by the statement itself, so a config never outlives a purged task.
-func (s *Store) PushConfigPut(ctx context.Context, p *store.PushConfigPutParams) (*store.PushConfig, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("put push config: %w: %w", store.ErrPushConfigInvalid, err)
+var _ store.PushConfigWriter = execTx{}
+
+// PushConfigUpsert implements store.PushConfigWriter. The task's existence
+// is checked by the statement itself, so a config never outlives a purged
+// task.
+func (x execTx) PushConfigUpsert(ctx context.Context, c *store.PushConfig, at time.Time) (*store.PushConfig, error) {
+	out, err := scanPushConfig(x.tx.QueryRowContext(ctx, `INSERT INTO a2a_push_configs (`+pushConfigColumns+`)
+		SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8 WHERE EXISTS (SELECT 1 FROM tasks WHERE id = ?1)
+		ON CONFLICT (task_id, id) DO UPDATE SET url = excluded.url, token = excluded.token,
+			auth_scheme = excluded.auth_scheme, auth_credentials = excluded.auth_credentials,
+			protocol_version = excluded.protocol_version, updated_at = excluded.updated_at
+		RETURNING `+pushConfigColumns,
+		c.TaskID, c.ID, c.URL, c.Token, c.AuthScheme, c.AuthCredentials, c.ProtocolVersion, micros(at)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
 	}
-	c, at := p.Config, micros(now(p.Now))
+	return out, err
+}
+
+// PushConfigPut implements store.Store.
+func (s *Store) PushConfigPut(ctx context.Context, p *store.PushConfigPutParams) (*store.PushConfig, error) {
+	if err := store.CheckPushConfigPut(p); err != nil {
+		return nil, fmt.Errorf("put push config: %w", err)
+	}
+	at := fromMicros(micros(now(p.Now)))
 	var out *store.PushConfig
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		out, err = scanPushConfig(tx.QueryRowContext(ctx, `INSERT INTO a2a_push_configs (`+pushConfigColumns+`)
-			SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8 WHERE EXISTS (SELECT 1 FROM tasks WHERE id = ?1)
-			ON CONFLICT (task_id, id) DO UPDATE SET url = excluded.url, token = excluded.token,
-				auth_scheme = excluded.auth_scheme, auth_credentials = excluded.auth_credentials,
-				protocol_version = excluded.protocol_version, updated_at = excluded.updated_at
-			RETURNING `+pushConfigColumns,
-			c.TaskID, c.ID, c.URL, c.Token, c.AuthScheme, c.AuthCredentials, c.ProtocolVersion, at))
-		if errors.Is(err, sql.ErrNoRows) {
-			return &store.ReferenceError{Field: "task_id", ID: c.TaskID}
-		}
-		if err != nil {
-			return err
-		}
-		return s.appendEvent(ctx, tx, c.TaskID, store.EventPushConfigSet, p.Actor, &store.PushConfigEventData{ID: c.ID}, fromMicros(at))
+		out, err = store.PutPushConfig(ctx, execTx{s, tx}, p, at)
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("put push config %s of task %s: %w", c.ID, c.TaskID, err)
+		return nil, fmt.Errorf("put push config %s of task %s: %w", p.Config.ID, p.Config.TaskID, err)
 	}
 	return out, nil
 }
