@@ -65,6 +65,10 @@ type InboxAckParams struct {
 	SessionID string
 }
 
+// NotificationUnknownError is an acknowledgement naming notifications that
+// do not exist; nothing was marked. It matches ErrNotFound.
+type NotificationUnknownError = store.NotificationUnknownError
+
 // InboxAck marks notifications read and returns how many were unread. An
 // id that names no notification is an error matching ErrNotFound, and then
 // nothing is marked; acknowledging one already read is not an error.

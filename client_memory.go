@@ -16,6 +16,43 @@ import (
 // wrote it, its agent, and where that task came from.
 type Memory = store.Memory
 
+// Memory categories errand knows; an agent may name others.
+const (
+	CategoryFact        = store.CategoryFact
+	CategoryPreference  = store.CategoryPreference
+	CategoryObservation = store.CategoryObservation
+	CategoryTaskResult  = store.CategoryTaskResult
+)
+
+var (
+	// MemoryCategories are the categories errand knows, each with a
+	// default half-life. Do not modify it.
+	MemoryCategories = store.MemoryCategories
+	// MemorySources are the sources a memory's task may come from. Do not
+	// modify it.
+	MemorySources = store.MemorySources
+)
+
+// Who quarantined a memory (MemoryFlag.By).
+const (
+	MemoryFlaggedByRules = store.MemoryFlaggedByRules
+	MemoryFlaggedByModel = store.MemoryFlaggedByModel
+)
+
+// MemoryFlag is why a memory is quarantined.
+type MemoryFlag = store.MemoryFlag
+
+// Memory events.
+const (
+	EventMemoryCreated   = store.EventMemoryCreated
+	EventMemoryDeleted   = store.EventMemoryDeleted
+	EventMemoryPurged    = store.EventMemoryPurged
+	EventMemoryFlagged   = store.EventMemoryFlagged
+	EventMemoryReleased  = store.EventMemoryReleased
+	EventMemoryRefreshed = store.EventMemoryRefreshed
+	EventMemoryConflict  = store.EventMemoryConflict
+)
+
 // MemoryLimit bounds what recall returns to a task: at most MaxEntries
 // memories whose estimated tokens add up to at most MaxTokens.
 type MemoryLimit struct {

@@ -9,6 +9,17 @@ import (
 // PushConfig is where an A2A client asked to be told of a task's changes.
 type PushConfig = store.PushConfig
 
+// Bounds of a PushConfig's fields.
+const (
+	MaxPushConfigIDBytes    = store.MaxPushConfigIDBytes
+	MaxPushConfigURLBytes   = store.MaxPushConfigURLBytes
+	MaxPushConfigTokenBytes = store.MaxPushConfigTokenBytes
+)
+
+// EventPushConfigSet is journaled about a task when a push config of it is
+// written.
+const EventPushConfigSet = store.EventPushConfigSet
+
 // PutPushConfig writes a push config of a task (replacing the one with the
 // same id), journals a2a.push_config_set about the task (actor user), and
 // returns the config. An unknown task matches ErrNotFound; a config

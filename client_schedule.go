@@ -14,6 +14,35 @@ import (
 // heartbeat) or on journal events (event).
 type Schedule = store.Schedule
 
+// Schedule kinds (ScheduleParams.Kind).
+const (
+	ScheduleCron      = store.ScheduleCron
+	ScheduleInterval  = store.ScheduleInterval
+	ScheduleEvent     = store.ScheduleEvent
+	ScheduleHeartbeat = store.ScheduleHeartbeat
+)
+
+// Overlap policies (ScheduleParams.Overlap): what a firing does while the
+// schedule's last task has not ended.
+const (
+	// OverlapSkip makes no task. The default.
+	OverlapSkip = store.OverlapSkip
+	// OverlapBufferOne makes one task that waits for the last one to end;
+	// while one waits, further firings skip.
+	OverlapBufferOne = store.OverlapBufferOne
+	// OverlapAllowAll makes a task every time.
+	OverlapAllowAll = store.OverlapAllowAll
+	// OverlapCancelPrevious cancels the last task (and its subtasks),
+	// then makes the new one.
+	OverlapCancelPrevious = store.OverlapCancelPrevious
+)
+
+// Schedule events.
+const (
+	EventScheduleFired   = store.EventScheduleFired
+	EventScheduleSkipped = store.EventScheduleSkipped
+)
+
 // ScheduleParams is a whole schedule: to create one, or as errand.yaml
 // declares it.
 type ScheduleParams struct {

@@ -32,6 +32,11 @@ type (
 	// Chain is the task or schedule that follows a task's completion
 	// (result route chain).
 	Chain = store.Chain
+	// Consumed is what a task has used of its budget so far.
+	Consumed = store.Consumed
+	// BudgetExceededError is a paid step refused because the task's budget
+	// would be crossed; nothing was reserved.
+	BudgetExceededError = store.BudgetExceededError
 )
 
 // Task statuses; see DESIGN.md "Task states".
@@ -47,6 +52,9 @@ const (
 	StatusFailed          = store.StatusFailed
 	StatusCancelled       = store.StatusCancelled
 )
+
+// AllStatuses lists every status in lifecycle order. Do not modify it.
+var AllStatuses = store.AllStatuses
 
 // Ptr returns a pointer to v, for optional fields such as
 // SubmitParams.Priority.
@@ -65,6 +73,54 @@ const (
 	EventTaskRetried         = store.EventTaskRetried
 	EventTaskReleased        = store.EventTaskReleased
 	EventTaskRecovered       = store.EventTaskRecovered
+	EventTaskBlocked         = store.EventTaskBlocked
+	EventTaskUnblocked       = store.EventTaskUnblocked
+	EventTaskSubtasksDone    = store.EventTaskSubtasksDone
+	EventTaskPaused          = store.EventTaskPaused
+	EventTaskPauseRequested  = store.EventTaskPauseRequested
+	EventTaskResumed         = store.EventTaskResumed
+	EventTaskInputRequired   = store.EventTaskInputRequired
+	EventTaskInputAnswered   = store.EventTaskInputAnswered
+	EventTaskStep            = store.EventTaskStep
+	EventTaskBudgetWarning   = store.EventTaskBudgetWarning
+	EventTaskBudgetExceeded  = store.EventTaskBudgetExceeded
+	EventTaskDeferred        = store.EventTaskDeferred
+)
+
+// Sources of tasks (SubmitParams.Source, Task.Options.Source) and of
+// memories: who asked.
+const (
+	SourceUser      = store.SourceUser
+	SourceAgent     = store.SourceAgent
+	SourceSchedule  = store.SourceSchedule
+	SourceEvent     = store.SourceEvent
+	SourceHeartbeat = store.SourceHeartbeat
+)
+
+// Actors recorded on events (Event.Actor); a task's own agent writes as
+// "agent:<task id>".
+const (
+	ActorUser     = store.ActorUser
+	ActorSystem   = store.ActorSystem
+	ActorExternal = store.ActorExternal
+)
+
+// Statuses of an InputRequest.
+const (
+	InputPending  = store.InputPending
+	InputAnswered = store.InputAnswered
+	InputExpired  = store.InputExpired
+	// InputCancelled closes the open question of a task that ended while
+	// it asked.
+	InputCancelled = store.InputCancelled
+)
+
+// Statuses of a Step.
+const (
+	StepRunning = store.StepRunning // recorded before it runs
+	StepDone    = store.StepDone    // its output is recorded and replayed on resume
+	StepFailed  = store.StepFailed  // it ran and failed; a resumed task runs it again
+	StepDenied  = store.StepDenied  // a tool call the task's policy refused; never ran
 )
 
 // Limits of a submit request that a caller may check before sending one.

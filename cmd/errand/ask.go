@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/store"
 )
 
 func (a *app) newAskCmd() *cobra.Command {
@@ -51,7 +51,7 @@ the finished one.`,
 				if budgetTokens < 1 {
 					return fmt.Errorf("--budget-tokens %d: must be at least 1", budgetTokens)
 				}
-				p.Budget = &store.Budget{MaxTokens: budgetTokens}
+				p.Budget = &errand.Budget{MaxTokens: budgetTokens}
 			}
 			if input != "" {
 				if !json.Valid([]byte(input)) {

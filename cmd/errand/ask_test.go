@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/store"
 )
 
 // TestAskWaitInterruptedTaskGoesOn: Ctrl-C while ask --wait follows a task
@@ -17,7 +17,7 @@ import (
 // as an interrupted command does.
 func TestAskWaitInterruptedTaskGoesOn(t *testing.T) {
 	t.Parallel()
-	f := streamDaemon(t, &api.Task{ID: "tsk_1", Status: store.StatusRunning}, progressEvents)
+	f := streamDaemon(t, &api.Task{ID: "tsk_1", Status: errand.StatusRunning}, progressEvents)
 	ctx, cancel := context.WithCancel(t.Context())
 	var stdout, stderr bytes.Buffer
 	out := &notifyWriter{w: &stdout, match: "step 1:", seen: make(chan struct{})}
@@ -39,7 +39,7 @@ func TestAskWaitInterruptedTaskGoesOn(t *testing.T) {
 // names no task.
 func TestAskInterruptedBeforeSubmit(t *testing.T) {
 	t.Parallel()
-	f := streamDaemon(t, &api.Task{ID: "tsk_1", Status: store.StatusRunning}, progressEvents)
+	f := streamDaemon(t, &api.Task{ID: "tsk_1", Status: errand.StatusRunning}, progressEvents)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	var stdout, stderr bytes.Buffer

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/store"
 )
@@ -128,15 +129,15 @@ func cli(t *testing.T, e *env, args ...string) result {
 func ptr[T any](v T) *T { return &v }
 
 func sampleTasks() []*api.Task {
-	mk := func(id string, status store.Status, title string, created time.Duration, p *store.Progress) *api.Task {
+	mk := func(id string, status errand.Status, title string, created time.Duration, p *errand.Progress) *api.Task {
 		return &api.Task{ID: id, Status: status, Title: title, Goal: "goal of " + id, CreatedAt: now.Add(-created), Progress: p}
 	}
 	return []*api.Task{
-		mk("tsk_run", store.StatusRunning, "Library REST API", 3*time.Minute,
-			&store.Progress{CurrentStep: 3, TotalSteps: 5, Label: "Writing tests", Percentage: 60}),
-		mk("tsk_blk", store.StatusBlocked, "Deploy", 2*time.Hour, nil),
-		mk("tsk_new", store.StatusPending, "", 45*time.Second, nil),
-		mk("tsk_ask", store.StatusInputRequired, "Pick a colour", 3*24*time.Hour, &store.Progress{Percentage: 20}),
+		mk("tsk_run", errand.StatusRunning, "Library REST API", 3*time.Minute,
+			&errand.Progress{CurrentStep: 3, TotalSteps: 5, Label: "Writing tests", Percentage: 60}),
+		mk("tsk_blk", errand.StatusBlocked, "Deploy", 2*time.Hour, nil),
+		mk("tsk_new", errand.StatusPending, "", 45*time.Second, nil),
+		mk("tsk_ask", errand.StatusInputRequired, "Pick a colour", 3*24*time.Hour, &errand.Progress{Percentage: 20}),
 	}
 }
 
@@ -292,7 +293,7 @@ func sseEvent(w io.Writer, id int64, typ, taskID string, data any) {
 func streamDaemon(t *testing.T, final *api.Task, write func(w io.Writer)) *fakeDaemon {
 	t.Helper()
 	f := newFakeDaemon(t)
-	created := &api.Task{ID: "tsk_1", Status: store.StatusPending, CreatedAt: now}
+	created := &api.Task{ID: "tsk_1", Status: errand.StatusPending, CreatedAt: now}
 	f.reply("POST /api/tasks", 201, created)
 	f.reply("GET /api/tasks/tsk_1", 200, final)
 	f.mux.HandleFunc("GET /api/tasks/tsk_1/events", func(w http.ResponseWriter, r *http.Request) {
@@ -307,18 +308,18 @@ func streamDaemon(t *testing.T, final *api.Task, write func(w io.Writer)) *fakeD
 }
 
 func progressEvents(w io.Writer) {
-	sseEvent(w, 1, store.EventTaskCreated, "tsk_1", store.TransitionData{To: store.StatusPending})
-	sseEvent(w, 2, store.EventTaskStarted, "tsk_1", store.TransitionData{From: store.StatusPending, To: store.StatusRunning, Attempt: 1})
-	sseEvent(w, 3, store.EventTaskProgress, "tsk_1", store.Progress{CurrentStep: 1, TotalSteps: 2, Label: "thinking", Percentage: 50})
-	sseEvent(w, 4, store.EventTaskStep, "tsk_1", map[string]any{"step_no": 1, "type": "llm_call", "status": "done", "tokens_in": 100, "tokens_out": 20, "duration_ms": 1200})
+	sseEvent(w, 1, errand.EventTaskCreated, "tsk_1", store.TransitionData{To: errand.StatusPending})
+	sseEvent(w, 2, errand.EventTaskStarted, "tsk_1", store.TransitionData{From: errand.StatusPending, To: errand.StatusRunning, Attempt: 1})
+	sseEvent(w, 3, errand.EventTaskProgress, "tsk_1", errand.Progress{CurrentStep: 1, TotalSteps: 2, Label: "thinking", Percentage: 50})
+	sseEvent(w, 4, errand.EventTaskStep, "tsk_1", map[string]any{"step_no": 1, "type": "llm_call", "status": "done", "tokens_in": 100, "tokens_out": 20, "duration_ms": 1200})
 }
 
 func TestAskWaitCompleted(t *testing.T) {
 	t.Parallel()
-	final := &api.Task{ID: "tsk_1", Status: store.StatusCompleted, Result: json.RawMessage(`{"output":"Hello, world.","warning":null}`)}
+	final := &api.Task{ID: "tsk_1", Status: errand.StatusCompleted, Result: json.RawMessage(`{"output":"Hello, world.","warning":null}`)}
 	f := streamDaemon(t, final, func(w io.Writer) {
 		progressEvents(w)
-		sseEvent(w, 5, store.EventTaskCompleted, "tsk_1", store.TransitionData{From: store.StatusRunning, To: store.StatusCompleted})
+		sseEvent(w, 5, errand.EventTaskCompleted, "tsk_1", store.TransitionData{From: errand.StatusRunning, To: errand.StatusCompleted})
 	})
 
 	r := cli(t, testEnv(nil), f.args("ask", "say hello", "--wait")...)
@@ -338,9 +339,9 @@ func TestAskWaitCompleted(t *testing.T) {
 
 func TestAskWaitJSONOutputIndented(t *testing.T) {
 	t.Parallel()
-	final := &api.Task{ID: "tsk_1", Status: store.StatusCompleted, Result: json.RawMessage(`{"output":{"answer":42,"items":["a"]}}`)}
+	final := &api.Task{ID: "tsk_1", Status: errand.StatusCompleted, Result: json.RawMessage(`{"output":{"answer":42,"items":["a"]}}`)}
 	f := streamDaemon(t, final, func(w io.Writer) {
-		sseEvent(w, 5, store.EventTaskCompleted, "tsk_1", store.TransitionData{To: store.StatusCompleted})
+		sseEvent(w, 5, errand.EventTaskCompleted, "tsk_1", store.TransitionData{To: errand.StatusCompleted})
 	})
 	r := cli(t, testEnv(nil), f.args("ask", "compute", "--wait")...)
 	require.NoError(t, r.err, r.stderr)
@@ -351,7 +352,7 @@ func TestAskWaitJSONOutputIndented(t *testing.T) {
 	require.NoError(t, r.err, r.stderr)
 	var task api.Task
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &task), r.stdout)
-	require.Equal(t, store.StatusCompleted, task.Status)
+	require.Equal(t, errand.StatusCompleted, task.Status)
 }
 
 func TestAskWaitFailed(t *testing.T) {
@@ -362,10 +363,10 @@ func TestAskWaitFailed(t *testing.T) {
 		event  string
 		stderr string
 	}{
-		{"Failed", &api.Task{ID: "tsk_1", Status: store.StatusFailed, Error: &store.TaskError{Code: "budget_exceeded", Message: "max_tokens of 1000 reached"}},
-			store.EventTaskFailed, "errand: task tsk_1 failed: budget_exceeded: max_tokens of 1000 reached\n"},
-		{"Cancelled", &api.Task{ID: "tsk_1", Status: store.StatusCancelled, Error: &store.TaskError{Code: "cancelled", Message: "by operator"}},
-			store.EventTaskCancelled, "errand: task tsk_1 was cancelled: by operator\n"},
+		{"Failed", &api.Task{ID: "tsk_1", Status: errand.StatusFailed, Error: &errand.TaskError{Code: "budget_exceeded", Message: "max_tokens of 1000 reached"}},
+			errand.EventTaskFailed, "errand: task tsk_1 failed: budget_exceeded: max_tokens of 1000 reached\n"},
+		{"Cancelled", &api.Task{ID: "tsk_1", Status: errand.StatusCancelled, Error: &errand.TaskError{Code: "cancelled", Message: "by operator"}},
+			errand.EventTaskCancelled, "errand: task tsk_1 was cancelled: by operator\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -384,12 +385,12 @@ func TestAskWaitFailed(t *testing.T) {
 
 func TestAskWaitInputRequired(t *testing.T) {
 	t.Parallel()
-	final := &api.Task{ID: "tsk_1", Status: store.StatusCompleted, Result: json.RawMessage(`{"output":"blue it is"}`)}
+	final := &api.Task{ID: "tsk_1", Status: errand.StatusCompleted, Result: json.RawMessage(`{"output":"blue it is"}`)}
 	f := streamDaemon(t, final, func(w io.Writer) {
 		progressEvents(w)
-		sseEvent(w, 5, store.EventTaskInputRequired, "tsk_1", store.TransitionData{To: store.StatusInputRequired, RequestID: "inp_9", Question: "Which colour?"})
-		sseEvent(w, 6, store.EventTaskInputAnswered, "tsk_1", map[string]any{"request_id": "inp_9"})
-		sseEvent(w, 7, store.EventTaskCompleted, "tsk_1", store.TransitionData{To: store.StatusCompleted})
+		sseEvent(w, 5, errand.EventTaskInputRequired, "tsk_1", store.TransitionData{To: errand.StatusInputRequired, RequestID: "inp_9", Question: "Which colour?"})
+		sseEvent(w, 6, errand.EventTaskInputAnswered, "tsk_1", map[string]any{"request_id": "inp_9"})
+		sseEvent(w, 7, errand.EventTaskCompleted, "tsk_1", store.TransitionData{To: errand.StatusCompleted})
 	})
 	r := cli(t, testEnv(nil), f.args("ask", "paint it", "--wait")...)
 	require.NoError(t, r.err, r.stderr)
@@ -413,18 +414,18 @@ func TestWaitSkipsAnEndThatWasRetried(t *testing.T) {
 		mu.Unlock()
 		switch n {
 		case 1: // watch's first look
-			writeJSONResponse(w, 200, &api.Task{ID: "tsk_1", Status: store.StatusRunning})
+			writeJSONResponse(w, 200, &api.Task{ID: "tsk_1", Status: errand.StatusRunning})
 		case 2: // after the old failure
-			writeJSONResponse(w, 200, &api.Task{ID: "tsk_1", Status: store.StatusRunning})
+			writeJSONResponse(w, 200, &api.Task{ID: "tsk_1", Status: errand.StatusRunning})
 		default:
-			writeJSONResponse(w, 200, &api.Task{ID: "tsk_1", Status: store.StatusCompleted, Result: json.RawMessage(`{"output":"second time lucky"}`)})
+			writeJSONResponse(w, 200, &api.Task{ID: "tsk_1", Status: errand.StatusCompleted, Result: json.RawMessage(`{"output":"second time lucky"}`)})
 		}
 	})
 	f.mux.HandleFunc("GET /api/tasks/tsk_1/events", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		sseEvent(w, 1, store.EventTaskFailed, "tsk_1", store.TransitionData{To: store.StatusFailed, Error: &store.TaskError{Code: "x", Message: "y"}})
-		sseEvent(w, 2, store.EventTaskRetried, "tsk_1", store.TransitionData{From: store.StatusFailed, To: store.StatusPending})
-		sseEvent(w, 3, store.EventTaskCompleted, "tsk_1", store.TransitionData{To: store.StatusCompleted})
+		sseEvent(w, 1, errand.EventTaskFailed, "tsk_1", store.TransitionData{To: errand.StatusFailed, Error: &errand.TaskError{Code: "x", Message: "y"}})
+		sseEvent(w, 2, errand.EventTaskRetried, "tsk_1", store.TransitionData{From: errand.StatusFailed, To: errand.StatusPending})
+		sseEvent(w, 3, errand.EventTaskCompleted, "tsk_1", store.TransitionData{To: errand.StatusCompleted})
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
@@ -440,7 +441,7 @@ func TestWatchJSONAndReconnect(t *testing.T) {
 	var conns int
 	var mu sync.Mutex
 	f := newFakeDaemon(t)
-	f.reply("GET /api/tasks/tsk_1", 200, &api.Task{ID: "tsk_1", Status: store.StatusCompleted, Result: json.RawMessage(`{"output":"ok"}`)})
+	f.reply("GET /api/tasks/tsk_1", 200, &api.Task{ID: "tsk_1", Status: errand.StatusCompleted, Result: json.RawMessage(`{"output":"ok"}`)})
 	f.mux.HandleFunc("GET /api/tasks/tsk_1/events", func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		conns++
@@ -451,8 +452,8 @@ func TestWatchJSONAndReconnect(t *testing.T) {
 			progressEvents(w) // then the daemon drops the stream
 			return
 		}
-		sseEvent(w, 4, store.EventTaskStep, "tsk_1", map[string]any{"step_no": 1}) // seen already
-		sseEvent(w, 5, store.EventTaskCompleted, "tsk_1", store.TransitionData{To: store.StatusCompleted})
+		sseEvent(w, 4, errand.EventTaskStep, "tsk_1", map[string]any{"step_no": 1}) // seen already
+		sseEvent(w, 5, errand.EventTaskCompleted, "tsk_1", store.TransitionData{To: errand.StatusCompleted})
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
@@ -473,10 +474,10 @@ func TestWatchJSONAndReconnect(t *testing.T) {
 
 func TestWaitLiveProgressLine(t *testing.T) {
 	t.Parallel()
-	final := &api.Task{ID: "tsk_1", Status: store.StatusCompleted, Result: json.RawMessage(`{"output":"done"}`)}
+	final := &api.Task{ID: "tsk_1", Status: errand.StatusCompleted, Result: json.RawMessage(`{"output":"done"}`)}
 	f := streamDaemon(t, final, func(w io.Writer) {
 		progressEvents(w)
-		sseEvent(w, 5, store.EventTaskCompleted, "tsk_1", store.TransitionData{To: store.StatusCompleted})
+		sseEvent(w, 5, errand.EventTaskCompleted, "tsk_1", store.TransitionData{To: errand.StatusCompleted})
 	})
 	e := testEnv(map[string]string{"NO_COLOR": "1"})
 	e.isTerminal = func(io.Writer) bool { return true }
@@ -493,7 +494,7 @@ func TestWaitLiveProgressLine(t *testing.T) {
 func TestAskRequest(t *testing.T) {
 	t.Parallel()
 	f := newFakeDaemon(t)
-	f.reply("POST /api/tasks", 201, &api.Task{ID: "tsk_new", Status: store.StatusPending})
+	f.reply("POST /api/tasks", 201, &api.Task{ID: "tsk_new", Status: errand.StatusPending})
 
 	r := cli(t, testEnv(nil), f.args("ask", "Write", "a REST API", "--agent", "coder", "--priority", "8", "--parent", "tsk_p",
 		"--depends-on", "tsk_a", "--depends-on", "tsk_b,tsk_c", "--session", "s1", "--budget-tokens", "5000",
@@ -533,15 +534,15 @@ func TestAskRequest(t *testing.T) {
 func TestTaskActions(t *testing.T) {
 	t.Parallel()
 	f := newFakeDaemon(t)
-	echo := func(status store.Status) http.HandlerFunc {
+	echo := func(status errand.Status) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			writeJSONResponse(w, 200, &api.Task{ID: r.PathValue("id"), Status: status})
 		}
 	}
-	f.mux.HandleFunc("DELETE /api/tasks/{id}", echo(store.StatusCancelled))
-	f.mux.HandleFunc("POST /api/tasks/{id}/retry", echo(store.StatusPending))
-	f.mux.HandleFunc("POST /api/tasks/{id}/pause", echo(store.StatusPaused))
-	f.mux.HandleFunc("POST /api/tasks/{id}/resume", echo(store.StatusPending))
+	f.mux.HandleFunc("DELETE /api/tasks/{id}", echo(errand.StatusCancelled))
+	f.mux.HandleFunc("POST /api/tasks/{id}/retry", echo(errand.StatusPending))
+	f.mux.HandleFunc("POST /api/tasks/{id}/pause", echo(errand.StatusPaused))
+	f.mux.HandleFunc("POST /api/tasks/{id}/resume", echo(errand.StatusPending))
 
 	for _, tc := range []struct {
 		args         []string
@@ -612,12 +613,12 @@ func TestTasksShow(t *testing.T) {
 	started := now.Add(-2 * time.Minute)
 	task := &api.Task{
 		ID: "tsk_1", Title: "Library REST API", Goal: "Write a REST API\nwith tests", Agent: "default", Priority: 5,
-		Status: store.StatusInputRequired, Attempt: 1, MaxAttempts: 5, SessionID: ptr("s1"), DependsOn: []string{"tsk_0"},
-		Progress: &store.Progress{CurrentStep: 1, TotalSteps: 3, Percentage: 33},
+		Status: errand.StatusInputRequired, Attempt: 1, MaxAttempts: 5, SessionID: ptr("s1"), DependsOn: []string{"tsk_0"},
+		Progress: &errand.Progress{CurrentStep: 1, TotalSteps: 3, Percentage: 33},
 		Plan: json.RawMessage(`[{"id":"a","title":"Analyze requirements","status":"completed"},
 			{"id":"b","title":"Write code","status":"in_progress"},{"id":"c","title":"Test","status":"pending"}]`),
-		Budget:    &store.Budget{MaxTokens: 50000, MaxCostUSD: 0.5},
-		Consumed:  &store.Consumed{Tokens: 1234, CostUSD: 0.01, ToolCalls: 3, WallClockMS: 5000},
+		Budget:    &errand.Budget{MaxTokens: 50000, MaxCostUSD: 0.5},
+		Consumed:  &errand.Consumed{Tokens: 1234, CostUSD: 0.01, ToolCalls: 3, WallClockMS: 5000},
 		CreatedAt: now.Add(-3 * time.Minute), StartedAt: &started,
 	}
 	f.reply("GET /api/tasks/tsk_1", 200, task)
@@ -657,8 +658,8 @@ func TestTasksShow(t *testing.T) {
 
 	// A finished task shows its result or error.
 	f2 := newFakeDaemon(t)
-	f2.reply("GET /api/tasks/tsk_2", 200, &api.Task{ID: "tsk_2", Goal: "g", Status: store.StatusFailed,
-		Error: &store.TaskError{Code: "budget_exceeded", Message: "max_tokens"}, Result: json.RawMessage(`{"output":"partial","warning":"max_steps reached"}`)})
+	f2.reply("GET /api/tasks/tsk_2", 200, &api.Task{ID: "tsk_2", Goal: "g", Status: errand.StatusFailed,
+		Error: &errand.TaskError{Code: "budget_exceeded", Message: "max_tokens"}, Result: json.RawMessage(`{"output":"partial","warning":"max_steps reached"}`)})
 	f2.reply("GET /api/tasks/tsk_2/steps", 200, api.StepList{Steps: []*api.Step{}})
 	r = cli(t, testEnv(nil), f2.args("tasks", "show", "tsk_2")...)
 	require.NoError(t, r.err, r.stderr)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/apiclient"
 	"github.com/errandhq/errand/store"
@@ -63,7 +64,7 @@ func (a *app) follow(ctx context.Context, c *apiclient.Client, id string, events
 			}
 		}
 		switch ev.Type {
-		case store.EventTaskCompleted, store.EventTaskFailed, store.EventTaskCancelled:
+		case errand.EventTaskCompleted, errand.EventTaskFailed, errand.EventTaskCancelled:
 		default:
 			continue
 		}
@@ -99,7 +100,7 @@ func (a *app) finish(t *api.Task, eventsJSON bool) error {
 		}
 	}
 	switch t.Status {
-	case store.StatusCompleted:
+	case errand.StatusCompleted:
 		if a.asJSON {
 			return nil
 		}
@@ -108,11 +109,11 @@ func (a *app) finish(t *api.Task, eventsJSON bool) error {
 			fmt.Fprintf(a.stderr, "errand: warning: %s\n", warning)
 		}
 		return err
-	case store.StatusCancelled:
+	case errand.StatusCancelled:
 		msg := fmt.Sprintf("task %s was cancelled", t.ID)
 		switch {
 		case t.Error == nil:
-		case t.Error.Code == string(store.StatusCancelled) && t.Error.Message != "":
+		case t.Error.Code == string(errand.StatusCancelled) && t.Error.Message != "":
 			msg += ": " + t.Error.Message
 		default:
 			msg += ": " + errorText(t.Error)
@@ -127,7 +128,7 @@ func (a *app) finish(t *api.Task, eventsJSON bool) error {
 	}
 }
 
-func errorText(e *store.TaskError) string {
+func errorText(e *errand.TaskError) string {
 	switch {
 	case e.Code == "":
 		return e.Message
@@ -146,35 +147,35 @@ func eventText(ev *api.Event, id string, color bool) (string, bool) {
 	switch ev.Type {
 	case "heartbeat":
 		return "", false
-	case store.EventTaskProgress:
-		var p store.Progress
+	case errand.EventTaskProgress:
+		var p errand.Progress
 		if json.Unmarshal(ev.Data, &p) != nil {
 			return "", false
 		}
 		return progressText(&p), true
-	case store.EventTaskStarted:
+	case errand.EventTaskStarted:
 		if td.Attempt > 0 {
 			return fmt.Sprintf("started (attempt %d)", td.Attempt), false
 		}
 		return "started", false
-	case store.EventTaskStep:
+	case errand.EventTaskStep:
 		return stepText(ev.Data), false
-	case store.EventTaskInputRequired:
+	case errand.EventTaskInputRequired:
 		q := td.Question
 		if q == "" {
 			q = "(no question text)"
 		}
 		return style(color, ansiYellow, "needs input: "+q) +
 			fmt.Sprintf("\n         answer with: errand tasks answer %s \"…\"", id), false
-	case store.EventTaskCompleted:
+	case errand.EventTaskCompleted:
 		return style(color, ansiGreen, "completed"), false
-	case store.EventTaskFailed:
+	case errand.EventTaskFailed:
 		s := "failed"
 		if td.Error != nil {
 			s += ": " + errorText(td.Error)
 		}
 		return style(color, ansiRed, s), false
-	case store.EventTaskCancelled:
+	case errand.EventTaskCancelled:
 		s := "cancelled"
 		switch {
 		case td.Reason != "":
@@ -183,7 +184,7 @@ func eventText(ev *api.Event, id string, color bool) (string, bool) {
 			s += ": " + errorText(td.Error)
 		}
 		return style(color, ansiDim, s), false
-	case store.EventTaskRetryScheduled:
+	case errand.EventTaskRetryScheduled:
 		s := "retry scheduled"
 		if td.RunAt != nil {
 			s += " at " + td.RunAt.Local().Format("15:04:05")
@@ -192,7 +193,7 @@ func eventText(ev *api.Event, id string, color bool) (string, bool) {
 			s += ": " + errorText(td.Error)
 		}
 		return style(color, ansiPurple, s), false
-	case store.EventTaskBudgetWarning, store.EventTaskBudgetExceeded:
+	case errand.EventTaskBudgetWarning, errand.EventTaskBudgetExceeded:
 		s := strings.ReplaceAll(name, "_", " ")
 		if d := compactJSON(ev.Data); d != "" {
 			s += " " + d

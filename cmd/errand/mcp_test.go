@@ -13,8 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/store"
 )
 
 // syncBuffer is a bytes.Buffer safe for the command's goroutines.
@@ -61,7 +61,7 @@ func TestMCPCommand(t *testing.T) {
 	f := newFakeDaemon(t)
 	f.reply("GET /api/status", 200, api.Status{State: "alive", Tasks: map[string]int{}})
 	const taskID = "tsk_01JH0000000000000000000000"
-	f.reply("GET /api/tasks/"+taskID, 200, api.Task{ID: taskID, Title: "Report", Goal: "write it", Status: store.StatusCompleted,
+	f.reply("GET /api/tasks/"+taskID, 200, api.Task{ID: taskID, Title: "Report", Goal: "write it", Status: errand.StatusCompleted,
 		Result: json.RawMessage(`{"output":"all done"}`), CreatedAt: now, UpdatedAt: now})
 
 	cs, stderr, done := startMCP(t, f.args()...)

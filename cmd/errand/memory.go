@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/apiclient"
-	"github.com/errandhq/errand/store"
 )
 
 // memoryTextWidth bounds the TEXT column of memory lists, and
@@ -34,7 +34,7 @@ func (f *memoryFilter) register(cmd *cobra.Command, paged bool) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.task, "task", "", "only memories this task (tsk_…) wrote")
 	fl.StringVar(&f.agent, "agent", "", "only memories this agent wrote")
-	fl.StringVar(&f.source, "source", "", "only memories of tasks from this source: "+strings.Join(store.MemorySources, ", "))
+	fl.StringVar(&f.source, "source", "", "only memories of tasks from this source: "+strings.Join(errand.MemorySources, ", "))
 	fl.BoolVar(&f.flagged, "flagged", false, "only quarantined memories (flagged as reading like instructions), with the reason")
 	fl.IntVar(&f.limit, "limit", 0, "at most this many (1–1000; default 50)")
 	if paged {
@@ -318,6 +318,6 @@ or the tasks of the source wrote. Give exactly one of --task, --agent and
 	f := cmd.Flags()
 	f.StringVar(&body.TaskID, "task", "", "the task (tsk_…) whose memories go")
 	f.StringVar(&body.Agent, "agent", "", "the agent whose memories go")
-	f.StringVar(&body.Source, "source", "", "the source whose memories go: "+strings.Join(store.MemorySources, ", "))
+	f.StringVar(&body.Source, "source", "", "the source whose memories go: "+strings.Join(errand.MemorySources, ", "))
 	return cmd
 }

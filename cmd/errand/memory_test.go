@@ -9,7 +9,6 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/store"
 )
 
 func TestMemoryCommands(t *testing.T) {
@@ -33,7 +32,7 @@ func TestMemoryCommands(t *testing.T) {
 	}
 	a := remember(errand.RememberParams{Text: "Staging DB listens on 5433", Tags: []string{"ops"}, TaskID: t1.ID, Agent: "default"})
 	b := remember(errand.RememberParams{Text: "Deploys need the checklist", TaskID: t1.ID, Agent: "default"})
-	c := remember(errand.RememberParams{Text: "The scout saw nothing new", TaskID: t2.ID, Agent: "scout", Source: store.SourceHeartbeat})
+	c := remember(errand.RememberParams{Text: "The scout saw nothing new", TaskID: t2.ID, Agent: "scout", Source: errand.SourceHeartbeat})
 
 	// list: a row each, newest first.
 	r = cli(t, e, d.args("memory", "list")...)
@@ -112,7 +111,7 @@ func TestMemoryQuarantineCommands(t *testing.T) {
 	task, err := d.client.Submit(ctx, &errand.SubmitParams{Goal: "scout"})
 	require.NoError(t, err)
 	plain, err := d.client.Remember(ctx, &errand.RememberParams{
-		Text: "Staging DB listens on 5433", Category: store.CategoryObservation, Subject: "staging db port",
+		Text: "Staging DB listens on 5433", Category: errand.CategoryObservation, Subject: "staging db port",
 	})
 	require.NoError(t, err)
 	bad, err := d.client.Remember(ctx, &errand.RememberParams{Text: injectionText, TaskID: task.ID, Agent: "scout"})
@@ -141,7 +140,7 @@ func TestMemoryQuarantineCommands(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
 	require.Len(t, list.Memories, 1)
 	require.Equal(t, bad.ID, list.Memories[0].ID)
-	require.Equal(t, store.MemoryFlaggedByRules, list.Memories[0].Flagged.By)
+	require.Equal(t, errand.MemoryFlaggedByRules, list.Memories[0].Flagged.By)
 
 	r = cli(t, e, d.args("memory", "search", "staging", "--flagged")...)
 	require.NoError(t, r.err, r.stderr)
@@ -179,7 +178,7 @@ func TestMemoryQuarantineCommands(t *testing.T) {
 	require.NoError(t, err)
 	var released int
 	for _, ev := range events {
-		if ev.Type == store.EventMemoryReleased {
+		if ev.Type == errand.EventMemoryReleased {
 			released++
 		}
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/store"
 )
 
 // ANSI styles; each is used only when app.color says so.
@@ -37,21 +37,21 @@ func style(on bool, code, s string) string {
 }
 
 // statusColor is the colour a status is shown in.
-func statusColor(s store.Status) string {
+func statusColor(s errand.Status) string {
 	switch s {
-	case store.StatusRunning:
+	case errand.StatusRunning:
 		return ansiCyan
-	case store.StatusCompleted:
+	case errand.StatusCompleted:
 		return ansiGreen
-	case store.StatusFailed:
+	case errand.StatusFailed:
 		return ansiRed
-	case store.StatusCancelled:
+	case errand.StatusCancelled:
 		return ansiDim
-	case store.StatusInputRequired, store.StatusPaused:
+	case errand.StatusInputRequired, errand.StatusPaused:
 		return ansiYellow
-	case store.StatusRetryScheduled:
+	case errand.StatusRetryScheduled:
 		return ansiPurple
-	case store.StatusBlocked, store.StatusWaitingSubtasks:
+	case errand.StatusBlocked, errand.StatusWaitingSubtasks:
 		return ansiBlue
 	}
 	return ""
@@ -121,7 +121,7 @@ func bar(pct int) string {
 }
 
 // percentage of a progress report: its own, else its steps.
-func percentage(p *store.Progress) int {
+func percentage(p *errand.Progress) int {
 	if p.Percentage > 0 || p.TotalSteps <= 0 {
 		return p.Percentage
 	}
@@ -129,9 +129,9 @@ func percentage(p *store.Progress) int {
 }
 
 // waiting reports whether a task waits on something other than a worker.
-func waiting(s store.Status) bool {
+func waiting(s errand.Status) bool {
 	switch s {
-	case store.StatusBlocked, store.StatusWaitingSubtasks, store.StatusInputRequired, store.StatusPaused:
+	case errand.StatusBlocked, errand.StatusWaitingSubtasks, errand.StatusInputRequired, errand.StatusPaused:
 		return true
 	}
 	return false
@@ -149,7 +149,7 @@ func progressCell(t *api.Task) string {
 }
 
 // progressText is a progress report in words: [███░░] 60% Writing tests (3/5).
-func progressText(p *store.Progress) string {
+func progressText(p *errand.Progress) string {
 	s := bar(percentage(p))
 	if p.Label != "" {
 		s += " " + p.Label

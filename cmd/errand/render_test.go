@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/store"
 )
@@ -20,8 +21,8 @@ func TestBar(t *testing.T) {
 	require.Equal(t, "[██████████] 100%", bar(100))
 	require.Equal(t, "[██████████] 100%", bar(140))
 	require.Equal(t, "[░░░░░░░░░░] 0%", bar(-5))
-	require.Equal(t, 40, percentage(&store.Progress{CurrentStep: 2, TotalSteps: 5}))
-	require.Equal(t, 60, percentage(&store.Progress{CurrentStep: 2, TotalSteps: 5, Percentage: 60}))
+	require.Equal(t, 40, percentage(&errand.Progress{CurrentStep: 2, TotalSteps: 5}))
+	require.Equal(t, 60, percentage(&errand.Progress{CurrentStep: 2, TotalSteps: 5, Percentage: 60}))
 }
 
 func TestAge(t *testing.T) {
@@ -110,16 +111,16 @@ func TestEventText(t *testing.T) {
 		s, _ := eventText(&api.Event{Type: typ, Data: raw(data)}, "tsk_1", false)
 		return s
 	}
-	require.Equal(t, "started (attempt 2)", txt(store.EventTaskStarted, store.TransitionData{Attempt: 2}))
-	require.Equal(t, "retry scheduled: rate_limited: slow down", txt(store.EventTaskRetryScheduled,
-		store.TransitionData{Error: &store.TaskError{Code: "rate_limited", Message: "slow down"}}))
-	require.Equal(t, "cancelled: not needed", txt(store.EventTaskCancelled, store.TransitionData{Reason: "not needed"}))
-	require.Equal(t, "step 2.1: tool_call search denied (tool_denied)", txt(store.EventTaskStep,
+	require.Equal(t, "started (attempt 2)", txt(errand.EventTaskStarted, store.TransitionData{Attempt: 2}))
+	require.Equal(t, "retry scheduled: rate_limited: slow down", txt(errand.EventTaskRetryScheduled,
+		store.TransitionData{Error: &errand.TaskError{Code: "rate_limited", Message: "slow down"}}))
+	require.Equal(t, "cancelled: not needed", txt(errand.EventTaskCancelled, store.TransitionData{Reason: "not needed"}))
+	require.Equal(t, "step 2.1: tool_call search denied (tool_denied)", txt(errand.EventTaskStep,
 		map[string]any{"step_no": 2, "call_index": 1, "type": "tool_call", "tool": "search", "status": "denied", "error_code": "tool_denied"}))
-	require.Equal(t, `budget warning {"limit":"max_tokens"}`, txt(store.EventTaskBudgetWarning, map[string]any{"limit": "max_tokens"}))
-	require.Equal(t, "paused", txt(store.EventTaskPaused, map[string]any{}))
+	require.Equal(t, `budget warning {"limit":"max_tokens"}`, txt(errand.EventTaskBudgetWarning, map[string]any{"limit": "max_tokens"}))
+	require.Equal(t, "paused", txt(errand.EventTaskPaused, map[string]any{}))
 	require.Equal(t, "", txt("heartbeat", map[string]any{}))
-	s, isProgress := eventText(&api.Event{Type: store.EventTaskProgress, Data: raw(store.Progress{Percentage: 10, Label: "x"})}, "tsk_1", false)
+	s, isProgress := eventText(&api.Event{Type: errand.EventTaskProgress, Data: raw(errand.Progress{Percentage: 10, Label: "x"})}, "tsk_1", false)
 	require.True(t, isProgress)
 	require.Equal(t, "[█░░░░░░░░░] 10% x", s)
 }

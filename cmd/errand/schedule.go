@@ -15,7 +15,6 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/store"
 )
 
 // shownRuns is how many coming firings `schedule show` lists.
@@ -148,10 +147,10 @@ func (o *scheduleAdd) request(name, argGoal string, goalFlag bool) (*api.CreateS
 	}
 	var kinds []string
 	for _, k := range []struct{ flag, kind, value string }{
-		{"--cron", store.ScheduleCron, o.cron},
-		{"--every", store.ScheduleInterval, o.every},
-		{"--heartbeat", store.ScheduleHeartbeat, o.heartbeat},
-		{"--on-event", store.ScheduleEvent, o.onEvent},
+		{"--cron", errand.ScheduleCron, o.cron},
+		{"--every", errand.ScheduleInterval, o.every},
+		{"--heartbeat", errand.ScheduleHeartbeat, o.heartbeat},
+		{"--on-event", errand.ScheduleEvent, o.onEvent},
 	} {
 		if k.value != "" {
 			kinds = append(kinds, k.flag)
@@ -161,10 +160,10 @@ func (o *scheduleAdd) request(name, argGoal string, goalFlag bool) (*api.CreateS
 	if len(kinds) != 1 {
 		return nil, errors.New("give exactly one of --cron, --every, --heartbeat and --on-event")
 	}
-	if len(o.match) > 0 && body.Kind != store.ScheduleEvent {
+	if len(o.match) > 0 && body.Kind != errand.ScheduleEvent {
 		return nil, errors.New("--match goes with --on-event")
 	}
-	if body.Kind == store.ScheduleEvent {
+	if body.Kind == errand.ScheduleEvent {
 		spec, err := eventSpec(o.onEvent, o.match)
 		if err != nil {
 			return nil, err
@@ -276,7 +275,7 @@ func (a *app) listSchedules(cmd *cobra.Command, args []string) error {
 // specCell is a schedule's spec for people: the expression or period (and
 // its zone), or the event type and what it must match.
 func specCell(sc *api.Schedule) string {
-	if sc.Kind == store.ScheduleEvent {
+	if sc.Kind == errand.ScheduleEvent {
 		var es struct {
 			Type  string                     `json:"type"`
 			Match map[string]json.RawMessage `json:"match"`
@@ -338,7 +337,7 @@ func (a *app) nextRunText(sc *api.Schedule) string {
 	switch {
 	case !sc.Enabled:
 		return "disabled"
-	case sc.Kind == store.ScheduleEvent:
+	case sc.Kind == errand.ScheduleEvent:
 		return "runs on " + specCell(sc)
 	case sc.NextRunAt == nil:
 		return "no run is due"
@@ -351,7 +350,7 @@ func nextRuns(sc *api.Schedule, n int) []time.Time {
 	if sc.NextRunAt == nil {
 		return nil
 	}
-	return errand.NextRuns(&store.Schedule{
+	return errand.NextRuns(&errand.Schedule{
 		Kind: sc.Kind, Spec: sc.SpecText(), Timezone: sc.Timezone, ActiveHours: sc.ActiveHours, NextRunAt: *sc.NextRunAt,
 	}, n)
 }
@@ -395,7 +394,7 @@ func (a *app) showSchedule(sc *api.Schedule) error {
 	field("Name", sc.Name)
 	field("Kind", sc.Kind)
 	field("Spec", sc.SpecText())
-	if sc.Kind != store.ScheduleEvent {
+	if sc.Kind != errand.ScheduleEvent {
 		field("Timezone", cmpStr(sc.Timezone, "UTC"))
 		field("Catch-up", sc.CatchUp)
 	}
@@ -446,14 +445,14 @@ func (a *app) showSchedule(sc *api.Schedule) error {
 	runs := nextRuns(sc, shownRuns)
 	fmt.Fprintf(w, "\n%s\n", head("Next runs"))
 	switch {
-	case sc.Kind == store.ScheduleEvent:
+	case sc.Kind == errand.ScheduleEvent:
 		fmt.Fprintf(w, "  on each %s\n", specCell(sc))
 	case !sc.Enabled:
 		fmt.Fprintf(w, "  none: disabled (errand schedule enable %s)\n", sc.Name)
 	case len(runs) == 0:
 		fmt.Fprintln(w, "  none")
 	}
-	if sc.Kind != store.ScheduleEvent {
+	if sc.Kind != errand.ScheduleEvent {
 		layout := "Mon 2006-01-02 15:04 MST"
 		if subMinute(runs) {
 			layout = "Mon 2006-01-02 15:04:05 MST"

@@ -14,9 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/heartbeat"
-	"github.com/errandhq/errand/store"
 )
 
 // Exit codes of `errand status`, after the LSB init-script status codes.
@@ -174,7 +174,7 @@ func (a *app) printStatus(st *api.Status, beat *heartbeat.Beat, path string, now
 // countsText lists non-zero counts in lifecycle order: running 2, pending 5.
 func countsText(counts map[string]int) string {
 	order := func(s string) int {
-		if i := slices.Index(statusDisplayOrder, store.Status(s)); i >= 0 {
+		if i := slices.Index(statusDisplayOrder, errand.Status(s)); i >= 0 {
 			return i
 		}
 		return len(statusDisplayOrder)
@@ -197,8 +197,8 @@ func countsText(counts map[string]int) string {
 
 // statusDisplayOrder puts working and waiting tasks first, then the queue,
 // then the ended ones.
-var statusDisplayOrder = []store.Status{
-	store.StatusRunning, store.StatusInputRequired, store.StatusWaitingSubtasks, store.StatusPaused,
-	store.StatusPending, store.StatusRetryScheduled, store.StatusBlocked,
-	store.StatusCompleted, store.StatusFailed, store.StatusCancelled,
+var statusDisplayOrder = []errand.Status{
+	errand.StatusRunning, errand.StatusInputRequired, errand.StatusWaitingSubtasks, errand.StatusPaused,
+	errand.StatusPending, errand.StatusRetryScheduled, errand.StatusBlocked,
+	errand.StatusCompleted, errand.StatusFailed, errand.StatusCancelled,
 }

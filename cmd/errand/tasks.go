@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/apiclient"
-	"github.com/errandhq/errand/store"
 )
 
 // titleWidth bounds the TITLE column.
@@ -39,7 +39,7 @@ input_required, paused), "-" otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, s := range statuses {
-				if !store.Status(s).Valid() {
+				if !errand.Status(s).Valid() {
 					return fmt.Errorf("--status %q: want one of %s", s, statusNames())
 				}
 			}
@@ -48,7 +48,7 @@ input_required, paused), "-" otherwise.`,
 			}
 			p := &apiclient.ListTasksParams{Status: statuses, Text: search, Limit: limit}
 			if len(statuses) == 0 && !all && search == "" {
-				for _, s := range store.AllStatuses {
+				for _, s := range errand.AllStatuses {
 					if !s.Terminal() {
 						p.Status = append(p.Status, string(s))
 					}
@@ -107,8 +107,8 @@ input_required, paused), "-" otherwise.`,
 }
 
 func statusNames() string {
-	names := make([]string, len(store.AllStatuses))
-	for i, s := range store.AllStatuses {
+	names := make([]string, len(errand.AllStatuses))
+	for i, s := range errand.AllStatuses {
 		names[i] = string(s)
 	}
 	return strings.Join(names, ", ")
@@ -200,8 +200,8 @@ func (a *app) newTasksShowCmd() *cobra.Command {
 				return fmt.Errorf("show %s: %w", task.ID, err)
 			}
 			var inputs []*api.Input
-			if task.Status == store.StatusInputRequired {
-				list, err := c.ListInputs(ctx, store.InputPending)
+			if task.Status == errand.StatusInputRequired {
+				list, err := c.ListInputs(ctx, errand.InputPending)
 				if err != nil {
 					return fmt.Errorf("show %s: %w", task.ID, err)
 				}
@@ -334,12 +334,12 @@ func cmpStr(s, def string) string {
 }
 
 // spentText is what a task consumed, against its budget where it has one.
-func spentText(c *store.Consumed, b *store.Budget) string {
+func spentText(c *errand.Consumed, b *errand.Budget) string {
 	if c == nil {
-		c = &store.Consumed{}
+		c = &errand.Consumed{}
 	}
 	if b == nil {
-		b = &store.Budget{}
+		b = &errand.Budget{}
 	}
 	var parts []string
 	part := func(used string, limit string) {
@@ -376,9 +376,9 @@ func stepTable(steps []*api.Step, color bool) *table {
 		}
 		st := s.Status
 		switch st {
-		case store.StepDone:
+		case errand.StepDone:
 			st = style(color, ansiGreen, st)
-		case store.StepFailed, store.StepDenied:
+		case errand.StepFailed, errand.StepDenied:
 			st = style(color, ansiRed, st)
 		}
 		t.row(stepNo(s.StepNo, s.CallIndex), s.Type, tool, st,
@@ -412,7 +412,7 @@ A text of "-" reads the answer from stdin.`,
 			ctx := cmd.Context()
 			taskID, req := id, &api.AnswerInput{Answer: text}
 			if strings.HasPrefix(id, "inp_") {
-				list, err := c.ListInputs(ctx, store.InputPending)
+				list, err := c.ListInputs(ctx, errand.InputPending)
 				if err != nil {
 					return fmt.Errorf("answer %s: %w", id, err)
 				}
@@ -574,7 +574,7 @@ func (a *app) newTasksInputsCmd() *cobra.Command {
 			return t.write(a.stdout)
 		},
 	}
-	cmd.Flags().StringVar(&status, "status", store.InputPending, "pending, answered, expired, cancelled or all")
+	cmd.Flags().StringVar(&status, "status", errand.InputPending, "pending, answered, expired, cancelled or all")
 	return cmd
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/store"
 )
 
 // state is a task's state in A2A's lifecycle, whatever the version.
@@ -43,17 +42,17 @@ func (s state) settled() bool { return s.terminal() || s == stateInputRequired }
 // for an answer errand cannot take while paused, and no terminal state
 // fits a task that resumes. The status message and the metadata's
 // errand.status say it is paused.
-func stateOf(s store.Status) state {
+func stateOf(s errand.Status) state {
 	switch s {
-	case store.StatusRunning, store.StatusWaitingSubtasks, store.StatusPaused:
+	case errand.StatusRunning, errand.StatusWaitingSubtasks, errand.StatusPaused:
 		return stateWorking
-	case store.StatusInputRequired:
+	case errand.StatusInputRequired:
 		return stateInputRequired
-	case store.StatusCompleted:
+	case errand.StatusCompleted:
 		return stateCompleted
-	case store.StatusFailed:
+	case errand.StatusFailed:
 		return stateFailed
-	case store.StatusCancelled:
+	case errand.StatusCancelled:
 		return stateCanceled
 	default: // pending, blocked, retry_scheduled
 		return stateSubmitted
@@ -61,9 +60,9 @@ func stateOf(s store.Status) state {
 }
 
 // statusesOf are the errand statuses that map onto s.
-func statusesOf(s state) []store.Status {
-	var out []store.Status
-	for _, st := range store.AllStatuses {
+func statusesOf(s state) []errand.Status {
+	var out []errand.Status
+	for _, st := range errand.AllStatuses {
 		if stateOf(st) == s {
 			out = append(out, st)
 		}
@@ -104,7 +103,7 @@ type taskView struct {
 	id        string
 	contextID string
 	state     state
-	status    store.Status
+	status    errand.Status
 	message   *message // the status message, from the agent
 	timestamp time.Time
 	artifacts []artifact
@@ -153,7 +152,7 @@ func (s *Server) view(ctx context.Context, t *errand.Task, opts viewOptions) (*t
 		timestamp: t.UpdatedAt, metadata: taskMetadata(t),
 	}
 	var inputs []*errand.InputRequest
-	if opts.history || t.Status == store.StatusInputRequired {
+	if opts.history || t.Status == errand.StatusInputRequired {
 		var err error
 		if inputs, err = s.client.Inputs(ctx, "", t.ID); err != nil {
 			return nil, fmt.Errorf("read the questions of task %s: %w", t.ID, err)
@@ -161,12 +160,12 @@ func (s *Server) view(ctx context.Context, t *errand.Task, opts viewOptions) (*t
 	}
 	if text := statusText(t, inputs); text != "" {
 		id := "status-" + t.ID + "-" + t.UpdatedAt.UTC().Format("20060102T150405.000000")
-		if q := openQuestion(inputs); q != nil && t.Status == store.StatusInputRequired {
+		if q := openQuestion(inputs); q != nil && t.Status == errand.StatusInputRequired {
 			id = q.ID
 		}
 		v.message = &message{id: id, contextID: v.contextID, taskID: t.ID, role: roleAgent, parts: []part{{text: text}}}
 	}
-	if opts.artifacts && t.Status == store.StatusCompleted && len(t.Result) > 0 {
+	if opts.artifacts && t.Status == errand.StatusCompleted && len(t.Result) > 0 {
 		v.artifacts = []artifact{resultArtifact(t.Result)}
 	}
 	if opts.history {
@@ -180,7 +179,7 @@ func (s *Server) view(ctx context.Context, t *errand.Task, opts viewOptions) (*t
 
 func openQuestion(inputs []*errand.InputRequest) *errand.InputRequest {
 	for i := len(inputs) - 1; i >= 0; i-- {
-		if inputs[i].Status == store.InputPending {
+		if inputs[i].Status == errand.InputPending {
 			return inputs[i]
 		}
 	}
@@ -191,30 +190,30 @@ func openQuestion(inputs []*errand.InputRequest) *errand.InputRequest {
 // its open question, why it failed, what it is doing.
 func statusText(t *errand.Task, inputs []*errand.InputRequest) string {
 	switch t.Status {
-	case store.StatusInputRequired:
+	case errand.StatusInputRequired:
 		if q := openQuestion(inputs); q != nil {
 			return q.Question
 		}
-	case store.StatusFailed, store.StatusCancelled:
+	case errand.StatusFailed, errand.StatusCancelled:
 		if t.Error != nil {
-			if t.Error.Code == "" || t.Status == store.StatusCancelled {
+			if t.Error.Code == "" || t.Status == errand.StatusCancelled {
 				return t.Error.Message
 			}
 			return t.Error.Code + ": " + t.Error.Message
 		}
-	case store.StatusPaused:
+	case errand.StatusPaused:
 		return "Paused by an operator; the task goes on once it is resumed."
-	case store.StatusBlocked:
+	case errand.StatusBlocked:
 		return "Waiting for the tasks it depends on: " + strings.Join(t.DependsOn, ", ") + "."
-	case store.StatusWaitingSubtasks:
+	case errand.StatusWaitingSubtasks:
 		return "Waiting for its subtasks to finish."
-	case store.StatusRetryScheduled:
+	case errand.StatusRetryScheduled:
 		msg := fmt.Sprintf("Attempt %d failed", t.Attempt)
 		if t.Error != nil {
 			msg += " (" + t.Error.Code + ": " + t.Error.Message + ")"
 		}
 		return msg + "; it is tried again at " + t.RunAt.UTC().Format(time.RFC3339) + "."
-	case store.StatusRunning:
+	case errand.StatusRunning:
 		if p := t.Progress; p != nil && (p.Label != "" || p.TotalSteps > 0) {
 			if p.TotalSteps > 0 {
 				return strings.TrimSpace(fmt.Sprintf("%s (step %d of %d)", p.Label, p.CurrentStep, p.TotalSteps))
@@ -259,7 +258,7 @@ func history(t *errand.Task, inputs []*errand.InputRequest) []message {
 	out := []message{first}
 	for _, q := range inputs {
 		out = append(out, message{id: q.ID, contextID: ctxID, taskID: t.ID, role: roleAgent, parts: []part{{text: q.Question}}})
-		if q.Status == store.InputAnswered {
+		if q.Status == errand.InputAnswered {
 			out = append(out, message{id: q.ID + "-answer", contextID: ctxID, taskID: t.ID, role: roleUser, parts: []part{{text: q.Answer}}})
 		}
 	}

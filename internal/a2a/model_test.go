@@ -8,24 +8,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/store"
 )
 
 func TestStateOf(t *testing.T) {
 	t.Parallel()
-	want := map[store.Status]state{
-		store.StatusPending:         stateSubmitted,
-		store.StatusBlocked:         stateSubmitted,
-		store.StatusRetryScheduled:  stateSubmitted,
-		store.StatusRunning:         stateWorking,
-		store.StatusWaitingSubtasks: stateWorking,
-		store.StatusPaused:          stateWorking,
-		store.StatusInputRequired:   stateInputRequired,
-		store.StatusCompleted:       stateCompleted,
-		store.StatusFailed:          stateFailed,
-		store.StatusCancelled:       stateCanceled,
+	want := map[errand.Status]state{
+		errand.StatusPending:         stateSubmitted,
+		errand.StatusBlocked:         stateSubmitted,
+		errand.StatusRetryScheduled:  stateSubmitted,
+		errand.StatusRunning:         stateWorking,
+		errand.StatusWaitingSubtasks: stateWorking,
+		errand.StatusPaused:          stateWorking,
+		errand.StatusInputRequired:   stateInputRequired,
+		errand.StatusCompleted:       stateCompleted,
+		errand.StatusFailed:          stateFailed,
+		errand.StatusCancelled:       stateCanceled,
 	}
-	require.Len(t, want, len(store.AllStatuses), "every status is mapped")
+	require.Len(t, want, len(errand.AllStatuses), "every status is mapped")
 	for st, s := range want {
 		require.Equal(t, s, stateOf(st), "%s", st)
 		require.Contains(t, statusesOf(s), st)

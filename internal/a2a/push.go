@@ -12,7 +12,6 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/webhook"
-	"github.com/errandhq/errand/store"
 )
 
 // NotificationTokenHeader carries a push config's token back to the
@@ -40,10 +39,10 @@ type pushSource struct {
 // apart from new ones (the worst case is a status pushed twice).
 const maxRemembered = 100_000
 
-func (p *pushSource) Pushes(ctx context.Context, ev *store.Event) ([]*webhook.Push, error) {
+func (p *pushSource) Pushes(ctx context.Context, ev *errand.Event) ([]*webhook.Push, error) {
 	// A new config hears where its task stands, even if the task does not
 	// change again.
-	if ev.TaskID == "" || !slices.Contains(statusEvents, ev.Type) && ev.Type != store.EventPushConfigSet {
+	if ev.TaskID == "" || !slices.Contains(statusEvents, ev.Type) && ev.Type != errand.EventPushConfigSet {
 		return nil, nil
 	}
 	configs, err := p.s.client.PushConfigs(ctx, ev.TaskID, "", MaxPushConfigs)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/webhook"
-	"github.com/errandhq/errand/store"
 )
 
 func TestPushConfigMethods(t *testing.T) {
@@ -266,11 +265,11 @@ func TestPushSourceTellsChangesOnly(t *testing.T) {
 	src := f.server.PushSource()
 	pushes := func(id int64, typ, taskID string) []*webhook.Push {
 		t.Helper()
-		out, err := src.Pushes(t.Context(), &store.Event{ID: id, Type: typ, TaskID: taskID})
+		out, err := src.Pushes(t.Context(), &errand.Event{ID: id, Type: typ, TaskID: taskID})
 		require.NoError(t, err)
 		return out
 	}
-	first := pushes(1, store.EventTaskCreated, task.ID)
+	first := pushes(1, errand.EventTaskCreated, task.ID)
 	require.Len(t, first, 2, "one push per config")
 	require.NotEqual(t, first[0].Queue, first[1].Queue)
 	byURL := map[string]*webhook.Push{}
@@ -281,14 +280,14 @@ func TestPushSourceTellsChangesOnly(t *testing.T) {
 	require.Empty(t, byURL["https://a.example"].Key, "no token: unsigned")
 	require.Equal(t, "application/json", byURL["https://b.example"].ContentType)
 	require.Equal(t, "application/a2a+json", byURL["https://a.example"].ContentType)
-	require.Empty(t, pushes(2, store.EventTaskCreated, task.ID), "nothing changed: nothing pushed")
-	require.Empty(t, pushes(3, store.EventTaskStep, task.ID), "not a status event")
-	require.Empty(t, pushes(4, store.EventTaskCreated, bare.ID), "no config")
-	require.Empty(t, pushes(5, store.EventTaskCreated, "tsk_gone"), "no such task")
+	require.Empty(t, pushes(2, errand.EventTaskCreated, task.ID), "nothing changed: nothing pushed")
+	require.Empty(t, pushes(3, errand.EventTaskStep, task.ID), "not a status event")
+	require.Empty(t, pushes(4, errand.EventTaskCreated, bare.ID), "no config")
+	require.Empty(t, pushes(5, errand.EventTaskCreated, "tsk_gone"), "no such task")
 
 	_, err = f.client.Cancel(t.Context(), task.ID, "stop")
 	require.NoError(t, err)
-	last := pushes(6, store.EventTaskCancelled, task.ID)
+	last := pushes(6, errand.EventTaskCancelled, task.ID)
 	require.Len(t, last, 2)
 	var v1 v1StreamResponse
 	if last[0].URL != "https://a.example" {

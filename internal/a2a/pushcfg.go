@@ -9,7 +9,6 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/webhook"
-	"github.com/errandhq/errand/store"
 )
 
 type pushConfig = errand.PushConfig
@@ -31,20 +30,20 @@ func (s *Server) checkPushConfig(c *pushConfig, field string) *rpcError {
 	switch {
 	case c.URL == "":
 		return invalidParams(join(field, "url"), "is required")
-	case len(c.URL) > store.MaxPushConfigURLBytes:
-		return invalidParams(join(field, "url"), "is %d bytes; the limit is %d", len(c.URL), store.MaxPushConfigURLBytes)
-	case len(c.ID) > store.MaxPushConfigIDBytes:
-		return invalidParams(join(field, "id"), "is %d bytes; the limit is %d", len(c.ID), store.MaxPushConfigIDBytes)
+	case len(c.URL) > errand.MaxPushConfigURLBytes:
+		return invalidParams(join(field, "url"), "is %d bytes; the limit is %d", len(c.URL), errand.MaxPushConfigURLBytes)
+	case len(c.ID) > errand.MaxPushConfigIDBytes:
+		return invalidParams(join(field, "id"), "is %d bytes; the limit is %d", len(c.ID), errand.MaxPushConfigIDBytes)
 	case hasControl(c.ID):
 		return invalidParams(join(field, "id"), "holds a control character")
-	case len(c.Token) > store.MaxPushConfigTokenBytes:
-		return invalidParams(join(field, "token"), "is %d bytes; the limit is %d", len(c.Token), store.MaxPushConfigTokenBytes)
+	case len(c.Token) > errand.MaxPushConfigTokenBytes:
+		return invalidParams(join(field, "token"), "is %d bytes; the limit is %d", len(c.Token), errand.MaxPushConfigTokenBytes)
 	case !headerSafe(c.Token):
 		return invalidParams(join(field, "token"), "must be printable ASCII: it is sent back as the X-A2A-Notification-Token header")
 	case len(c.AuthScheme) > 100 || !headerSafe(c.AuthScheme) || strings.ContainsAny(c.AuthScheme, " \t"):
 		return invalidParams(join(field, "authentication.scheme"), "must be one word of printable ASCII, such as Bearer")
-	case len(c.AuthCredentials) > store.MaxPushConfigTokenBytes || !headerSafe(c.AuthCredentials):
-		return invalidParams(join(field, "authentication.credentials"), "must be printable ASCII of at most %d bytes: it is sent as the Authorization header", store.MaxPushConfigTokenBytes)
+	case len(c.AuthCredentials) > errand.MaxPushConfigTokenBytes || !headerSafe(c.AuthCredentials):
+		return invalidParams(join(field, "authentication.credentials"), "must be printable ASCII of at most %d bytes: it is sent as the Authorization header", errand.MaxPushConfigTokenBytes)
 	case c.AuthCredentials != "" && c.AuthScheme == "":
 		return invalidParams(join(field, "authentication.scheme"), "is required with credentials")
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/store"
 )
 
 // Limits of a message, besides those errand puts on a task.
@@ -190,7 +189,7 @@ func readMessage(id, contextID, taskID string, metadata, requestMetadata json.Ra
 		return nil, invalidParams("message.contextId", "is %d bytes; the limit is %d", len(contextID), maxContextIDBytes)
 	case hasControl(contextID):
 		return nil, invalidParams("message.contextId", "holds a control character")
-	case len(taskID) > store.MaxPushConfigIDBytes:
+	case len(taskID) > errand.MaxPushConfigIDBytes:
 		return nil, invalidParams("message.taskId", "is %d bytes; no task has so long an id", len(taskID))
 	case parts == 0:
 		return nil, invalidParams("message.parts", "is empty: a message needs a text part")
@@ -404,7 +403,7 @@ func (s *Server) answer(ctx context.Context, req *request, m *inMessage) (*erran
 	if m.contextID != "" && m.contextID != contextOf(t) {
 		return nil, invalidParams("message.contextId", "%q is not the context of task %s (%q)", clip(m.contextID, 100), t.ID, contextOf(t))
 	}
-	if t.Status != store.StatusInputRequired {
+	if t.Status != errand.StatusInputRequired {
 		return nil, notAnswerable(t)
 	}
 	answer := m.answer()
@@ -445,11 +444,11 @@ func notAnswerable(t *errand.Task) *rpcError {
 // statusEvents are the journal events that may change what A2A shows of
 // a task's status.
 var statusEvents = []string{
-	store.EventTaskCreated, store.EventTaskStarted, store.EventTaskProgress, store.EventTaskCompleted,
-	store.EventTaskFailed, store.EventTaskCancelled, store.EventTaskRetryScheduled, store.EventTaskRetried,
-	store.EventTaskReleased, store.EventTaskRecovered, store.EventTaskBlocked, store.EventTaskUnblocked,
-	store.EventTaskSubtasksDone, store.EventTaskInputRequired, store.EventTaskInputAnswered,
-	store.EventTaskPaused, store.EventTaskResumed, "task." + string(store.StatusWaitingSubtasks),
+	errand.EventTaskCreated, errand.EventTaskStarted, errand.EventTaskProgress, errand.EventTaskCompleted,
+	errand.EventTaskFailed, errand.EventTaskCancelled, errand.EventTaskRetryScheduled, errand.EventTaskRetried,
+	errand.EventTaskReleased, errand.EventTaskRecovered, errand.EventTaskBlocked, errand.EventTaskUnblocked,
+	errand.EventTaskSubtasksDone, errand.EventTaskInputRequired, errand.EventTaskInputAnswered,
+	errand.EventTaskPaused, errand.EventTaskResumed, "task." + string(errand.StatusWaitingSubtasks),
 }
 
 // waitSettled follows t's events after the journal id after until t ends

@@ -14,7 +14,6 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/clock"
 	"github.com/errandhq/errand/internal/version"
-	"github.com/errandhq/errand/store"
 )
 
 // Defaults of Config.
@@ -223,7 +222,7 @@ func (s *Server) getTaskByID(ctx context.Context, req *request, field, taskID st
 	if taskID == "" {
 		return nil, invalidParams(field, "a task id is required")
 	}
-	if len(taskID) > store.MaxPushConfigIDBytes {
+	if len(taskID) > errand.MaxPushConfigIDBytes {
 		return nil, taskNotFound(taskID)
 	}
 	t, err := s.client.Get(ctx, taskID)

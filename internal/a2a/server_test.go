@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/store"
 )
 
 func TestSendMessageSubmitsAndWaits(t *testing.T) {
@@ -163,7 +162,7 @@ func TestSendMessageV03(t *testing.T) {
 	f.ok("message/send", map[string]any{"message": msg, "configuration": map[string]any{"blocking": false}}, &task)
 	require.Contains(t, []string{"submitted", "working"}, task.Status.State)
 	f.open()
-	f.waitStatus(task.ID, store.StatusCompleted)
+	f.waitStatus(task.ID, errand.StatusCompleted)
 	f.ok("tasks/get", map[string]any{"id": task.ID}, &task)
 	require.Equal(t, "data", task.Artifacts[0].Parts[0].Kind)
 	require.JSONEq(t, `{"answer":42}`, string(task.Artifacts[0].Parts[0].Data))
@@ -240,7 +239,7 @@ func TestGetTask(t *testing.T) {
 	// A task submitted elsewhere shows its own id as its context.
 	other, err := f.client.Submit(t.Context(), &errand.SubmitParams{Goal: "from the CLI"})
 	require.NoError(t, err)
-	f.waitStatus(other.ID, store.StatusCompleted)
+	f.waitStatus(other.ID, errand.StatusCompleted)
 	var v3 v03Task
 	f.ok("tasks/get", map[string]any{"id": other.ID}, &v3)
 	require.Equal(t, other.ID, v3.ContextID)

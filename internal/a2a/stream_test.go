@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand"
 )
 
 // kinds names each v1.0 stream event by what it holds, with the state of
@@ -213,7 +213,7 @@ func TestStreamKeepAliveAndShutdown(t *testing.T) {
 	msg["metadata"] = map[string]any{"agent": "slow"}
 	task := f.send(msg, map[string]any{"returnImmediately": true})
 	f.waitStarted()
-	f.waitStatus(task.ID, store.StatusRunning)
+	f.waitStatus(task.ID, errand.StatusRunning)
 
 	req := f.rawStream("SubscribeToTask", map[string]any{"id": task.ID})
 	line := req.readLine(t) // the task

@@ -28,7 +28,6 @@ import (
 	"github.com/errandhq/errand/internal/server"
 	"github.com/errandhq/errand/internal/version"
 	"github.com/errandhq/errand/internal/webhook"
-	"github.com/errandhq/errand/store"
 )
 
 // Options are the serve command's flags; empty fields take the config
@@ -160,7 +159,7 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 	if d.listener, err = listen(ctx, home, cfg.Listen); err != nil {
 		return nil, err
 	}
-	d.metrics = metrics.New(func(ctx context.Context) (map[store.Status]int, error) {
+	d.metrics = metrics.New(func(ctx context.Context) (map[errand.Status]int, error) {
 		return d.client.CountByStatus(ctx)
 	})
 	// A heartbeat's prompt_file is relative to the config file.
@@ -456,8 +455,8 @@ func (d *daemon) counts(ctx context.Context) (map[string]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]int, len(store.AllStatuses))
-	for _, st := range store.AllStatuses {
+	out := make(map[string]int, len(errand.AllStatuses))
+	for _, st := range errand.AllStatuses {
 		out[string(st)] = counts[st]
 	}
 	return out, nil

@@ -3,8 +3,8 @@ package mcpserver
 import (
 	"context"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/store"
 )
 
 // Backend is what the MCP tools and resources need of errand. Two
@@ -35,7 +35,7 @@ type Backend interface {
 
 // ListParams filters Backend.List; zero fields do not filter.
 type ListParams struct {
-	Statuses  []store.Status
+	Statuses  []errand.Status
 	SessionID string
 	Limit     int
 	Cursor    string

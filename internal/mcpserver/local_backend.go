@@ -9,7 +9,6 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	apiserver "github.com/errandhq/errand/internal/server"
-	"github.com/errandhq/errand/store"
 )
 
 // LocalBackend serves the tools from c directly: the daemon's /mcp.
@@ -78,7 +77,7 @@ func (b *localBackend) Answer(ctx context.Context, taskID, answer string) (*api.
 }
 
 func (b *localBackend) PendingQuestion(ctx context.Context, taskID string) (*api.Input, error) {
-	ins, err := b.c.Inputs(ctx, store.InputPending, taskID)
+	ins, err := b.c.Inputs(ctx, errand.InputPending, taskID)
 	if err != nil || len(ins) == 0 {
 		return nil, err
 	}

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/apiclient"
-	"github.com/errandhq/errand/store"
 )
 
 // RemoteBackend serves the tools from a running daemon's HTTP API and
@@ -41,7 +41,7 @@ func (b *remoteBackend) Answer(ctx context.Context, taskID, answer string) (*api
 }
 
 func (b *remoteBackend) PendingQuestion(ctx context.Context, taskID string) (*api.Input, error) {
-	list, err := b.c.TaskInputs(ctx, taskID, store.InputPending)
+	list, err := b.c.TaskInputs(ctx, taskID, errand.InputPending)
 	if err != nil || len(list.Inputs) == 0 {
 		return nil, err
 	}

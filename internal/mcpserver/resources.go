@@ -15,7 +15,6 @@ import (
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/apiclient"
 	"github.com/errandhq/errand/internal/id"
-	"github.com/errandhq/errand/store"
 )
 
 // Output resources.
@@ -57,7 +56,7 @@ func (s *server) listOutputs(ctx context.Context, req *mcp.ListResourcesRequest)
 	if req.Params != nil && req.Params.Cursor != "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor: this server lists one page of recent outputs and gives no cursors"}
 	}
-	list, err := s.backend.List(ctx, &ListParams{Statuses: []store.Status{store.StatusCompleted}, Limit: s.cfg.RecentOutputs})
+	list, err := s.backend.List(ctx, &ListParams{Statuses: []errand.Status{errand.StatusCompleted}, Limit: s.cfg.RecentOutputs})
 	if err != nil {
 		return nil, s.resourceError(ctx, "resources/list", err)
 	}
@@ -94,7 +93,7 @@ func (s *server) readOutput(ctx context.Context, req *mcp.ReadResourceRequest) (
 		}
 		return nil, s.resourceError(ctx, "resources/read", err)
 	}
-	if t.Status != store.StatusCompleted && !hasResult(t) {
+	if t.Status != errand.StatusCompleted && !hasResult(t) {
 		return nil, &jsonrpc.Error{Code: mcp.CodeResourceNotFound,
 			Message: "task " + t.ID + " is " + taskState(t) + " and has no output yet" + waitHint(t)}
 	}

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/store"
 )
 
 // maxSummaryOutput bounds how much of an output a summary quotes; the
@@ -30,17 +30,17 @@ func describeResult(res *taskResult) string {
 func describeTask(t *api.Task) string {
 	name := "Task " + t.ID + " " + quote(t.Title)
 	switch t.Status {
-	case store.StatusCompleted:
+	case errand.StatusCompleted:
 		out := clip(api.ResultText(t.Result), maxSummaryOutput)
 		if !hasResult(t) || out == "null" {
 			return name + " completed without output."
 		}
 		return name + " completed. Output:\n" + out
-	case store.StatusFailed:
+	case errand.StatusFailed:
 		return name + " failed" + reason(t.Error) + "."
-	case store.StatusCancelled:
+	case errand.StatusCancelled:
 		return name + " was cancelled" + reason(t.Error) + "."
-	case store.StatusInputRequired:
+	case errand.StatusInputRequired:
 		return name + " is waiting for an answer."
 	default:
 		return name + " is " + taskState(t) + "."
@@ -60,7 +60,7 @@ func taskState(t *api.Task) string {
 	return st
 }
 
-func reason(e *store.TaskError) string {
+func reason(e *errand.TaskError) string {
 	if e == nil {
 		return ""
 	}

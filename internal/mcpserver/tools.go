@@ -13,10 +13,9 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/id"
-	"github.com/errandhq/errand/store"
 )
 
 // Bounds of tool arguments the engine does not check itself.
@@ -84,8 +83,8 @@ func schemaFor[In any](tweak func(props map[string]*jsonschema.Schema)) *jsonsch
 }
 
 func statusNames() []any {
-	out := make([]any, len(store.AllStatuses))
-	for i, st := range store.AllStatuses {
+	out := make([]any, len(errand.AllStatuses))
+	for i, st := range errand.AllStatuses {
 		out[i] = string(st)
 	}
 	return out
@@ -106,7 +105,7 @@ func (s *server) addTools(srv *mcp.Server) {
 			p["goal"].MinLength = jsonschema.Ptr(1)
 			p["priority"].Minimum = jsonschema.Ptr(0.0)
 			p["priority"].Maximum = jsonschema.Ptr(9.0)
-			p["depends_on"].MaxItems = jsonschema.Ptr(engine.DefaultMaxDependsOn)
+			p["depends_on"].MaxItems = jsonschema.Ptr(errand.MaxDependsOn)
 		}),
 		Annotations: &mcp.ToolAnnotations{Title: "Submit a task", DestructiveHint: &no},
 	}, handle(s, "submit_task", s.submitTask))
@@ -221,16 +220,16 @@ func (s *server) submitTask(ctx context.Context, _ *mcp.CallToolRequest, a submi
 	if strings.TrimSpace(a.Goal) == "" {
 		return nil, "", argError("goal", "is required: say what the task should achieve")
 	}
-	if len(a.Goal) > engine.DefaultMaxGoalBytes {
-		return nil, "", argError("goal", "is %d bytes; the limit is %d", len(a.Goal), engine.DefaultMaxGoalBytes)
+	if len(a.Goal) > errand.MaxGoalBytes {
+		return nil, "", argError("goal", "is %d bytes; the limit is %d", len(a.Goal), errand.MaxGoalBytes)
 	}
 	if a.ParentID != "" {
 		if err := checkTaskID("parent_id", a.ParentID); err != nil {
 			return nil, "", err
 		}
 	}
-	if len(a.DependsOn) > engine.DefaultMaxDependsOn {
-		return nil, "", argError("depends_on", "lists %d tasks; the limit is %d", len(a.DependsOn), engine.DefaultMaxDependsOn)
+	if len(a.DependsOn) > errand.MaxDependsOn {
+		return nil, "", argError("depends_on", "lists %d tasks; the limit is %d", len(a.DependsOn), errand.MaxDependsOn)
 	}
 	for _, d := range a.DependsOn {
 		if err := checkTaskID("depends_on", d); err != nil {
@@ -272,7 +271,7 @@ func (s *server) getTask(ctx context.Context, _ *mcp.CallToolRequest, a taskArgs
 
 // addQuestion adds the open question of a task in input_required.
 func (s *server) addQuestion(ctx context.Context, res *taskResult) error {
-	if res.Task.Status != store.StatusInputRequired {
+	if res.Task.Status != errand.StatusInputRequired {
 		return nil
 	}
 	q, err := s.backend.PendingQuestion(ctx, res.Task.ID)
@@ -288,15 +287,15 @@ func (s *server) listTasks(ctx context.Context, _ *mcp.CallToolRequest, a listAr
 	if p.Limit < 1 || p.Limit > MaxListLimit {
 		return nil, "", argError("limit", "%d is out of range 1–%d", a.Limit, MaxListLimit)
 	}
-	if len(a.Status) > len(store.AllStatuses) {
-		return nil, "", argError("status", "lists %d statuses; there are only %d", len(a.Status), len(store.AllStatuses))
+	if len(a.Status) > len(errand.AllStatuses) {
+		return nil, "", argError("status", "lists %d statuses; there are only %d", len(a.Status), len(errand.AllStatuses))
 	}
 	for _, st := range a.Status {
-		if !store.Status(st).Valid() {
+		if !errand.Status(st).Valid() {
 			return nil, "", argError("status", "%q is not a status (want one of %s)", truncate(st), strings.Join(statusList(), ", "))
 		}
-		if !slices.Contains(p.Statuses, store.Status(st)) {
-			p.Statuses = append(p.Statuses, store.Status(st))
+		if !slices.Contains(p.Statuses, errand.Status(st)) {
+			p.Statuses = append(p.Statuses, errand.Status(st))
 		}
 	}
 	if len(a.SessionID) > maxSessionBytes {
@@ -319,8 +318,8 @@ func (s *server) cancelTask(ctx context.Context, _ *mcp.CallToolRequest, a cance
 	if err := checkTaskID("task_id", a.TaskID); err != nil {
 		return nil, "", err
 	}
-	if len(a.Reason) > engine.MaxReasonBytes {
-		return nil, "", argError("reason", "is %d bytes; the limit is %d", len(a.Reason), engine.MaxReasonBytes)
+	if len(a.Reason) > errand.MaxReasonBytes {
+		return nil, "", argError("reason", "is %d bytes; the limit is %d", len(a.Reason), errand.MaxReasonBytes)
 	}
 	t, err := s.backend.Cancel(ctx, a.TaskID, a.Reason)
 	if isCode(err, api.CodeConflict) {
@@ -332,7 +331,7 @@ func (s *server) cancelTask(ctx context.Context, _ *mcp.CallToolRequest, a cance
 		return nil, "", taskError(err, a.TaskID)
 	}
 	summary := describeTask(t)
-	if t.Status == store.StatusRunning {
+	if t.Status == errand.StatusRunning {
 		summary = "Cancelling task " + t.ID + " " + quote(t.Title) + ": it stops after its current step."
 	}
 	return &taskResult{Task: t}, summary, nil
@@ -351,8 +350,8 @@ func (s *server) answerTask(ctx context.Context, _ *mcp.CallToolRequest, a answe
 	if strings.TrimSpace(a.Answer) == "" {
 		return nil, "", argError("answer", "is required")
 	}
-	if len(a.Answer) > engine.DefaultMaxGoalBytes {
-		return nil, "", argError("answer", "is %d bytes; the limit is %d", len(a.Answer), engine.DefaultMaxGoalBytes)
+	if len(a.Answer) > errand.MaxGoalBytes {
+		return nil, "", argError("answer", "is %d bytes; the limit is %d", len(a.Answer), errand.MaxGoalBytes)
 	}
 	in, err := s.backend.Answer(ctx, a.TaskID, a.Answer)
 	if isCode(err, api.CodeInputClosed) {
@@ -381,8 +380,8 @@ func waitTimeout(v *int) (time.Duration, error) {
 }
 
 func statusList() []string {
-	out := make([]string, len(store.AllStatuses))
-	for i, st := range store.AllStatuses {
+	out := make([]string, len(errand.AllStatuses))
+	for i, st := range errand.AllStatuses {
 		out[i] = string(st)
 	}
 	return out

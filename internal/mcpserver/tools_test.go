@@ -9,9 +9,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/id"
-	"github.com/errandhq/errand/store"
 )
 
 func TestToolsList(t *testing.T) {
@@ -84,7 +84,7 @@ func TestSubmitAndGet(t *testing.T) {
 			require.Equal(t, parent.ID, *task.ParentID)
 			require.Equal(t, []string{dep.ID}, task.DependsOn)
 			require.JSONEq(t, `{"week":47}`, string(task.Input))
-			require.Equal(t, store.StatusBlocked, task.Status)
+			require.Equal(t, errand.StatusBlocked, task.Status)
 			require.False(t, *res.Duplicate)
 
 			// A retry with the same key gets the same task back.
@@ -98,7 +98,7 @@ func TestSubmitAndGet(t *testing.T) {
 
 			got := b.call("get_task_status", map[string]any{"task_id": task.ID})
 			require.Equal(t, task.ID, got.Task.ID)
-			require.Equal(t, store.StatusBlocked, got.Task.Status)
+			require.Equal(t, errand.StatusBlocked, got.Task.Status)
 			require.Nil(t, got.Question)
 			require.Nil(t, got.TimedOut)
 
@@ -106,7 +106,7 @@ func TestSubmitAndGet(t *testing.T) {
 			done := b.submit(map[string]any{"goal": "say hi"})
 			b.waitDone(done.ID)
 			res = b.call("get_task_status", map[string]any{"task_id": done.ID})
-			require.Equal(t, store.StatusCompleted, res.Task.Status)
+			require.Equal(t, errand.StatusCompleted, res.Task.Status)
 			require.JSONEq(t, `{"output":"done: say hi","warning":null}`, string(res.Task.Result))
 			close(b.gateRelease)
 		})

@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand"
 )
 
 func TestStreamableHTTP(t *testing.T) {
@@ -38,7 +38,7 @@ func TestStreamableHTTP(t *testing.T) {
 	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "wait_for_task", Arguments: map[string]any{"task_id": task.ID}})
 	require.NoError(t, err)
 	got := decodeResult(t, res)
-	require.Equal(t, store.StatusCompleted, got.Task.Status)
+	require.Equal(t, errand.StatusCompleted, got.Task.Status)
 	read, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: OutputURI(task.ID)})
 	require.NoError(t, err)
 	require.Equal(t, "done: over http", read.Contents[0].Text)
@@ -106,7 +106,7 @@ func TestServeStdio(t *testing.T) {
 	require.False(t, res.IsError, text(res))
 	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "wait_for_task", Arguments: map[string]any{"task_id": decodeResult(t, res).Task.ID}})
 	require.NoError(t, err)
-	require.Equal(t, store.StatusCompleted, decodeResult(t, res).Task.Status)
+	require.Equal(t, errand.StatusCompleted, decodeResult(t, res).Task.Status)
 
 	// The client hanging up is the normal end.
 	require.NoError(t, cs.Close())
@@ -255,7 +255,7 @@ func TestStreamableHTTPWaitEndsWithShutdown(t *testing.T) {
 	require.False(t, res.IsError, text(res))
 	got := decodeResult(t, res)
 	require.True(t, *got.TimedOut)
-	require.Equal(t, store.StatusRunning, got.Task.Status)
+	require.Equal(t, errand.StatusRunning, got.Task.Status)
 	require.True(t, strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "errand is shutting down; call wait_for_task again once it is back."))
 	close(b.gateRelease)
 }

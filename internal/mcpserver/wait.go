@@ -8,15 +8,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/clock"
-	"github.com/errandhq/errand/store"
 )
 
 // settled reports whether a waiter is done with a task in st: it ended, or
 // it waits for an answer only the caller can give.
-func settled(st store.Status) bool {
-	return st.Terminal() || st == store.StatusInputRequired
+func settled(st errand.Status) bool {
+	return st.Terminal() || st == errand.StatusInputRequired
 }
 
 // waitTask waits for the task to settle, waking on its events: it reads

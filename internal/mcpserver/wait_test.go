@@ -9,8 +9,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/id"
-	"github.com/errandhq/errand/store"
 )
 
 // within bounds how long a test waits for something that should happen
@@ -85,7 +85,7 @@ func TestWaitWakesOnCompletion(t *testing.T) {
 			res := b.receive(results)
 			require.False(t, res.IsError, text(res))
 			got := decodeResult(t, res)
-			require.Equal(t, store.StatusCompleted, got.Task.Status)
+			require.Equal(t, errand.StatusCompleted, got.Task.Status)
 			require.False(t, *got.TimedOut)
 			require.JSONEq(t, `{"output":"released","warning":null}`, string(got.Task.Result))
 			require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "completed. Output:\nreleased")
@@ -112,8 +112,8 @@ func TestWaitTimesOut(t *testing.T) {
 			require.False(t, res.IsError, text(res))
 			got := decodeResult(t, res)
 			require.True(t, *got.TimedOut)
-			require.Equal(t, store.StatusRunning, got.Task.Status)
-			require.Equal(t, &store.Progress{CurrentStep: 1, TotalSteps: 2, Label: "halfway", Percentage: 50}, got.Task.Progress)
+			require.Equal(t, errand.StatusRunning, got.Task.Status)
+			require.Equal(t, &errand.Progress{CurrentStep: 1, TotalSteps: 2, Label: "halfway", Percentage: 50}, got.Task.Progress)
 			summary := res.Content[0].(*mcp.TextContent).Text
 			require.Contains(t, summary, "Still waiting (timed out)")
 			require.Contains(t, summary, "running (step 1 of 2: halfway, 50%)")
@@ -121,7 +121,7 @@ func TestWaitTimesOut(t *testing.T) {
 			// Zero waits not at all.
 			got = b.call("wait_for_task", map[string]any{"task_id": task.ID, "timeout_seconds": 0})
 			require.True(t, *got.TimedOut)
-			require.Equal(t, store.StatusRunning, got.Task.Status)
+			require.Equal(t, errand.StatusRunning, got.Task.Status)
 			close(b.gateRelease)
 		})
 	}
@@ -151,14 +151,14 @@ func TestWaitSettledStates(t *testing.T) {
 			b := setup(t, kind)
 			failed := b.submit(map[string]any{"goal": "break", "agent": "fail"})
 			got := b.call("wait_for_task", map[string]any{"task_id": failed.ID})
-			require.Equal(t, store.StatusFailed, got.Task.Status)
+			require.Equal(t, errand.StatusFailed, got.Task.Status)
 			require.False(t, *got.TimedOut)
 			require.Equal(t, "boom", got.Task.Error.Code)
 
 			asker := b.submit(map[string]any{"goal": "ask", "agent": "asker"})
 			res := b.callRaw(&mcp.CallToolParams{Name: "wait_for_task", Arguments: map[string]any{"task_id": asker.ID}})
 			got = decodeResult(t, res)
-			require.Equal(t, store.StatusInputRequired, got.Task.Status)
+			require.Equal(t, errand.StatusInputRequired, got.Task.Status)
 			require.False(t, *got.TimedOut)
 			require.Equal(t, "Which colour?", got.Question.Question)
 			require.True(t, id.Valid(id.Input, got.Question.ID))
@@ -214,7 +214,7 @@ func TestWaitReportsProgress(t *testing.T) {
 	require.InDelta(t, DefaultProgressInterval.Seconds(), second.Progress, 0.01)
 	close(b.gateRelease)
 	got := decodeResult(t, b.receive(results))
-	require.Equal(t, store.StatusCompleted, got.Task.Status)
+	require.Equal(t, errand.StatusCompleted, got.Task.Status)
 }
 
 // A client that gives up on a wait leaves nothing running behind it
@@ -249,14 +249,14 @@ func TestCancelTask(t *testing.T) {
 			dep := b.submit(map[string]any{"goal": "first", "agent": "gate"})
 			blocked := b.submit(map[string]any{"goal": "second", "depends_on": []string{dep.ID}})
 			got := b.call("cancel_task", map[string]any{"task_id": blocked.ID, "reason": "not needed"})
-			require.Equal(t, store.StatusCancelled, got.Task.Status)
+			require.Equal(t, errand.StatusCancelled, got.Task.Status)
 			require.Contains(t, got.Task.Error.Message, "not needed")
 
 			// A running task stops after its step.
 			b.awaitGate()
 			res := b.callRaw(&mcp.CallToolParams{Name: "cancel_task", Arguments: map[string]any{"task_id": dep.ID}})
 			require.False(t, res.IsError, text(res))
-			require.Equal(t, store.StatusCancelled, b.waitDone(dep.ID).Status)
+			require.Equal(t, errand.StatusCancelled, b.waitDone(dep.ID).Status)
 
 			msg := b.callErr("cancel_task", map[string]any{"task_id": blocked.ID})
 			require.Contains(t, msg, "task "+blocked.ID+" has already ended (cancelled)")
@@ -274,7 +274,7 @@ func TestAnswerTask(t *testing.T) {
 			t.Parallel()
 			b := setup(t, kind)
 			task := b.submit(map[string]any{"goal": "ask", "agent": "asker"})
-			require.Equal(t, store.StatusInputRequired, b.waitDone(task.ID).Status)
+			require.Equal(t, errand.StatusInputRequired, b.waitDone(task.ID).Status)
 			got := b.call("get_task_status", map[string]any{"task_id": task.ID})
 			require.Equal(t, "Which colour?", got.Question.Question)
 
@@ -286,7 +286,7 @@ func TestAnswerTask(t *testing.T) {
 			require.Equal(t, task.ID, answered.Task.ID)
 
 			done := b.call("wait_for_task", map[string]any{"task_id": task.ID})
-			require.Equal(t, store.StatusCompleted, done.Task.Status)
+			require.Equal(t, errand.StatusCompleted, done.Task.Status)
 			require.JSONEq(t, `{"output":"colour: blue","warning":null}`, string(done.Task.Result))
 
 			msg := b.callErr("answer_task", map[string]any{"task_id": task.ID, "answer": "red"})

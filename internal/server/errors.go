@@ -13,7 +13,6 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/store"
 )
 
 // badRequest is a malformed request: bad JSON, an unknown field, a bad
@@ -56,7 +55,7 @@ func (s *Server) classify(err error, what string) (int, api.ErrorDetail) {
 		inv   *errand.ValidationError
 		tr    *errand.TransitionError
 		big   *http.MaxBytesError
-		limit *store.BudgetExceededError
+		limit *errand.BudgetExceededError
 		slow  *bodyTimeoutError
 	)
 	d := func(code, msg, field string) api.ErrorDetail {

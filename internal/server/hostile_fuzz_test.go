@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/store"
 )
@@ -138,7 +139,7 @@ func FuzzPostEvent(f *testing.F) {
 		var ev api.Event
 		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &ev), rec.Body.String())
 		require.False(t, store.IsOwnEventType(ev.Type), "%q was journaled from %q", ev.Type, body)
-		require.Equal(t, store.ActorExternal, ev.Actor)
+		require.Equal(t, errand.ActorExternal, ev.Actor)
 	})
 }
 

@@ -43,7 +43,7 @@ func TestMemoriesOverHTTP(t *testing.T) {
 		return m
 	}
 	a := remember(errand.RememberParams{Text: "The build cache lives in /var/cache/ci", Tags: []string{"ci"}, TaskID: t1.ID, Agent: "builder"})
-	b := remember(errand.RememberParams{Text: "Flaky test: TestUpload, retry once", TaskID: t1.ID, Agent: "builder", Source: store.SourceSchedule})
+	b := remember(errand.RememberParams{Text: "Flaky test: TestUpload, retry once", TaskID: t1.ID, Agent: "builder", Source: errand.SourceSchedule})
 	c := remember(errand.RememberParams{Text: "Release notes go to the wiki", TaskID: t2.ID, Agent: "writer"})
 	loose := remember(errand.RememberParams{Text: "Office closes at six"})
 
@@ -96,12 +96,12 @@ func TestMemoriesOverHTTP(t *testing.T) {
 	require.JSONEq(t, `{"purged":1}`, string(body))
 
 	// The journal says who removed what, on the tasks that wrote it.
-	for taskID, typ := range map[string]string{t1.ID: store.EventMemoryPurged, t2.ID: store.EventMemoryDeleted} {
+	for taskID, typ := range map[string]string{t1.ID: errand.EventMemoryPurged, t2.ID: errand.EventMemoryDeleted} {
 		events, err := f.client.History(ctx, taskID)
 		require.NoError(t, err)
 		last := events[len(events)-1]
 		require.Equal(t, typ, last.Type)
-		require.Equal(t, store.ActorUser, last.Actor)
+		require.Equal(t, errand.ActorUser, last.Actor)
 	}
 }
 
@@ -202,7 +202,7 @@ func TestMemoryTrustOverHTTP(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx := t.Context()
 	task := f.submit(`{"goal":"look around"}`)
-	plain, err := f.client.Remember(ctx, &errand.RememberParams{Text: "The staging database listens on 5433", Category: store.CategoryObservation, Subject: "staging db port"})
+	plain, err := f.client.Remember(ctx, &errand.RememberParams{Text: "The staging database listens on 5433", Category: errand.CategoryObservation, Subject: "staging db port"})
 	require.NoError(t, err)
 	bad, err := f.client.Remember(ctx, &errand.RememberParams{Text: injectionText, TaskID: task.ID, Agent: "scout"})
 	require.NoError(t, err)
@@ -217,17 +217,17 @@ func TestMemoryTrustOverHTTP(t *testing.T) {
 		return &m, string(body)
 	}
 	m, body := get(plain.ID)
-	require.Equal(t, store.CategoryObservation, m.Category)
+	require.Equal(t, errand.CategoryObservation, m.Category)
 	require.Equal(t, "staging db port", *m.Subject)
 	require.Equal(t, 1.0, m.Confidence)
 	require.Contains(t, body, `"flagged":null`)
 	require.Contains(t, body, `"refreshed_at":null`)
 
 	m, body = get(bad.ID)
-	require.Equal(t, store.CategoryFact, m.Category)
+	require.Equal(t, errand.CategoryFact, m.Category)
 	require.Contains(t, body, `"subject":null`)
 	require.NotNil(t, m.Flagged, body)
-	require.Equal(t, store.MemoryFlaggedByRules, m.Flagged.By)
+	require.Equal(t, errand.MemoryFlaggedByRules, m.Flagged.By)
 	require.NotEmpty(t, m.Flagged.Reason)
 	require.False(t, m.Flagged.At.IsZero())
 	var raw map[string]json.RawMessage
@@ -263,9 +263,9 @@ func TestMemoryTrustOverHTTP(t *testing.T) {
 	require.NoError(t, err)
 	var releases int
 	for _, ev := range events {
-		if ev.Type == store.EventMemoryReleased {
+		if ev.Type == errand.EventMemoryReleased {
 			releases++
-			require.Equal(t, store.ActorUser, ev.Actor)
+			require.Equal(t, errand.ActorUser, ev.Actor)
 			var d store.MemoryFlagData
 			require.NoError(t, json.Unmarshal(ev.Data, &d))
 			require.Equal(t, bad.ID, d.MemoryID)

@@ -12,7 +12,6 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/version"
-	"github.com/errandhq/errand/store"
 )
 
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
@@ -99,10 +98,10 @@ func listParams(q listQuery) (*errand.ListParams, error) {
 			if part == "" {
 				continue
 			}
-			if !slices.Contains(store.AllStatuses, store.Status(part)) {
+			if !slices.Contains(errand.AllStatuses, errand.Status(part)) {
 				return nil, malformed("status", "unknown status %q (want one of %s)", part, statusNames())
 			}
-			p.Statuses = append(p.Statuses, store.Status(part))
+			p.Statuses = append(p.Statuses, errand.Status(part))
 		}
 	}
 	if q.Limit != "" {
@@ -123,8 +122,8 @@ type listQuery struct {
 }
 
 func statusNames() string {
-	names := make([]string, len(store.AllStatuses))
-	for i, st := range store.AllStatuses {
+	names := make([]string, len(errand.AllStatuses))
+	for i, st := range errand.AllStatuses {
 		names[i] = string(st)
 	}
 	return strings.Join(names, ", ")
@@ -328,7 +327,7 @@ func (s *Server) inputs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	status := q.Get("status")
 	switch status {
-	case "", store.InputPending, store.InputAnswered, store.InputExpired, store.InputCancelled:
+	case "", errand.InputPending, errand.InputAnswered, errand.InputExpired, errand.InputCancelled:
 	default:
 		s.fail(w, r, malformed("status", "unknown status %q (want pending, answered, expired or cancelled)", status))
 		return
@@ -397,7 +396,7 @@ func (s *Server) ackInbox(w http.ResponseWriter, r *http.Request) {
 		p.UpToID = n
 	}
 	acked, err := s.client.InboxAck(r.Context(), p)
-	var unknown *store.NotificationUnknownError
+	var unknown *errand.NotificationUnknownError
 	if errors.As(err, &unknown) {
 		ids := make([]string, len(unknown.IDs))
 		for i, n := range unknown.IDs {

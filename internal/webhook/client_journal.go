@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/store"
 )
 
 // ClientJournal is the Journal of an errand client: what the daemon's
@@ -14,7 +13,7 @@ func ClientJournal(c *errand.Client) Journal { return clientJournal{c} }
 
 type clientJournal struct{ c *errand.Client }
 
-func (j clientJournal) Follow(ctx context.Context, afterID int64) (<-chan *store.Event, error) {
+func (j clientJournal) Follow(ctx context.Context, afterID int64) (<-chan *errand.Event, error) {
 	sub, err := j.c.Subscribe(ctx, errand.EventFilter{}, afterID)
 	if err != nil {
 		return nil, err

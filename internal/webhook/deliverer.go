@@ -14,9 +14,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/clock"
-	"github.com/errandhq/errand/store"
 )
 
 // StatusError is the error of an attempt the receiver answered with a
@@ -168,10 +168,10 @@ func (h *deliverer) loadOnce(ctx context.Context) error {
 
 // consume handles events until the channel closes or ctx ends, and
 // reports whether it received any.
-func (h *deliverer) consume(ctx context.Context, events <-chan *store.Event) (got bool) {
+func (h *deliverer) consume(ctx context.Context, events <-chan *errand.Event) (got bool) {
 	skipped := 0
 	for {
-		var ev *store.Event
+		var ev *errand.Event
 		select {
 		case <-ctx.Done():
 			return got
@@ -202,7 +202,7 @@ func (h *deliverer) consume(ctx context.Context, events <-chan *store.Event) (go
 
 // deliver posts ev until the receiver takes it, then moves and saves the
 // cursor. It reports false if ctx ended first.
-func (h *deliverer) deliver(ctx context.Context, ev *store.Event) bool {
+func (h *deliverer) deliver(ctx context.Context, ev *errand.Event) bool {
 	body, err := json.Marshal(api.FromEvent(ev))
 	if err != nil {
 		// Only invalid JSON in the event's data gets here; retrying cannot

@@ -16,9 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/clock"
 	"github.com/errandhq/errand/internal/config"
-	"github.com/errandhq/errand/store"
 )
 
 // Defaults of Config.
@@ -49,7 +49,7 @@ type Journal interface {
 	// as they are written, until ctx ends; the channel is closed then. A
 	// channel closed earlier (the journal failed) is followed again after a
 	// backoff.
-	Follow(ctx context.Context, afterID int64) (<-chan *store.Event, error)
+	Follow(ctx context.Context, afterID int64) (<-chan *errand.Event, error)
 	// Cursor returns the event id saved under name; found is false if none
 	// was ever saved.
 	Cursor(ctx context.Context, name string) (eventID int64, found bool, err error)

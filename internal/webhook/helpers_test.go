@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/clock"
-	"github.com/errandhq/errand/store"
 )
 
 func TestMain(m *testing.M) {
@@ -42,7 +42,7 @@ var testKey = []byte("test-secret")
 // rules on the time of clock.
 type fakeJournal struct {
 	mu           sync.Mutex
-	events       []*store.Event
+	events       []*errand.Event
 	cursors      map[string]int64
 	cursorWrites map[string][]int64
 	changed      chan struct{} // closed and replaced on append
@@ -92,14 +92,14 @@ type leadCall struct {
 var _ Journal = (*fakeJournal)(nil)
 
 // add appends events of the given types and returns them.
-func (j *fakeJournal) add(types ...string) []*store.Event {
+func (j *fakeJournal) add(types ...string) []*errand.Event {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	var out []*store.Event
+	var out []*errand.Event
 	for _, typ := range types {
 		id := int64(len(j.events) + 1)
-		ev := &store.Event{
-			ID: id, Type: typ, TaskID: "tsk_" + strconv.FormatInt(id, 10), Actor: store.ActorSystem,
+		ev := &errand.Event{
+			ID: id, Type: typ, TaskID: "tsk_" + strconv.FormatInt(id, 10), Actor: errand.ActorSystem,
 			Data:      json.RawMessage(fmt.Sprintf(`{"n":%d}`, id)),
 			CreatedAt: testStart.Add(time.Duration(id) * time.Second),
 		}
@@ -111,7 +111,7 @@ func (j *fakeJournal) add(types ...string) []*store.Event {
 	return out
 }
 
-func (j *fakeJournal) Follow(ctx context.Context, afterID int64) (<-chan *store.Event, error) {
+func (j *fakeJournal) Follow(ctx context.Context, afterID int64) (<-chan *errand.Event, error) {
 	j.mu.Lock()
 	j.follows++
 	if j.followErrs > 0 {
@@ -120,13 +120,13 @@ func (j *fakeJournal) Follow(ctx context.Context, afterID int64) (<-chan *store.
 		return nil, fmt.Errorf("journal unavailable")
 	}
 	j.mu.Unlock()
-	ch := make(chan *store.Event)
+	ch := make(chan *errand.Event)
 	go func() {
 		defer close(ch)
 		next := afterID
 		for {
 			j.mu.Lock()
-			var pending []*store.Event
+			var pending []*errand.Event
 			for _, ev := range j.events {
 				if ev.ID > next {
 					pending = append(pending, ev)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand"
 )
 
 // leaseTTL is the lease of the tests' dispatchers: renewed every second.
@@ -86,14 +86,14 @@ func TestOneDispatcherDeliversEachHook(t *testing.T) {
 	_, byB := b.startOwner(t, "b", rc.hook())
 	require.False(t, b.journal.waitLead(t, "b").held, "a holds the hook")
 
-	b.journal.add(store.EventTaskCreated, store.EventTaskStarted, store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCreated, errand.EventTaskStarted, errand.EventTaskCompleted)
 	require.Equal(t, []int64{1, 2, 3}, rc.receiveIDs(t, 3))
 	deliveredBy(t, byA, rc.url(), 1, 2, 3)
 	// A whole lease goes by: a renews, b is refused each time.
 	for range 3 {
 		require.Equal(t, map[string]bool{"a": true, "b": false}, b.tick(t, "a", "b"))
 	}
-	b.journal.add(store.EventTaskCreated, store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCreated, errand.EventTaskCompleted)
 	require.Equal(t, []int64{4, 5}, rc.receiveIDs(t, 2))
 	deliveredBy(t, byA, rc.url(), 4, 5)
 	require.Empty(t, byB)
@@ -103,7 +103,7 @@ func TestOneDispatcherDeliversEachHook(t *testing.T) {
 	stopA()
 	require.Empty(t, b.journal.holder(lease))
 	require.Equal(t, "unlead "+lease+" a", b.journal.opLog()[len(b.journal.opLog())-1])
-	b.journal.add(store.EventTaskCreated, store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCreated, errand.EventTaskCompleted)
 	require.Equal(t, map[string]bool{"b": true}, b.tick(t, "b"))
 	require.Equal(t, []int64{6, 7}, rc.receiveIDs(t, 2))
 	deliveredBy(t, byB, rc.url(), 6, 7)
@@ -122,7 +122,7 @@ func TestTakeoverAfterLeaderDies(t *testing.T) {
 	require.True(t, b.journal.waitLead(t, "a").held)
 	_, byB := b.startOwner(t, "b", rc.hook())
 	require.False(t, b.journal.waitLead(t, "b").held)
-	b.journal.add(store.EventTaskCreated, store.EventTaskStarted, store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCreated, errand.EventTaskStarted, errand.EventTaskCompleted)
 	require.Equal(t, []int64{1, 2, 3}, rc.receiveIDs(t, 3))
 	deliveredBy(t, byA, rc.url(), 1, 2, 3)
 	// a renews at 1 s, until 4 s.
@@ -132,7 +132,7 @@ func TestTakeoverAfterLeaderDies(t *testing.T) {
 	b.journal.setLeadErr("a", errDead)
 	stopA()
 	require.Equal(t, "a", b.journal.holder(lease))
-	b.journal.add(store.EventTaskCreated, store.EventTaskFailed)
+	b.journal.add(errand.EventTaskCreated, errand.EventTaskFailed)
 
 	// b is refused while a's lease lasts, and nothing is posted.
 	for range 2 {
@@ -193,13 +193,13 @@ func TestLostLeaseStopsDelivery(t *testing.T) {
 			b.startAt(rc.url(), 0)
 			lease := CursorName(rc.url())
 			hook := rc.hook()
-			hook.Events = []string{store.EventTaskCompleted}
+			hook.Events = []string{errand.EventTaskCompleted}
 
 			_, byA := b.startOwner(t, "a", hook)
 			require.True(t, b.journal.waitLead(t, "a").held)
 			// Event 1 is passed over (its cursor not yet written), event 2
 			// hangs in flight.
-			b.journal.add(store.EventTaskCreated, store.EventTaskCompleted)
+			b.journal.add(errand.EventTaskCreated, errand.EventTaskCompleted)
 			require.Equal(t, "2", rc.next(t).header.Get(HeaderID))
 
 			tt.lose(b, lease)
@@ -216,7 +216,7 @@ func TestLostLeaseStopsDelivery(t *testing.T) {
 			// lease again it resends from its cursor.
 			require.Equal(t, map[string]bool{"a": false}, b.tick(t, "a"))
 			tt.recover(b, lease)
-			b.journal.add(store.EventTaskCompleted)
+			b.journal.add(errand.EventTaskCompleted)
 			require.Equal(t, map[string]bool{"a": true}, b.tick(t, "a"))
 			require.Equal(t, []int64{2, 3}, rc.receiveIDs(t, 2))
 			deliveredBy(t, byA, rc.url(), 2, 3)
@@ -232,11 +232,11 @@ func TestShutdownSavesThenReleases(t *testing.T) {
 	b.startAt(rc.url(), 0)
 	lease := CursorName(rc.url())
 	hook := rc.hook()
-	hook.Events = []string{store.EventTaskCompleted}
+	hook.Events = []string{errand.EventTaskCompleted}
 
 	stop, _ := b.startOwner(t, "a", hook)
 	require.True(t, b.journal.waitLead(t, "a").held)
-	b.journal.add(store.EventTaskCreated)
+	b.journal.add(errand.EventTaskCreated)
 	b.journal.waitSent(t, 1)
 	stop()
 
@@ -250,7 +250,7 @@ func TestNotLeaderDoesNotTouchTheCursor(t *testing.T) {
 	b := setup(t)
 	rc := newReceiver(t, nil)
 	lease := CursorName(rc.url())
-	b.journal.add(store.EventTaskCreated)
+	b.journal.add(errand.EventTaskCreated)
 	b.journal.mu.Lock()
 	b.journal.leases[lease] = fakeLease{owner: "other", expires: b.clock.Now().Add(time.Hour)}
 	b.journal.mu.Unlock()

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/clock"
-	"github.com/errandhq/errand/store"
 )
 
 // Defaults of PushConfig.
@@ -56,7 +56,7 @@ type PushSource interface {
 	// (none for most events). It is called from one goroutine, in event
 	// id order. An error is logged and the call made again after a
 	// backoff: the event is not passed over.
-	Pushes(ctx context.Context, ev *store.Event) ([]*Push, error)
+	Pushes(ctx context.Context, ev *errand.Event) ([]*Push, error)
 }
 
 // PushConfig configures a PushDispatcher.
@@ -318,7 +318,7 @@ func (r *pushRun) load(ctx context.Context) bool {
 
 // consume reads events until the channel closes or ctx ends, and reports
 // whether it received any. It reads no event while MaxPending pushes wait.
-func (r *pushRun) consume(ctx, workCtx context.Context, events <-chan *store.Event) (got bool) {
+func (r *pushRun) consume(ctx, workCtx context.Context, events <-chan *errand.Event) (got bool) {
 	for {
 		in := events
 		if r.pending >= r.d.cfg.MaxPending {
@@ -361,7 +361,7 @@ func (r *pushRun) consume(ctx, workCtx context.Context, events <-chan *store.Eve
 }
 
 // pushes asks the source until it answers; false if ctx ended first.
-func (r *pushRun) pushes(ctx context.Context, ev *store.Event) ([]*Push, bool) {
+func (r *pushRun) pushes(ctx context.Context, ev *errand.Event) ([]*Push, bool) {
 	for failures := 1; ; failures++ {
 		pushes, err := r.d.cfg.Source.Pushes(ctx, ev)
 		if err == nil {
