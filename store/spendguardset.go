@@ -142,3 +142,17 @@ func ResumeSpendGuard(ctx context.Context, x SpendGuardWriter, p *SpendGuardResu
 	}
 	return SnapshotSpendGuard(ctx, x, g, at)
 }
+
+// ClaimFloor is the lowest priority a claim at at may take, given the
+// guard x reads (see SpendGuardRow.ClaimFloor); lowest is the lowest the
+// driver's priority column holds. It reads the guard without locking it,
+// so claims do not queue on one row. ok is false when nothing may be
+// claimed.
+func ClaimFloor(ctx context.Context, x SpendGuardReader, at time.Time, lowest int64) (floor int64, ok bool, err error) {
+	g, err := x.ReadSpendGuard(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	floor, ok = g.ClaimFloor(at, lowest)
+	return floor, ok, nil
+}

@@ -112,3 +112,33 @@ func TestResumeSpendGuard(t *testing.T) {
 	require.False(t, sg.Paused)
 	require.Equal(t, guardDay, sg.State.ResumedDay)
 }
+
+func TestClaimFloor(t *testing.T) {
+	t.Parallel()
+	reached := SpendGuardState{ReachedDay: guardDay}
+	for _, c := range []struct {
+		name   string
+		limits SpendLimits
+		state  SpendGuardState
+		floor  int64
+		ok     bool
+	}{
+		{name: "open", limits: SpendLimits{DailyUSD: 10}, floor: -100, ok: true},
+		{name: "paused holds all", limits: SpendLimits{DailyUSD: 10, OnLimit: OnLimitPauseAll}, state: reached},
+		{name: "paused holds all but critical", limits: SpendLimits{DailyUSD: 10, OnLimit: OnLimitPauseNonCritical}, state: reached,
+			floor: CriticalPriority, ok: true},
+		{name: "alert only holds nothing", limits: SpendLimits{DailyUSD: 10, OnLimit: OnLimitAlertOnly}, state: reached, floor: -100, ok: true},
+		{name: "resumed", limits: SpendLimits{DailyUSD: 10}, state: SpendGuardState{ReachedDay: guardDay, ResumedDay: guardDay},
+			floor: -100, ok: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			l := &fakeLedger{guard: newGuard(c.limits, c.state)}
+			floor, ok, err := ClaimFloor(t.Context(), l, guardAt, -100)
+			require.NoError(t, err)
+			require.Equal(t, c.ok, ok)
+			require.Equal(t, c.floor, floor)
+			require.Equal(t, []string{"read guard"}, l.calls, "a claim reads the guard, never locks it")
+		})
+	}
+}

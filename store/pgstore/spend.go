@@ -201,16 +201,9 @@ func (x moneyTx) AppendSpendAlert(_ context.Context, data *store.BudgetAlertData
 }
 
 // claimFloor is the lowest priority a claim at at may take, given the
-// guard (see store.SpendGuardRow.ClaimFloor); ok is false when nothing may
-// be claimed. It reads the guard without locking it, so claims do not
-// queue on one row.
+// guard (see store.ClaimFloor); ok is false when nothing may be claimed.
 func claimFloor(ctx context.Context, tx *txn, at time.Time) (floor int64, ok bool, err error) {
-	g, err := guardReader{tx}.ReadSpendGuard(ctx)
-	if err != nil {
-		return 0, false, err
-	}
-	floor, ok = g.ClaimFloor(at, minPriority)
-	return floor, ok, nil
+	return store.ClaimFloor(ctx, guardReader{tx}, at, minPriority)
 }
 
 // minPriority is the lowest priority the priority column (integer) holds,

@@ -190,15 +190,9 @@ func (x moneyTx) AppendSpendAlert(ctx context.Context, data *store.BudgetAlertDa
 }
 
 // claimFloor is the lowest priority a claim at at may take, given the
-// guard (see store.SpendGuardRow.ClaimFloor); ok is false when nothing may
-// be claimed.
+// guard (see store.ClaimFloor); ok is false when nothing may be claimed.
 func claimFloor(ctx context.Context, tx *sql.Tx, at time.Time) (floor int64, ok bool, err error) {
-	g, err := guardReader{tx}.ReadSpendGuard(ctx)
-	if err != nil {
-		return 0, false, err
-	}
-	floor, ok = g.ClaimFloor(at, minPriority)
-	return floor, ok, nil
+	return store.ClaimFloor(ctx, guardReader{tx}, at, minPriority)
 }
 
 const minPriority = -1 << 62
