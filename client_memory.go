@@ -116,6 +116,13 @@ type RecallParams struct {
 	TaskID string
 }
 
+// engineParams is p as the engine takes it.
+func (p *RecallParams) engineParams() *engine.RecallParams {
+	return &engine.RecallParams{
+		Query: p.Query, Limit: p.Limit, Limits: (*engine.MemoryLimit)(p.Limits), IncludeFlagged: p.IncludeFlagged, TaskID: p.TaskID,
+	}
+}
+
 // RecallResult is what recall returns: the best matches, best first, and
 // what they add up to.
 type RecallResult struct {
@@ -126,6 +133,11 @@ type RecallResult struct {
 	// Supersedes maps a recalled memory's id to the ids of the older
 	// memories with its subject and other text that it replaced.
 	Supersedes map[string][]string
+}
+
+// recallResult is the engine's answer as the caller sees it.
+func recallResult(r *engine.RecallResult) *RecallResult {
+	return &RecallResult{Memories: r.Memories, EstimatedTokens: r.EstimatedTokens, Limit: MemoryLimit(r.Limit), Supersedes: r.Supersedes}
 }
 
 // MemoryListParams filters ListMemories. Empty fields do not filter.
@@ -261,15 +273,11 @@ func (c *Client) Recall(ctx context.Context, p *RecallParams) (*RecallResult, er
 	if p == nil {
 		p = &RecallParams{}
 	}
-	ep := &engine.RecallParams{Query: p.Query, Limit: p.Limit, IncludeFlagged: p.IncludeFlagged, TaskID: p.TaskID}
-	if p.Limits != nil {
-		ep.Limits = (*engine.MemoryLimit)(p.Limits)
-	}
-	res, err := c.engine.Recall(ctx, ep)
+	res, err := c.engine.Recall(ctx, p.engineParams())
 	if err != nil {
 		return nil, engineError(err)
 	}
-	return &RecallResult{Memories: res.Memories, EstimatedTokens: res.EstimatedTokens, Limit: MemoryLimit(res.Limit), Supersedes: res.Supersedes}, nil
+	return recallResult(res), nil
 }
 
 // ListMemories lists memories newest first, a page at a time, or with

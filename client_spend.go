@@ -83,6 +83,11 @@ func (c *Client) SpendHistory(ctx context.Context, days int) (*SpendHistory, err
 	if err != nil {
 		return nil, engineError(err)
 	}
+	return spendHistory(h), nil
+}
+
+// spendHistory is the engine's history as the caller sees it.
+func spendHistory(h *engine.SpendHistory) *SpendHistory {
 	slots := func(in []engine.SpendSlot) []SpendSlot {
 		if in == nil {
 			return nil
@@ -93,5 +98,5 @@ func (c *Client) SpendHistory(ctx context.Context, days int) (*SpendHistory, err
 		}
 		return out
 	}
-	return &SpendHistory{Days: slots(h.Days), Hours: slots(h.Hours)}, nil
+	return &SpendHistory{Days: slots(h.Days), Hours: slots(h.Hours)}
 }

@@ -20,6 +20,11 @@ func SubmitParams(body *api.CreateTask) (*errand.SubmitParams, error) {
 		}
 		return nil, err
 	}
+	return fromEngineParams(p), nil
+}
+
+// fromEngineParams is the engine's submit request as errand takes it.
+func fromEngineParams(p *engine.SubmitParams) *errand.SubmitParams {
 	return &errand.SubmitParams{
 		Goal: p.Goal, Title: p.Title, Agent: p.Agent, Input: p.Input, Metadata: p.Metadata, Tags: p.Tags,
 		Priority: p.Priority, ParentID: p.ParentID, DependsOn: p.DependsOn, OnDependencyFailure: p.OnDependencyFailure,
@@ -29,5 +34,5 @@ func SubmitParams(body *api.CreateTask) (*errand.SubmitParams, error) {
 		ResultRoute: p.ResultRoute, Chain: p.Chain, Scout: p.Scout,
 		MaxMemoryTokens: p.MaxMemoryTokens, MaxMemoryEntries: p.MaxMemoryEntries, RecallFlagged: p.RecallFlagged,
 		Lane: p.Lane, Actor: p.Actor,
-	}, nil
+	}
 }
