@@ -420,7 +420,7 @@ func checkImportedMemory(m *store.Memory) error {
 		return fmt.Errorf("memory %q: not a memory id (mem_ and 26 base32 digits)", m.ID)
 	}
 	if _, err := engine.CheckMemory(m.Text, m.Tags); err != nil {
-		return fmt.Errorf("memory %s: %w", m.ID, err)
+		return fmt.Errorf("memory %s: %w", m.ID, engineError(err))
 	}
 	if !store.ValidMemorySource(m.Source) {
 		return fmt.Errorf("memory %s: unknown source %q", m.ID, m.Source)

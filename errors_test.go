@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/store"
 )
 
@@ -71,4 +73,16 @@ func TestOpenRefusesEmptyFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, nil, 0o600))
 	_, err := Open(t.Context(), path, nil)
 	require.ErrorIs(t, err, ErrStoreEmptyFile)
+}
+
+// An imported memory the API could not have written is refused with the
+// *ValidationError that names what is wrong with it.
+func TestImportMemoryRefusalIsValidationError(t *testing.T) {
+	t.Parallel()
+	c := openTest(t, nil)
+	line := fmt.Sprintf(`{"kind":"memory","data":{"id":%q,"text":"","source":"user","estimated_tokens":1,"created_at":"2026-01-02T03:04:05Z"}}`, id.New(id.Memory))
+	_, err := c.Import(t.Context(), strings.NewReader(line+"\n"))
+	var v *ValidationError
+	require.ErrorAs(t, err, &v)
+	require.ErrorIs(t, err, ErrInvalid)
 }
