@@ -137,7 +137,7 @@ func (c *Config) validate() error {
 	case c.MemoryRetention < 0:
 		return fmt.Errorf("memory retention %s: must not be negative", c.MemoryRetention)
 	}
-	return c.MemoryLimits.validate()
+	return c.MemoryLimits.Validate()
 }
 
 // Engine is errand's Layer 1 over one store: the task API (submit, get,

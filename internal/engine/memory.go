@@ -1,205 +1,44 @@
 package engine
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/errandhq/errand/internal/id"
+	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
 
-// Bounds of memories.
+// Bounds of memories (see internal/memory).
 const (
-	// MaxMemoryTextBytes bounds a memory's text.
-	MaxMemoryTextBytes = 64 << 10
-	// MaxMemoryTags bounds a memory's tags, and MaxMemoryTagRunes each tag.
-	MaxMemoryTags     = 20
-	MaxMemoryTagRunes = 64
-	// MaxMemoryQueryBytes bounds a search or recall query.
-	MaxMemoryQueryBytes = 2048
-	// MaxMemoryTokensLimit and MaxMemoryEntriesLimit bound the limits a
-	// task or the config may set.
-	MaxMemoryTokensLimit  = 1_000_000
-	MaxMemoryEntriesLimit = 1000
-	// maxRecallCandidates bounds the ranked matches recall reads to fill
-	// its token budget.
-	maxRecallCandidates = 200
+	MaxMemoryTextBytes    = memory.MaxTextBytes
+	MaxMemoryTags         = memory.MaxTags
+	MaxMemoryTagRunes     = memory.MaxTagRunes
+	MaxMemoryQueryBytes   = memory.MaxQueryBytes
+	MaxMemoryTokensLimit  = memory.MaxTokensLimit
+	MaxMemoryEntriesLimit = memory.MaxEntriesLimit
 )
 
-// MemoryLimit bounds what recall returns to a task: at most MaxEntries
-// memories whose estimated tokens add up to at most MaxTokens.
-type MemoryLimit struct {
-	MaxTokens  int
-	MaxEntries int
-}
+type (
+	// MemoryLimit bounds what recall returns to a task.
+	MemoryLimit = memory.Limit
+	// MemoryLimits are the recall limits of tasks by where they came from.
+	MemoryLimits = memory.Limits
+)
 
-// MemoryLimits are the recall limits of tasks by where they came from: a
-// person (user), an agent (subtasks and tasks agents start), a schedule, an
-// event, or a heartbeat scout. A task may set its own
-// (SubmitParams.MaxMemoryTokens, MaxMemoryEntries).
-type MemoryLimits struct {
-	User      MemoryLimit
-	Agent     MemoryLimit
-	Schedule  MemoryLimit
-	Event     MemoryLimit
-	Heartbeat MemoryLimit
-}
-
-// DefaultMemoryLimits returns the defaults: what a person asked for
-// recalls most, a heartbeat, which runs often and cheaply, least.
-func DefaultMemoryLimits() MemoryLimits {
-	return MemoryLimits{
-		User:      MemoryLimit{MaxTokens: 4000, MaxEntries: 25},
-		Agent:     MemoryLimit{MaxTokens: 3000, MaxEntries: 20},
-		Schedule:  MemoryLimit{MaxTokens: 2000, MaxEntries: 15},
-		Event:     MemoryLimit{MaxTokens: 1500, MaxEntries: 10},
-		Heartbeat: MemoryLimit{MaxTokens: 500, MaxEntries: 5},
-	}
-}
-
-// For returns the limit of a memory source (store.MemorySources).
-func (l *MemoryLimits) For(source string) MemoryLimit {
-	switch source {
-	case store.SourceAgent:
-		return l.Agent
-	case store.SourceSchedule:
-		return l.Schedule
-	case store.SourceEvent:
-		return l.Event
-	case store.SourceHeartbeat:
-		return l.Heartbeat
-	}
-	return l.User
-}
-
-func (l *MemoryLimits) validate() error {
-	for _, s := range store.MemorySources {
-		if lim := l.For(s); lim.MaxTokens < 0 || lim.MaxEntries < 0 ||
-			lim.MaxTokens > MaxMemoryTokensLimit || lim.MaxEntries > MaxMemoryEntriesLimit {
-			return fmt.Errorf("memory limits of %s: tokens must be 0–%d and entries 0–%d", s, MaxMemoryTokensLimit, MaxMemoryEntriesLimit)
-		}
-	}
-	return nil
-}
-
-// memorySource is where a task came from, as its memories record it: a
-// subtask counts as an agent's, and schedule:<id> and event:<id> lose
-// their ids.
-func memorySource(t *store.Task) string {
-	if t.ParentID != "" {
-		return store.SourceAgent
-	}
-	var src string
-	if t.Options != nil {
-		src = t.Options.Source
-	}
-	kind, _, _ := strings.Cut(src, ":")
-	if store.ValidMemorySource(kind) {
-		return kind
-	}
-	return store.SourceUser
-}
-
-// recallLimit is the limit of a task's recall: its own settings, else its
-// source's.
-func (e *Engine) recallLimit(t *store.Task) MemoryLimit {
-	lim := e.cfg.MemoryLimits.For(memorySource(t))
-	if o := t.Options; o != nil {
-		if o.MaxMemoryTokens > 0 {
-			lim.MaxTokens = o.MaxMemoryTokens
-		}
-		if o.MaxMemoryEntries > 0 {
-			lim.MaxEntries = o.MaxMemoryEntries
-		}
-	}
-	return lim
-}
+// DefaultMemoryLimits returns the default recall limits.
+func DefaultMemoryLimits() MemoryLimits { return memory.DefaultLimits() }
 
 // CheckMemory validates a memory's text and tags and returns the tags
 // without duplicates; a bad one is a *ValidationError.
-func CheckMemory(text string, tags []string) ([]string, error) {
-	switch {
-	case strings.TrimSpace(text) == "":
-		return nil, invalid("text", "must not be empty")
-	case len(text) > MaxMemoryTextBytes:
-		return nil, invalid("text", "is %d bytes; the limit is %d", len(text), MaxMemoryTextBytes)
-	case !utf8.ValidString(text):
-		return nil, invalid("text", "must be valid UTF-8")
-	case strings.ContainsRune(text, 0):
-		return nil, invalid("text", "holds a NUL character")
-	}
-	if len(tags) > MaxMemoryTags {
-		return nil, invalid("tags", "has %d tags; the limit is %d", len(tags), MaxMemoryTags)
-	}
-	out := make([]string, 0, len(tags))
-	for _, tag := range tags {
-		if err := checkTag(tag); err != nil {
-			return nil, err
-		}
-		if !slices.Contains(out, tag) {
-			out = append(out, tag)
-		}
-	}
-	return out, nil
-}
-
-func checkTag(tag string) error {
-	switch {
-	case strings.TrimSpace(tag) == "":
-		return invalid("tags", "each tag must not be blank")
-	case !utf8.ValidString(tag):
-		return invalid("tags", "each tag must be valid UTF-8")
-	case utf8.RuneCountInString(tag) > MaxMemoryTagRunes:
-		return invalid("tags", "tag %q is longer than %d characters", tag, MaxMemoryTagRunes)
-	}
-	for _, r := range tag {
-		if unicode.IsControl(r) {
-			return invalid("tags", "tag %q holds the control character %U", tag, r)
-		}
-	}
-	return nil
-}
-
-// checkQuery validates a search or recall query.
-func checkQuery(field, q string) error {
-	switch {
-	case strings.TrimSpace(q) == "":
-		return invalid(field, "must not be empty")
-	case len(q) > MaxMemoryQueryBytes:
-		return invalid(field, "is %d bytes; the limit is %d", len(q), MaxMemoryQueryBytes)
-	case !utf8.ValidString(q):
-		return invalid(field, "must be valid UTF-8")
-	}
-	return nil
-}
-
-// checkProvenance validates the provenance filters of a list or purge.
-func checkProvenance(taskID, agent, source string) error {
-	if taskID != "" && !id.Valid(id.Task, taskID) {
-		return invalid("task_id", "%q is not a task id", taskID)
-	}
-	if len(agent) > 100 {
-		return invalid("agent", "is %d bytes; the limit is 100", len(agent))
-	}
-	if err := checkText("agent", agent); err != nil {
-		return err
-	}
-	if source != "" && !store.ValidMemorySource(source) {
-		return invalid("source", "%q is not one of %s", source, strings.Join(store.MemorySources, ", "))
-	}
-	return nil
-}
+func CheckMemory(text string, tags []string) ([]string, error) { return memory.Check(text, tags) }
 
 // RememberParams is a memory to store from outside a task.
 type RememberParams struct {
@@ -223,20 +62,20 @@ type RememberParams struct {
 // Remember validates and stores a memory. A bad field is a
 // *ValidationError and nothing is written.
 func (e *Engine) Remember(ctx context.Context, p *RememberParams) (*store.Memory, error) {
-	tags, err := CheckMemory(p.Text, p.Tags)
+	tags, err := memory.Check(p.Text, p.Tags)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkProvenance(p.TaskID, p.Agent, p.Source); err != nil {
+	if err := memory.CheckProvenance(p.TaskID, p.Agent, p.Source); err != nil {
 		return nil, err
 	}
 	if len(p.IdempotencyKey) > 200 {
 		return nil, invalid("idempotency_key", "is too long")
 	}
-	if err := checkCategory(p.Category); err != nil {
+	if err := memory.CheckCategory(p.Category); err != nil {
 		return nil, err
 	}
-	if err := checkSubject(p.Subject); err != nil {
+	if err := memory.CheckSubject(p.Subject); err != nil {
 		return nil, err
 	}
 	m := &store.MemoryInsertParams{
@@ -296,7 +135,7 @@ type RecallResult struct {
 // entries are used up; a memory too large for what is left is passed over
 // for smaller ones that rank lower.
 func (e *Engine) Recall(ctx context.Context, p *RecallParams) (*RecallResult, error) {
-	if err := checkQuery("query", p.Query); err != nil {
+	if err := memory.CheckQuery("query", p.Query); err != nil {
 		return nil, err
 	}
 	if p.Limit < 0 {
@@ -317,7 +156,7 @@ func (e *Engine) Recall(ctx context.Context, p *RecallParams) (*RecallResult, er
 	if !p.IncludeFlagged {
 		flagged = new(false)
 	}
-	candidates := min(max(4*lim.MaxEntries, 20), maxRecallCandidates)
+	candidates := min(max(4*lim.MaxEntries, 20), memory.MaxRecallCandidates)
 	found, err := e.store.MemorySearch(ctx, &store.MemorySearchParams{Query: p.Query, Flagged: flagged, Limit: candidates})
 	if err != nil {
 		return nil, fmt.Errorf("recall: %w", err)
@@ -334,22 +173,22 @@ func (e *Engine) Recall(ctx context.Context, p *RecallParams) (*RecallResult, er
 		}
 		lists = append(lists, byVector)
 	}
-	kept, supersedes, conflicts := collapse(e.fuse(lists...))
+	kept, supersedes, conflicts := memory.Collapse(e.cfg.MemoryTrust.Fuse(e.clock.Now(), lists...))
 	for _, r := range kept {
 		if len(res.Memories) == lim.MaxEntries {
 			break
 		}
-		if res.EstimatedTokens+r.m.EstimatedTokens > lim.MaxTokens {
+		if res.EstimatedTokens+r.Memory.EstimatedTokens > lim.MaxTokens {
 			continue
 		}
-		res.Memories = append(res.Memories, r.m)
-		res.EstimatedTokens += r.m.EstimatedTokens
-		if ids := supersedes[r.m.ID]; len(ids) > 0 {
-			res.Supersedes[r.m.ID] = ids
+		res.Memories = append(res.Memories, r.Memory)
+		res.EstimatedTokens += r.Memory.EstimatedTokens
+		if ids := supersedes[r.Memory.ID]; len(ids) > 0 {
+			res.Supersedes[r.Memory.ID] = ids
 		}
 	}
 	for _, c := range conflicts {
-		if _, shown := res.Supersedes[c.newer.ID]; !shown {
+		if _, shown := res.Supersedes[c.Newer.ID]; !shown {
 			continue
 		}
 		actor := store.ActorUser
@@ -357,7 +196,7 @@ func (e *Engine) Recall(ctx context.Context, p *RecallParams) (*RecallResult, er
 			actor = store.AgentActor(p.TaskID)
 		}
 		recorded, err := e.store.MemoryConflictRecord(ctx, &store.MemoryConflictParams{
-			NewerID: c.newer.ID, OlderID: c.older.ID, Subject: c.newer.Subject, TaskID: p.TaskID, Actor: actor, Now: e.now(),
+			NewerID: c.Newer.ID, OlderID: c.Older.ID, Subject: c.Newer.Subject, TaskID: p.TaskID, Actor: actor, Now: e.now(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("recall: %w", err)
@@ -400,11 +239,11 @@ func (e *Engine) ListMemories(ctx context.Context, p *MemoryListParams) (*Memory
 	if limit < 1 || limit > MaxListLimit {
 		return nil, invalid("limit", "%d is out of range 1–%d", p.Limit, MaxListLimit)
 	}
-	if err := checkProvenance(p.TaskID, p.Agent, p.Source); err != nil {
+	if err := memory.CheckProvenance(p.TaskID, p.Agent, p.Source); err != nil {
 		return nil, err
 	}
 	if p.Query != "" {
-		if err := checkQuery("q", p.Query); err != nil {
+		if err := memory.CheckQuery("q", p.Query); err != nil {
 			return nil, err
 		}
 		if p.Cursor != "" {
@@ -522,7 +361,7 @@ func (e *Engine) PurgeMemories(ctx context.Context, p *MemoryPurgeParams) (int64
 	if strings.TrimSpace(p.Agent) == "" && p.Agent != "" {
 		return 0, invalid("agent", "must not be blank")
 	}
-	if err := checkProvenance(p.TaskID, p.Agent, p.Source); err != nil {
+	if err := memory.CheckProvenance(p.TaskID, p.Agent, p.Source); err != nil {
 		return 0, err
 	}
 	n, err := e.store.MemoryPurge(ctx, &store.MemoryPurgeParams{
@@ -543,54 +382,17 @@ func (e *Engine) PurgeMemories(ctx context.Context, p *MemoryPurgeParams) (int64
 // output is empty. An output too long for a memory is cut short: the task
 // did its work, and the start of it is still worth keeping.
 func (e *Engine) routeMemory(ctx context.Context, t *store.Task, result taskrun.Result) *store.MemoryInsertParams {
-	out := bytes.TrimSpace(result.Output)
-	var text string
-	switch {
-	case len(out) == 0 || string(out) == "null":
-	case out[0] == '"':
-		_ = json.Unmarshal(out, &text)
-	default:
-		var buf bytes.Buffer
-		if json.Compact(&buf, out) == nil {
-			text = buf.String()
-		}
-	}
-	text = strings.TrimSpace(strings.ReplaceAll(strings.ToValidUTF8(text, "\uFFFD"), "\x00", ""))
+	text := memory.RouteText(result.Output)
 	if text == "" {
 		e.logger.WarnContext(ctx, "memory route: the result has no output to remember", slog.String("task_id", t.ID))
 		return nil
 	}
-	if len(text) > MaxMemoryTextBytes {
-		cut := MaxMemoryTextBytes - len("…")
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
-			cut--
-		}
-		text = text[:cut] + "…"
-	}
-	var tags []string
-	for _, tag := range t.Tags {
-		if len(tags) < MaxMemoryTags && checkTag(tag) == nil && !slices.Contains(tags, tag) {
-			tags = append(tags, tag)
-		}
-	}
+	tags := memory.RouteTags(t.Tags)
 	return &store.MemoryInsertParams{
-		ID: id.New(id.Memory), Text: text, Tags: tags, TaskID: t.ID, Agent: t.Agent, Source: memorySource(t),
+		ID: id.New(id.Memory), Text: text, Tags: tags, TaskID: t.ID, Agent: t.Agent, Source: memory.Source(t),
 		Category: store.CategoryTaskResult, Flagged: e.quarantine(text, tags, ""), Embedding: e.embed(ctx, text),
 		IdempotencyKey: t.ID + ":result", Actor: store.AgentActor(t.ID),
 	}
-}
-
-// memoryView is what an agent sees of a memory.
-func memoryView(m *store.Memory) *taskrun.MemoryView {
-	v := &taskrun.MemoryView{
-		ID: m.ID, Text: m.Text, Tags: m.Tags, Category: m.Category, Subject: m.Subject, Confidence: m.Confidence,
-		Source: m.Source, TaskID: m.TaskID, Agent: m.Agent,
-		EstimatedTokens: m.EstimatedTokens, CreatedAt: m.CreatedAt, RefreshedAt: m.RefreshedAt,
-	}
-	if m.Flagged != nil {
-		v.Flagged = m.Flagged.Reason
-	}
-	return v
 }
 
 func (r *run) Remember(ctx context.Context, spec taskrun.MemorySpec) (*taskrun.MemoryView, error) {
@@ -613,22 +415,22 @@ func (r *run) Remember(ctx context.Context, spec taskrun.MemorySpec) (*taskrun.M
 		}
 		e.wrote()
 		e.withConfidence(m)
-		v := memoryView(m)
+		v := memory.View(m)
 		v.Refreshed = true
 		return v, nil
 	}
-	tags, err := CheckMemory(spec.Text, spec.Tags)
+	tags, err := memory.Check(spec.Text, spec.Tags)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCategory(spec.Category); err != nil {
+	if err := memory.CheckCategory(spec.Category); err != nil {
 		return nil, err
 	}
-	if err := checkSubject(spec.Subject); err != nil {
+	if err := memory.CheckSubject(spec.Subject); err != nil {
 		return nil, err
 	}
 	m := &store.MemoryInsertParams{
-		ID: id.New(id.Memory), Text: spec.Text, Tags: tags, TaskID: t.ID, Agent: t.Agent, Source: memorySource(t),
+		ID: id.New(id.Memory), Text: spec.Text, Tags: tags, TaskID: t.ID, Agent: t.Agent, Source: memory.Source(t),
 		Category: cmp.Or(spec.Category, store.CategoryFact), Subject: spec.Subject,
 		Flagged:        e.quarantine(spec.Text, tags, spec.Subject),
 		IdempotencyKey: spec.IdempotencyKey, Lease: r.x.lease, Actor: store.AgentActor(t.ID), Now: e.now(),
@@ -638,7 +440,7 @@ func (r *run) Remember(ctx context.Context, spec taskrun.MemorySpec) (*taskrun.M
 		if err != nil {
 			return nil, err
 		}
-		v := memoryView(pending)
+		v := memory.View(pending)
 		v.Reviewing = true
 		return v, nil
 	}
@@ -649,14 +451,14 @@ func (r *run) Remember(ctx context.Context, spec taskrun.MemorySpec) (*taskrun.M
 	}
 	e.wrote()
 	e.withConfidence(res.Memory)
-	v := memoryView(res.Memory)
+	v := memory.View(res.Memory)
 	v.Quarantined = res.Memory.Flagged != nil
 	return v, nil
 }
 
 func (r *run) Recall(ctx context.Context, query string, limit int) (*taskrun.Recalled, error) {
 	e := r.x.pool.e
-	lim := e.recallLimit(r.x.task)
+	lim := e.cfg.MemoryLimits.RecallLimit(r.x.task)
 	t := r.x.task
 	res, err := e.Recall(ctx, &RecallParams{
 		Query: query, Limit: limit, Limits: &lim, TaskID: t.ID,
@@ -670,7 +472,7 @@ func (r *run) Recall(ctx context.Context, query string, limit int) (*taskrun.Rec
 		MaxTokens: res.Limit.MaxTokens, MaxEntries: res.Limit.MaxEntries,
 	}
 	for i, m := range res.Memories {
-		out.Memories[i] = memoryView(m)
+		out.Memories[i] = memory.View(m)
 		out.Memories[i].Supersedes = res.Supersedes[m.ID]
 	}
 	return out, nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/errandhq/errand/internal/id"
+	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/internal/pgtest"
 	"github.com/errandhq/errand/store"
 	"github.com/errandhq/errand/store/pgstore"
@@ -27,7 +28,7 @@ type randomEmbedder struct{ rng *rand.Rand }
 func (r randomEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
 	for i := range texts {
-		out[i] = normalize(randomVector(r.rng))
+		out[i] = memory.Normalize(randomVector(r.rng))
 	}
 	return out, nil
 }
@@ -53,7 +54,7 @@ func seedMemories(b *testing.B, st store.Store, n int) {
 		text := fmt.Sprintf("note %d: the %s of the %s needs a %s before the %s and %s", i, word(), word(), word(), word(), word())
 		if _, err := st.MemoryInsert(ctx, &store.MemoryInsertParams{
 			ID: id.New(id.Memory), Text: text, Source: store.SourceUser, Category: store.CategoryFact,
-			Embedding: normalize(randomVector(rng)), Actor: store.ActorUser,
+			Embedding: memory.Normalize(randomVector(rng)), Actor: store.ActorUser,
 		}); err != nil {
 			b.Fatal(err)
 		}

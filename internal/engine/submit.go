@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/errandhq/errand/internal/id"
@@ -378,19 +377,8 @@ func validSource(s string) bool {
 }
 
 // checkText refuses text a person reads that carries control characters
-// other than tab and newline: they hide or rewrite what a terminal or page
-// shows, and a NUL cuts the text short in many tools.
-func checkText(field, s string) error {
-	if !utf8.ValidString(s) {
-		return invalid(field, "must be valid UTF-8")
-	}
-	for i, r := range s {
-		if r != '\t' && r != '\n' && unicode.IsControl(r) {
-			return invalid(field, "holds the control character %U at byte %d (only tab and newline are allowed)", r, i)
-		}
-	}
-	return nil
-}
+// other than tab and newline (validation.CheckText).
+func checkText(field, s string) error { return validation.CheckText(field, s) }
 
 // jsonObject checks that raw, if present, is one JSON object within limit
 // bytes, and returns it compacted ({} when absent).

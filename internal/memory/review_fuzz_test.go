@@ -1,4 +1,4 @@
-package engine
+package memory
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ func FuzzReviewVerdict(f *testing.F) {
 	f.Add(`null`)
 	f.Add("\xff")
 	f.Fuzz(func(t *testing.T, out string) {
-		flagged, reason := verdict(json.RawMessage(out))
+		flagged, reason := Verdict(json.RawMessage(out))
 		if !utf8.ValidString(reason) || len(reason) > 600 {
 			t.Fatalf("reason %q", reason)
 		}
