@@ -204,9 +204,7 @@ func TestWriter(t *testing.T) {
 		b := setup(t)
 
 		step(t, b, infoResult{counts: map[string]int{"pending": 1}})
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, b.clk.WaitForTimers(ctx, 1)) // the ticker: the first beat is written
+		waitForBeatTicker(t, b.clk, 30*time.Second) // the first beat is written
 		first, err := Read(b.path)
 		require.NoError(t, err)
 		require.Equal(t, 4242, first.PID)
@@ -251,9 +249,7 @@ func TestWriter(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		step(t, b, infoResult{})
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, b.clk.WaitForTimers(ctx, 1))
+		waitForBeatTicker(t, b.clk, 30*time.Second)
 
 		other := &Beat{PID: 99, StartedAt: t0.Add(time.Hour), Timestamp: t0.Add(time.Hour)}
 		require.NoError(t, Write(b.path, other))
@@ -280,9 +276,7 @@ func TestWriterDefaults(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- (&Writer{Path: path, Clock: clk}).Run(ctx) }()
-	wctx, wcancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer wcancel()
-	require.NoError(t, clk.WaitForTimers(wctx, 1))
+	waitForBeatTicker(t, clk, DefaultInterval)
 	got, err := Read(path)
 	require.NoError(t, err)
 	require.Equal(t, os.Getpid(), got.PID)
@@ -292,4 +286,13 @@ func TestWriterDefaults(t *testing.T) {
 	require.Equal(t, StateStale, Classify(got, nil, t0.Add(StaleAfter*DefaultInterval+time.Second), nil))
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// waitForBeatTicker waits until Run's ticker of the given interval runs on
+// clk, which it starts once the first beat is on disk.
+func waitForBeatTicker(t *testing.T, clk *clock.Fake, interval time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, clk.WaitForTicker(ctx, "(*Writer).Run", interval))
 }
