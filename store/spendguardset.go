@@ -67,7 +67,7 @@ func SnapshotSpendGuard(ctx context.Context, x SpendGuardReader, g *SpendGuardRo
 	}
 	sg := g.Snapshot(sp.day, sp.month, sp.spentDay, sp.spentMonth, sp.reserved)
 	if sg.Deferred, err = x.CountDeferred(ctx); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("count deferred tasks: %w", err)
 	}
 	return sg, nil
 }

@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
 // SpendSums is what the spend guard's decisions read of the spend: each
-// driver implements it over a read or a write transaction.
+// driver implements it over a read or a write transaction. Its errors, and
+// CountDeferred's, are wrapped by the decisions that read them.
 type SpendSums interface {
 	// SpendIn sums the spend of the day and of the month.
 	SpendIn(ctx context.Context, day, month SpendPeriod) (spentDay, spentMonth float64, err error)
@@ -92,10 +94,10 @@ func readSpend(ctx context.Context, x SpendSums, g *SpendGuardRow, at time.Time)
 	sp.day, sp.month = g.Periods(at)
 	var err error
 	if sp.spentDay, sp.spentMonth, err = x.SpendIn(ctx, sp.day, sp.month); err != nil {
-		return spendAt{}, err
+		return spendAt{}, fmt.Errorf("sum spend: %w", err)
 	}
 	if sp.reserved, err = x.SpendReserved(ctx); err != nil {
-		return spendAt{}, err
+		return spendAt{}, fmt.Errorf("sum spend reservations: %w", err)
 	}
 	return sp, nil
 }
@@ -130,7 +132,7 @@ func RecordSpend(ctx context.Context, x SpendLedger, taskID string, cost, releas
 	day, month := g.Periods(at)
 	spentDay, spentMonth, err := x.SpendIn(ctx, day, month)
 	if err != nil {
-		return err
+		return fmt.Errorf("sum spend: %w", err)
 	}
 	alerts := g.Spent(at, spentDay, spentMonth)
 	if len(alerts) == 0 {

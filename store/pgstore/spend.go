@@ -53,28 +53,19 @@ func (r guardReader) SpendIn(ctx context.Context, day, month store.SpendPeriod) 
 		coalesce(sum(cost_usd), 0)
 		FROM spend WHERE bucket >= $3 AND bucket < $4`,
 		store.SpendBucketStart(day.Start), day.End.UTC(), store.SpendBucketStart(month.Start), month.End.UTC()).Scan(&d, &m)
-	if err != nil {
-		return 0, 0, fmt.Errorf("sum spend: %w", err)
-	}
-	return d, m, nil
+	return d, m, err
 }
 
 func (r guardReader) SpendReserved(ctx context.Context) (float64, error) {
 	var reserved float64
 	err := r.q.QueryRow(ctx, `SELECT coalesce(sum(spend_reserved), 0) FROM tasks WHERE spend_reserved > 0`).Scan(&reserved)
-	if err != nil {
-		return 0, fmt.Errorf("sum spend reservations: %w", err)
-	}
-	return reserved, nil
+	return reserved, err
 }
 
 func (r guardReader) CountDeferred(ctx context.Context) (int, error) {
 	var n int
 	err := r.q.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE spend_deferred AND status = 'pending'`).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count deferred tasks: %w", err)
-	}
-	return n, nil
+	return n, err
 }
 
 // SpendGuardGet implements store.Store. It reads in one snapshot, so a

@@ -36,28 +36,19 @@ func (r guardReader) SpendIn(ctx context.Context, day, month store.SpendPeriod) 
 		coalesce(sum(cost_usd), 0)
 		FROM spend WHERE bucket >= ?3 AND bucket < ?4`,
 		bucketOf(day.Start), micros(day.End), bucketOf(month.Start), micros(month.End)).Scan(&d, &m)
-	if err != nil {
-		return 0, 0, fmt.Errorf("sum spend: %w", err)
-	}
-	return d, m, nil
+	return d, m, err
 }
 
 func (r guardReader) SpendReserved(ctx context.Context) (float64, error) {
 	var reserved float64
 	err := r.q.QueryRowContext(ctx, `SELECT coalesce(sum(spend_reserved), 0) FROM tasks WHERE spend_reserved > 0`).Scan(&reserved)
-	if err != nil {
-		return 0, fmt.Errorf("sum spend reservations: %w", err)
-	}
-	return reserved, nil
+	return reserved, err
 }
 
 func (r guardReader) CountDeferred(ctx context.Context) (int, error) {
 	var n int
 	err := r.q.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE spend_deferred = 1 AND status = 'pending'`).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count deferred tasks: %w", err)
-	}
-	return n, nil
+	return n, err
 }
 
 // SpendGuardGet implements store.Store.
