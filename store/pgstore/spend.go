@@ -120,18 +120,6 @@ func (s *Store) SpendGuardResume(ctx context.Context, p *store.SpendGuardResumeP
 	return sg, nil
 }
 
-// reserveSpend checks a paid reservation of taskID against the guard and
-// records it, with the guard locked (see store.ReserveSpend).
-func (s *Store) reserveSpend(ctx context.Context, tx *txn, taskID string, cost float64, actor string, at time.Time) (*store.SpendLimitError, error) {
-	return store.ReserveSpend(ctx, s.money(tx), taskID, cost, actor, at)
-}
-
-// recordSpend records a finished step's cost with the guard locked (see
-// store.RecordSpend).
-func (s *Store) recordSpend(ctx context.Context, tx *txn, taskID string, cost, release float64, at time.Time) error {
-	return store.RecordSpend(ctx, s.money(tx), taskID, cost, release, at)
-}
-
 func (x moneyTx) LockSpendGuard(ctx context.Context) (*store.SpendGuardRow, error) {
 	return x.readGuard(ctx, sqlGuardLocked)
 }

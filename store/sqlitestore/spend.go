@@ -98,18 +98,6 @@ func (s *Store) SpendGuardResume(ctx context.Context, p *store.SpendGuardResumeP
 	return sg, nil
 }
 
-// reserveSpend checks a paid reservation of taskID against the guard and
-// records it (see store.ReserveSpend).
-func (s *Store) reserveSpend(ctx context.Context, tx *sql.Tx, taskID string, cost float64, actor string, at time.Time) (*store.SpendLimitError, error) {
-	return store.ReserveSpend(ctx, s.money(tx), taskID, cost, actor, at)
-}
-
-// recordSpend records a finished step's cost with the guard (see
-// store.RecordSpend).
-func (s *Store) recordSpend(ctx context.Context, tx *sql.Tx, taskID string, cost, release float64, at time.Time) error {
-	return store.RecordSpend(ctx, s.money(tx), taskID, cost, release, at)
-}
-
 // LockSpendGuard implements store.SpendLedger: a write transaction holds
 // the database's one write lock, so the row needs none of its own.
 func (x moneyTx) LockSpendGuard(ctx context.Context) (*store.SpendGuardRow, error) {
