@@ -54,6 +54,26 @@ func (h *harness) browser(t *testing.T) *http.Client {
 	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
+// waitForKeepAlive waits until a live stream runs its keep-alive ticker,
+// which it starts after saying it is live.
+func (h *harness) waitForKeepAlive(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, h.clock.WaitForTicker(ctx, "(*Dashboard).stream", 15*time.Second))
+}
+
+// waitForThrottle waits until a live stream has armed the timer that
+// throttles its "changed" announcements. The stream also runs the
+// keep-alive ticker, so the timer is told from it by its period: a timer's
+// is 0.
+func (h *harness) waitForThrottle(t *testing.T, msg string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, h.clock.WaitForTicker(ctx, "(*Dashboard).stream", 0), msg)
+}
+
 func (h *harness) login(t *testing.T, b *http.Client) {
 	t.Helper()
 	resp, err := b.PostForm(h.srv.URL+"/login", url.Values{"token": {testToken}})
@@ -341,15 +361,13 @@ func TestLiveStreamSaysChanged(t *testing.T) {
 		}
 	}()
 	require.Contains(t, <-lines, ": live")
-	require.NoError(t, h.clock.WaitForTimers(t.Context(), 1)) // the keep-alive
+	h.waitForKeepAlive(t)
 
 	_, err = h.client.Pause(t.Context(), mine.ID, false)
 	require.NoError(t, err)
 	_, err = h.client.Resume(t.Context(), mine.ID, false)
 	require.NoError(t, err)
-	waitCtx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, h.clock.WaitForTimers(waitCtx, 2)) // the throttle started
+	h.waitForThrottle(t, "the change started no throttle")
 	h.clock.Advance(liveThrottle)
 	select {
 	case got := <-lines:
@@ -518,9 +536,7 @@ func TestLiveStreamAnnouncesWhatCameBeforeItConnected(t *testing.T) {
 	resp, err = b.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
-	waitCtx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, h.clock.WaitForTimers(waitCtx, 2), "the pause written before the stream connected started no throttle") // and the keep-alive
+	h.waitForThrottle(t, "the pause written before the stream connected started no throttle")
 	h.clock.Advance(liveThrottle)
 	buf := make([]byte, 256)
 	var got string
