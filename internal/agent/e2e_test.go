@@ -151,8 +151,11 @@ func TestLLMOverHTTPResumesAfterCrash(t *testing.T) {
 	task, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "count to three"})
 	require.NoError(t, err)
 	// The third request must have reached the server, not just left the
-	// client; providertest.Server announces no request, so poll its count.
-	require.Eventually(t, func() bool { return server.Requests() == 3 }, waitTimeout, time.Millisecond)
+	// client.
+	arrived, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, server.WaitRequests(arrived, 3))
+	require.Equal(t, 3, server.Requests(), "the third reply is held back")
 	kill()
 
 	b.engine = openEngine(t, b.path, b.clock) // a fresh engine, as after a restart

@@ -13,6 +13,7 @@ package providertest
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -89,10 +90,11 @@ type Server struct {
 	srv    *httptest.Server
 	closed chan struct{} // closed at cleanup: ends pending Delays
 
-	mu     sync.Mutex
-	script []Reply
-	next   int
-	reqs   []RecordedRequest
+	mu      sync.Mutex
+	script  []Reply
+	next    int
+	reqs    []RecordedRequest
+	arrived chan struct{} // closed and replaced when a request is recorded
 }
 
 // NewOpenAIServer starts a server answering POST /v1/chat/completions from
@@ -129,6 +131,30 @@ func (s *Server) Requests() int {
 	return len(s.reqs)
 }
 
+// WaitRequests blocks until at least n well-formed requests have arrived
+// (see Requests), or ctx ends, when it returns an error wrapping
+// ctx.Err(). A request counts once it is recorded, before its reply's
+// Delay, so a test can act while the server holds the reply back.
+func (s *Server) WaitRequests(ctx context.Context, n int) error {
+	for {
+		s.mu.Lock()
+		have := len(s.reqs)
+		if s.arrived == nil {
+			s.arrived = make(chan struct{})
+		}
+		arrived := s.arrived
+		s.mu.Unlock()
+		if have >= n {
+			return nil
+		}
+		select {
+		case <-arrived:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %d requests, have %d: %w", n, have, ctx.Err())
+		}
+	}
+}
+
 // Request is the i-th request (from 0). Asking for one that has not arrived
 // fails the test.
 func (s *Server) Request(i int) RecordedRequest {
@@ -156,6 +182,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.reqs = append(s.reqs, rec)
+	if s.arrived != nil {
+		close(s.arrived)
+		s.arrived = nil
+	}
 	n := s.next
 	s.next++
 	var reply Reply

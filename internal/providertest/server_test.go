@@ -366,6 +366,36 @@ func TestDelay(t *testing.T) {
 	})
 }
 
+func TestWaitRequests(t *testing.T) {
+	t.Parallel()
+	srv := providertest.NewOpenAIServer(t, providertest.Reply{Text: "held back", Delay: time.Hour})
+	require.NoError(t, srv.WaitRequests(t.Context(), 0))
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	sent := make(chan error, 1)
+	go func() {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL()+"/chat/completions", strings.NewReader(simpleRequest))
+		if err == nil {
+			_, err = srv.Client().Do(req)
+		}
+		sent <- err
+	}()
+	waitCtx, waitCancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer waitCancel()
+	require.NoError(t, srv.WaitRequests(waitCtx, 1), "the request counts while its reply is held back")
+	require.Equal(t, 1, srv.Requests())
+
+	ended, end := context.WithCancel(t.Context())
+	end()
+	err := srv.WaitRequests(ended, 2)
+	require.ErrorIs(t, err, context.Canceled)
+	require.EqualError(t, err, "wait for 2 requests, have 1: context canceled")
+
+	cancel()
+	require.ErrorIs(t, <-sent, context.Canceled)
+}
+
 func TestConcurrent(t *testing.T) {
 	t.Parallel()
 	const n = 16
