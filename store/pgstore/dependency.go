@@ -78,12 +78,6 @@ func (s *Store) endedAs(ctx context.Context, tx *txn, taskID string, at time.Tim
 	return store.EndedAs(ctx, s.graph(tx), taskID, hasParent, hasDependents, at)
 }
 
-// resumeIfChildrenDone resumes a parent waiting for its children once they
-// have all ended (see store.ResumeIfChildrenDone).
-func (s *Store) resumeIfChildrenDone(ctx context.Context, tx *txn, parentID string, at time.Time) error {
-	return store.ResumeIfChildrenDone(ctx, s.graph(tx), parentID, at)
-}
-
 func (s *Store) graph(tx *txn) graphTx { return graphTx{execTx{s: s, tx: tx}} }
 
 // openChildren counts a task's children that have not ended. The caller

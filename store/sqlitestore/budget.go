@@ -65,12 +65,6 @@ func (s *Store) spend(ctx context.Context, tx *sql.Tx, p *store.StepFinishParams
 	return store.ChargeStep(ctx, s.money(tx), p, step, at)
 }
 
-// boundBudget is a child's budget limited to what remains of its parent's
-// (see store.BudgetState.Bound).
-func boundBudget(child *store.Budget, parent *store.BudgetState) *store.Budget {
-	return parent.Bound(child)
-}
-
 func (x moneyTx) CheckLease(ctx context.Context, lease store.Lease) error {
 	return x.s.checkLease(ctx, x.tx, lease)
 }

@@ -35,12 +35,6 @@ func (s *Store) ended(ctx context.Context, tx *sql.Tx, taskID string, at time.Ti
 	return store.Ended(ctx, s.graph(tx), taskID, at)
 }
 
-// resumeIfChildrenDone resumes a parent waiting for its children once they
-// have all ended (see store.ResumeIfChildrenDone).
-func (s *Store) resumeIfChildrenDone(ctx context.Context, tx *sql.Tx, parentID string, at time.Time) error {
-	return store.ResumeIfChildrenDone(ctx, s.graph(tx), parentID, at)
-}
-
 func (s *Store) graph(tx *sql.Tx) graphTx { return graphTx{execTx{s: s, tx: tx}} }
 
 // openChildren counts a task's children that have not ended.
