@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand/internal/clock"
+	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/internal/tasktemplate"
 	"github.com/errandhq/errand/store"
@@ -158,6 +159,8 @@ type Engine struct {
 	schedules broadcast
 	// sched fires and keeps the schedules.
 	sched *scheduler.Scheduler
+	// mem writes, recalls and lists memories.
+	mem *memory.Keeper
 
 	mu    sync.Mutex
 	pools map[*Pool]struct{}
@@ -200,6 +203,10 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 	e.sched = scheduler.New(st, schedulerHooks{e}, &scheduler.Config{
 		PollInterval: cfg.PollInterval, EventPageSize: DefaultEventPageSize, MaxListLimit: MaxListLimit,
 		OnScheduleFired: cfg.OnScheduleFired, Clock: clk, Logger: cfg.Logger,
+	})
+	e.mem = memory.NewKeeper(st, memoryHooks{e}, &memory.KeeperConfig{
+		Limits: cfg.MemoryLimits, Trust: &cfg.MemoryTrust, DefaultListLimit: DefaultListLimit, MaxListLimit: MaxListLimit,
+		Clock: clk, Logger: cfg.Logger,
 	})
 	return e, nil
 }

@@ -14,7 +14,7 @@ import (
 // review task and, at its completion, writes the memory.
 
 // reviews reports whether memories go through the classifier agent.
-func (e *Engine) reviews() bool { return e.cfg.MemoryTrust.ClassifierAgent != "" }
+func (e *Engine) reviews() bool { return e.mem.Reviews() }
 
 // reviewTask is the task that reviews m before it is written. Its
 // idempotency key follows the memory's, so a repeated write makes no
@@ -56,20 +56,8 @@ func (e *Engine) submitReview(ctx context.Context, m *store.MemoryInsertParams) 
 	return in.Memory.Pending(t.CreatedAt), nil
 }
 
-// reviewed is the memory a completing review task writes: the one in its
-// input, flagged by the model when the verdict found instructions or
-// cannot be read.
+// reviewed is the memory a completing review task writes
+// (memory.Keeper.Reviewed).
 func (e *Engine) reviewed(ctx context.Context, t *store.Task, result taskrun.Result) (*store.MemoryInsertParams, error) {
-	var in struct {
-		Memory *memory.Reviewed `json:"memory"`
-	}
-	if err := json.Unmarshal(t.Input, &in); err != nil || in.Memory == nil || in.Memory.ID == "" || in.Memory.Text == "" {
-		return nil, fmt.Errorf("memory review %s: its input holds no memory", t.ID)
-	}
-	p := in.Memory.Insert()
-	p.Embedding = e.embed(ctx, in.Memory.Text)
-	if flagged, reason := memory.Verdict(result.Output); flagged {
-		p.Flagged = &store.MemoryFlag{Reason: reason, By: store.MemoryFlaggedByModel, At: e.clock.Now().UTC()}
-	}
-	return p, nil
+	return e.mem.Reviewed(ctx, t, result.Output)
 }

@@ -68,13 +68,11 @@ func (p *Pool) purgeOld(ctx context.Context) {
 
 // purgeOldMemories removes the memories older than MemoryRetention.
 func (p *Pool) purgeOldMemories(ctx context.Context) {
-	before := p.e.clock.Now().Add(-p.e.cfg.MemoryRetention)
-	n, err := p.e.store.MemoryPurge(ctx, &store.MemoryPurgeParams{CreatedBefore: before, Actor: store.ActorSystem, Now: p.e.now()})
+	n, before, err := p.e.mem.PurgeOlderThan(ctx, p.e.cfg.MemoryRetention)
 	if err != nil && ctx.Err() == nil {
 		p.logger.ErrorContext(ctx, "purge old memories", slog.String("error", err.Error()))
 	}
 	if n > 0 {
-		p.e.wrote()
 		p.logger.InfoContext(ctx, "purged memories past retention", slog.Int64("memories", n), slog.Time("created_before", before))
 	}
 }
