@@ -44,4 +44,13 @@
 // A submit, a retry, a recovery or a finish that makes work ready wakes this
 // engine's idle pools at once; subscriptions are woken by every write. Work
 // written by other processes is found by polling every PollInterval.
+//
+// # Rooms
+//
+// Schedules and their firing live in internal/scheduler, memories in
+// internal/memory; each reaches the engine only through the narrow hooks
+// it declares (scheduler.Engine, memory.Hooks), which the engine gives it
+// from New. A pool runs a scheduler loop when asked (PoolConfig.Schedules).
+// Requests are refused with internal/validation's error, shared by all
+// three.
 package engine
