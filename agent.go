@@ -157,7 +157,7 @@ type TaskView = taskrun.TaskView
 // from the step's position) so that a resumed attempt gets the same child
 // back instead of a second one.
 func (r *TaskRun) Submit(ctx context.Context, p *SubtaskParams) (*TaskView, error) {
-	return r.run.SubmitSubtask(ctx, *p)
+	return engineResult(r.run.SubmitSubtask(ctx, *p))
 }
 
 // Subtasks lists this task's children, oldest first, with their status

@@ -129,3 +129,28 @@ func TestCancelATree(t *testing.T) {
 	}
 	require.Equal(t, int64(0), e.Stats().LeaseLost)
 }
+
+// A subtask the engine refuses comes back to the agent as the same
+// *ValidationError a Client.Submit gives, naming the field.
+func TestSubtaskRefusedIsValidationError(t *testing.T) {
+	t.Parallel()
+	c := openTest(t, nil)
+	refused := make(chan error, 1)
+	require.NoError(t, c.RegisterAgent("default", AgentFunc(func(ctx context.Context, run *TaskRun) (Result, error) {
+		_, err := run.Submit(ctx, &SubtaskParams{Goal: ""})
+		refused <- err
+		return Result{}, nil
+	})))
+	e, err := NewEngine(c, &EngineConfig{Workers: 1})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(t.Context()))
+	t.Cleanup(func() { require.NoError(t, e.Stop(context.Background())) })
+	_, err = c.Submit(t.Context(), &SubmitParams{Goal: "parent"})
+	require.NoError(t, err)
+
+	err = <-refused
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "goal", ve.Field)
+	require.ErrorIs(t, err, ErrInvalid)
+}
