@@ -298,7 +298,7 @@ func TestBlockingSendGivesUpAtMaxBlock(t *testing.T) {
 		got <- r.Task
 	}()
 	f.waitStarted()
-	require.NoError(t, f.clock.WaitForTimers(t.Context(), 1))
+	require.NoError(t, f.clock.WaitForTimer(t.Context(), "(*Server).waitSettled")) // the send's wait limit
 	f.clock.Advance(time.Minute)
 	select {
 	case task := <-got:

@@ -218,7 +218,7 @@ func TestStreamKeepAliveAndShutdown(t *testing.T) {
 	req := f.rawStream("SubscribeToTask", map[string]any{"id": task.ID})
 	line := req.readLine(t) // the task
 	require.Contains(t, line, `"task"`)
-	require.NoError(t, f.clock.WaitForTimers(t.Context(), 1))
+	require.NoError(t, f.clock.WaitForTimer(t.Context(), "(*Server).stream")) // the keep-alive ticker
 	f.clock.Advance(time.Second)
 	require.Equal(t, ": keepalive", req.readLine(t))
 

@@ -104,7 +104,7 @@ func TestWaitTimesOut(t *testing.T) {
 			results := b.callAsync(t.Context(), &mcp.CallToolParams{Name: "wait_for_task", Arguments: map[string]any{"task_id": task.ID, "timeout_seconds": 5}})
 			ctx, cancel := context.WithTimeout(t.Context(), within)
 			defer cancel()
-			require.NoError(t, b.clock.WaitForTimers(ctx, 1))
+			require.NoError(t, b.clock.WaitForTimer(ctx, "(*server).waitTask")) // the wait's timeout
 			b.clock.Advance(4 * time.Second)
 			require.Equal(t, 1, b.clock.Timers(), "the wait's timer fired before its time")
 			b.clock.Advance(time.Second)
@@ -135,7 +135,7 @@ func TestWaitDefaultTimeout(t *testing.T) {
 	results := b.callAsync(t.Context(), &mcp.CallToolParams{Name: "wait_for_task", Arguments: map[string]any{"task_id": task.ID}})
 	ctx, cancel := context.WithTimeout(t.Context(), within)
 	defer cancel()
-	require.NoError(t, b.clock.WaitForTimers(ctx, 1))
+	require.NoError(t, b.clock.WaitForTimer(ctx, "(*server).waitTask")) // the wait's timeout
 	b.clock.Advance(DefaultWait - time.Second)
 	require.Equal(t, 1, b.clock.Timers(), "the wait's timer fired before 30s")
 	b.clock.Advance(time.Second)
@@ -207,7 +207,7 @@ func TestWaitReportsProgress(t *testing.T) {
 	// The timeout timer and the progress ticker.
 	ctx, cancel := context.WithTimeout(t.Context(), within)
 	defer cancel()
-	require.NoError(t, b.clock.WaitForTimers(ctx, 2))
+	require.NoError(t, b.clock.WaitForTicker(ctx, "(*server).waitTask", DefaultProgressInterval)) // armed after the timeout
 	b.clock.Advance(DefaultProgressInterval)
 	second := next()
 	require.Greater(t, second.Progress, first.Progress)
