@@ -90,8 +90,8 @@ func writeBenchExport(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	enc := json.NewEncoder(bw)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	statuses := []store.Status{store.StatusCompleted, store.StatusCompleted, store.StatusCompleted, store.StatusFailed,
-		store.StatusCancelled, store.StatusPending, store.StatusRunning, store.StatusInputRequired}
+	statuses := []errand.Status{errand.StatusCompleted, errand.StatusCompleted, errand.StatusCompleted, errand.StatusFailed,
+		errand.StatusCancelled, errand.StatusPending, errand.StatusRunning, errand.StatusInputRequired}
 	plan := json.RawMessage(`{"plan":[{"id":"a","title":"Gather sources","status":"completed"},` +
 		`{"id":"b","title":"Draft","status":"in_progress"},{"id":"c","title":"Review","status":"pending"}]}`)
 	write := func(kind string, data any) error { return enc.Encode(map[string]any{"kind": kind, "data": data}) }
@@ -99,13 +99,13 @@ func writeBenchExport(w io.Writer) error {
 		at := start.Add(time.Duration(i) * time.Minute)
 		id := benchTaskID(i)
 		st := statuses[i%len(statuses)]
-		task := &store.Task{
+		task := &errand.Task{
 			ID: id, RunID: fmt.Sprintf("run_%026d", i), Agent: []string{"default", "research", "writer"}[i%3],
 			SessionID: fmt.Sprintf("s%d", i%50), Title: fmt.Sprintf("Task %d", i), Goal: fmt.Sprintf("Look into thing %d and report", i),
 			Input: json.RawMessage(`{}`), Metadata: json.RawMessage(`{}`), Tags: []string{}, DependsOn: []string{},
 			Priority: 5, Status: st, Attempt: 1, MaxAttempts: 3, RunAt: at, CreatedAt: at, UpdatedAt: at.Add(time.Minute),
-			Progress:   &store.Progress{CurrentStep: 5, TotalSteps: 10, Percentage: 50, Label: "halfway"},
-			Consumed:   &store.Consumed{Tokens: 12_000, CostUSD: 0.012 * float64(i%17), ToolCalls: 4},
+			Progress:   &errand.Progress{CurrentStep: 5, TotalSteps: 10, Percentage: 50, Label: "halfway"},
+			Consumed:   &errand.Consumed{Tokens: 12_000, CostUSD: 0.012 * float64(i%17), ToolCalls: 4},
 			Checkpoint: plan,
 		}
 		if benchInTree(i) {
@@ -118,22 +118,22 @@ func writeBenchExport(w io.Writer) error {
 		switch {
 		case st.Terminal():
 			task.StartedAt, task.FinishedAt = at, at.Add(time.Minute)
-		case st == store.StatusRunning:
+		case st == errand.StatusRunning:
 			task.StartedAt, task.LeaseOwner, task.LeaseExpiresAt, task.LeaseToken = at, "bench:1:x", at.Add(time.Hour), 1
 		}
-		if st == store.StatusFailed {
-			task.Error = &store.TaskError{Code: []string{"upstream_down", "timeout", "bad_result"}[i%3], Message: "it broke"}
+		if st == errand.StatusFailed {
+			task.Error = &errand.TaskError{Code: []string{"upstream_down", "timeout", "bad_result"}[i%3], Message: "it broke"}
 		}
 		if err := write("task", &store.TaskRecord{Task: task}); err != nil {
 			return err
 		}
 		for _, blocker := range task.DependsOn {
-			if err := write("dependency", &store.Dependency{TaskID: id, DependsOnID: blocker, Kind: store.DependencyBlocks}); err != nil {
+			if err := write("dependency", &errand.Dependency{TaskID: id, DependsOnID: blocker, Kind: store.DependencyBlocks}); err != nil {
 				return err
 			}
 		}
 		for n := range benchStepsPerTask {
-			step := &store.Step{
+			step := &errand.Step{
 				TaskID: id, StepNo: n + 1, Type: "llm_call", Status: "completed", IdempotencyKey: fmt.Sprintf("%s:%d:0", id, n+1),
 				Input: json.RawMessage(`{"prompt":"step"}`), Output: json.RawMessage(`{"text":"done"}`),
 				TokensIn: 1000, TokensOut: 200, CostUSD: 0.0012, DurationMS: 900, CreatedAt: at, UpdatedAt: at,
@@ -142,9 +142,9 @@ func writeBenchExport(w io.Writer) error {
 				return err
 			}
 		}
-		if st == store.StatusInputRequired {
-			in := &store.InputRequest{ID: fmt.Sprintf("inp_%026d", i), TaskID: id, Question: fmt.Sprintf("Which source for thing %d?", i),
-				Status: store.InputPending, CreatedAt: at.Add(time.Minute)}
+		if st == errand.StatusInputRequired {
+			in := &errand.InputRequest{ID: fmt.Sprintf("inp_%026d", i), TaskID: id, Question: fmt.Sprintf("Which source for thing %d?", i),
+				Status: errand.InputPending, CreatedAt: at.Add(time.Minute)}
 			if err := write("input", &store.InputRecord{InputRequest: in}); err != nil {
 				return err
 			}
@@ -153,9 +153,9 @@ func writeBenchExport(w io.Writer) error {
 	for i := range benchTasks {
 		at := start.Add(time.Duration(i) * time.Minute)
 		st := statuses[i%len(statuses)]
-		created := &store.Event{ID: int64(2*i + 1), Type: store.EventTaskCreated, TaskID: benchTaskID(i), Actor: store.ActorUser,
+		created := &errand.Event{ID: int64(2*i + 1), Type: errand.EventTaskCreated, TaskID: benchTaskID(i), Actor: errand.ActorUser,
 			Data: json.RawMessage(`{"to":"pending"}`), CreatedAt: at}
-		ended := &store.Event{ID: int64(2*i + 2), Type: "task." + string(st), TaskID: benchTaskID(i), Actor: "worker:bench",
+		ended := &errand.Event{ID: int64(2*i + 2), Type: "task." + string(st), TaskID: benchTaskID(i), Actor: "worker:bench",
 			Data: json.RawMessage(`{}`), CreatedAt: at.Add(time.Minute)}
 		if err := write("event", created); err != nil {
 			return err
@@ -169,16 +169,16 @@ func writeBenchExport(w io.Writer) error {
 		if !st.Terminal() {
 			continue
 		}
-		n := &store.Notification{ID: int64(i + 1), SessionID: fmt.Sprintf("s%d", i%50), TaskID: benchTaskID(i), EventID: int64(2*i + 2),
+		n := &errand.Notification{ID: int64(i + 1), SessionID: fmt.Sprintf("s%d", i%50), TaskID: benchTaskID(i), EventID: int64(2*i + 2),
 			EventType: "task." + string(st), Text: fmt.Sprintf("[Task %s] 'Task %d'", st, i), CreatedAt: start.Add(time.Duration(i+1) * time.Minute)}
 		if err := write("notification", n); err != nil {
 			return err
 		}
 	}
-	overlaps := []string{store.OverlapSkip, store.OverlapBufferOne, store.OverlapAllowAll, store.OverlapCancelPrevious}
+	overlaps := []string{errand.OverlapSkip, errand.OverlapBufferOne, errand.OverlapAllowAll, errand.OverlapCancelPrevious}
 	for i := range benchSchedules {
-		sc := &store.Schedule{
-			ID: fmt.Sprintf("sch_%026d", i+1), Name: fmt.Sprintf("schedule-%05d", i), Kind: store.ScheduleCron, Spec: "0 3 * * *",
+		sc := &errand.Schedule{
+			ID: fmt.Sprintf("sch_%026d", i+1), Name: fmt.Sprintf("schedule-%05d", i), Kind: errand.ScheduleCron, Spec: "0 3 * * *",
 			CatchUp: "one", Overlap: overlaps[i%len(overlaps)], Enabled: true, Task: json.RawMessage(`{"goal":"tidy up"}`),
 			NextRunAt: start.Add(24 * time.Hour), LastRunAt: start, LastTaskID: benchTaskID(i), FireCount: int64(i),
 			CreatedAt: start, UpdatedAt: start,

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/store"
 )
 
 func diagramTask(n int, parent string) *errand.Task {
@@ -68,10 +67,10 @@ func TestGraphDiagramPutsEveryTaskRightOfWhatItDependsOn(t *testing.T) {
 		tasks = append(tasks, diagramTask(i, ""))
 	}
 	a, b, c, dd, e := tasks[0], tasks[1], tasks[2], tasks[3], tasks[4]
-	edge := func(from, to *errand.Task, kind string) *store.Dependency {
-		return &store.Dependency{TaskID: to.ID, DependsOnID: from.ID, Kind: kind}
+	edge := func(from, to *errand.Task, kind string) *errand.Dependency {
+		return &errand.Dependency{TaskID: to.ID, DependsOnID: from.ID, Kind: kind}
 	}
-	g := &errand.DependencyGraph{Tasks: []*errand.Task{dd, c, e, b, a}, Edges: []*store.Dependency{
+	g := &errand.DependencyGraph{Tasks: []*errand.Task{dd, c, e, b, a}, Edges: []*errand.Dependency{
 		edge(a, b, "blocks"), edge(b, dd, "blocks"), edge(a, c, "blocks"), edge(c, dd, "blocks"), edge(a, dd, "blocks"),
 		edge(c, e, "related"),
 	}}
@@ -100,7 +99,7 @@ func TestGraphDiagramPutsEveryTaskRightOfWhatItDependsOn(t *testing.T) {
 
 func TestGraphDiagramSurvivesEdgesToTasksItDoesNotHave(t *testing.T) {
 	a, b := diagramTask(1, ""), diagramTask(2, "")
-	g := &errand.DependencyGraph{Tasks: []*errand.Task{a}, Edges: []*store.Dependency{{TaskID: a.ID, DependsOnID: b.ID, Kind: "blocks"}}}
+	g := &errand.DependencyGraph{Tasks: []*errand.Task{a}, Edges: []*errand.Dependency{{TaskID: a.ID, DependsOnID: b.ID, Kind: "blocks"}}}
 	d := graphDiagram(g, a.ID)
 	require.Len(t, d.Nodes, 1)
 	require.Empty(t, d.Edges)

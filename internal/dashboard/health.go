@@ -8,7 +8,6 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/store"
 )
 
 // healthData is the health page.
@@ -52,7 +51,7 @@ func (d *Dashboard) healthPage(w http.ResponseWriter, r *http.Request, v *view) 
 		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
 		return
 	}
-	for _, st := range store.AllStatuses {
+	for _, st := range errand.AllStatuses {
 		data.Counts = append(data.Counts, statusCount{Status: st, N: counts[st]})
 	}
 	data.Running = counts[errand.StatusRunning]

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/store"
 )
 
 // injectionText is what the rules quarantine when it is remembered.
@@ -36,9 +35,9 @@ func TestMemoriesPageShowsTrustQuarantineAndConflicts(t *testing.T) {
 		require.NoError(t, err)
 		return m
 	}
-	older := remember(errand.RememberParams{Text: "The staging database port is 5432", Subject: "staging database port", Category: store.CategoryFact})
-	newer := remember(errand.RememberParams{Text: "The staging database port is 5433 since the move", Subject: "staging database port", Category: store.CategoryFact})
-	obs := remember(errand.RememberParams{Text: "Deploys <b>need</b> the checklist", Category: store.CategoryObservation, Tags: []string{"ops"}})
+	older := remember(errand.RememberParams{Text: "The staging database port is 5432", Subject: "staging database port", Category: errand.CategoryFact})
+	newer := remember(errand.RememberParams{Text: "The staging database port is 5433 since the move", Subject: "staging database port", Category: errand.CategoryFact})
+	obs := remember(errand.RememberParams{Text: "Deploys <b>need</b> the checklist", Category: errand.CategoryObservation, Tags: []string{"ops"}})
 	bad := remember(errand.RememberParams{Text: injectionText})
 	require.NotNil(t, bad.Flagged)
 	// A recall finds both port memories: the newer supersedes the older,

@@ -11,7 +11,6 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/store"
 )
 
 // pageTemplates maps each page or fragment to the file that defines it;
@@ -35,7 +34,7 @@ func (d *Dashboard) parseTemplates() error {
 		"cost":     func(v float64) string { return fmt.Sprintf("$%.4f", v) },
 		"taskCost": taskCost,
 		"pretty":   pretty,
-		"statuses": func() []errand.Status { return store.AllStatuses },
+		"statuses": func() []errand.Status { return errand.AllStatuses },
 		"ended":    func(s errand.Status) bool { return s.Terminal() },
 		"title":    taskTitle,
 		"add":      func(a, b int) int { return a + b },

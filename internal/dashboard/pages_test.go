@@ -141,7 +141,7 @@ func TestTaskPageShowsEveryField(t *testing.T) {
 	h.login(t, b)
 	task, err := h.client.Submit(t.Context(), &errand.SubmitParams{
 		Goal: "Summarise the week", Title: "Weekly summary", SessionID: "alice", Tags: []string{"weekly"},
-		Metadata: []byte(`{"team":"<ops>"}`), Budget: &store.Budget{MaxTokens: 5000, MaxCostUSD: 0.25, MaxToolCalls: 7},
+		Metadata: []byte(`{"team":"<ops>"}`), Budget: &errand.Budget{MaxTokens: 5000, MaxCostUSD: 0.25, MaxToolCalls: 7},
 		MaxSteps: 12, Tools: []string{"search"}, ToolsDeny: []string{"shell"}, SystemPrompt: "Be brief & <kind>.",
 		ResultRoute: "silent", IdempotencyKey: "week-48",
 	})
@@ -170,17 +170,17 @@ func TestQueueShowsTheOldestQuestionsAndTheNewestNotifications(t *testing.T) {
 	for i := range questions {
 		at := start.Add(time.Duration(i) * time.Second)
 		id := fmt.Sprintf("tsk_%026d", i+1)
-		require.NoError(t, enc.Encode(map[string]any{"kind": "task", "data": &store.TaskRecord{Task: &store.Task{
-			ID: id, RunID: fmt.Sprintf("run_%026d", i+1), Agent: "default", Goal: "g", Status: store.StatusInputRequired,
+		require.NoError(t, enc.Encode(map[string]any{"kind": "task", "data": &store.TaskRecord{Task: &errand.Task{
+			ID: id, RunID: fmt.Sprintf("run_%026d", i+1), Agent: "default", Goal: "g", Status: errand.StatusInputRequired,
 			Input: []byte(`{}`), Metadata: []byte(`{}`), Tags: []string{}, DependsOn: []string{}, Attempt: 1, MaxAttempts: 3,
 			RunAt: at, CreatedAt: at, UpdatedAt: at,
 		}}}))
-		require.NoError(t, enc.Encode(map[string]any{"kind": "input", "data": &store.InputRecord{InputRequest: &store.InputRequest{
-			ID: fmt.Sprintf("inp_%026d", i+1), TaskID: id, Question: fmt.Sprintf("question number %03d", i), Status: store.InputPending, CreatedAt: at,
+		require.NoError(t, enc.Encode(map[string]any{"kind": "input", "data": &store.InputRecord{InputRequest: &errand.InputRequest{
+			ID: fmt.Sprintf("inp_%026d", i+1), TaskID: id, Question: fmt.Sprintf("question number %03d", i), Status: errand.InputPending, CreatedAt: at,
 		}}}))
 	}
 	for i := range notes {
-		require.NoError(t, enc.Encode(map[string]any{"kind": "notification", "data": &store.Notification{
+		require.NoError(t, enc.Encode(map[string]any{"kind": "notification", "data": &errand.Notification{
 			ID: int64(i + 1), TaskID: fmt.Sprintf("tsk_%026d", 1), EventID: int64(i + 1), EventType: "task.completed",
 			Text: fmt.Sprintf("note number %03d", i), CreatedAt: start.Add(time.Duration(i) * time.Second),
 		}}))
@@ -324,13 +324,13 @@ func TestSchedulesArePagedAndShowTheirOverlap(t *testing.T) {
 	b := h.browser(t)
 	h.login(t, b)
 	const schedules = 3000
-	overlaps := []string{store.OverlapSkip, store.OverlapBufferOne, store.OverlapAllowAll, store.OverlapCancelPrevious}
+	overlaps := []string{errand.OverlapSkip, errand.OverlapBufferOne, errand.OverlapAllowAll, errand.OverlapCancelPrevious}
 	var export strings.Builder
 	enc := json.NewEncoder(&export)
 	at := time.Now().UTC().Truncate(time.Second)
 	for i := range schedules {
-		require.NoError(t, enc.Encode(map[string]any{"kind": "schedule", "data": &store.Schedule{
-			ID: fmt.Sprintf("sch_%026d", i+1), Name: fmt.Sprintf("sweep-%04d", i), Kind: store.ScheduleCron, Spec: "0 3 * * *",
+		require.NoError(t, enc.Encode(map[string]any{"kind": "schedule", "data": &errand.Schedule{
+			ID: fmt.Sprintf("sch_%026d", i+1), Name: fmt.Sprintf("sweep-%04d", i), Kind: errand.ScheduleCron, Spec: "0 3 * * *",
 			CatchUp: "one", Overlap: overlaps[i%len(overlaps)], Enabled: true, Task: json.RawMessage(`{"goal":"sweep"}`),
 			NextRunAt: at.Add(time.Hour), CreatedAt: at, UpdatedAt: at,
 		}}))
@@ -389,12 +389,12 @@ func TestSchedulesArePagedAndShowTheirOverlap(t *testing.T) {
 func TestOverlapOfDefaultsByKind(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ kind, overlap, want string }{
-		{store.ScheduleCron, "", store.OverlapSkip},
-		{store.ScheduleInterval, "", store.OverlapSkip},
-		{store.ScheduleHeartbeat, "", store.OverlapSkip},
-		{store.ScheduleEvent, "", store.OverlapAllowAll},
-		{store.ScheduleEvent, store.OverlapBufferOne, store.OverlapBufferOne},
-		{store.ScheduleCron, store.OverlapCancelPrevious, store.OverlapCancelPrevious},
+		{errand.ScheduleCron, "", errand.OverlapSkip},
+		{errand.ScheduleInterval, "", errand.OverlapSkip},
+		{errand.ScheduleHeartbeat, "", errand.OverlapSkip},
+		{errand.ScheduleEvent, "", errand.OverlapAllowAll},
+		{errand.ScheduleEvent, errand.OverlapBufferOne, errand.OverlapBufferOne},
+		{errand.ScheduleCron, errand.OverlapCancelPrevious, errand.OverlapCancelPrevious},
 	} {
 		require.Equal(t, c.want, overlapOf(&errand.Schedule{Kind: c.kind, Overlap: c.overlap}), "%s %q", c.kind, c.overlap)
 	}

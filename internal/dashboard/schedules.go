@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/store"
 )
 
 // schedulesData is one page of the schedules, by name.
@@ -57,10 +56,10 @@ func overlapOf(s *errand.Schedule) string {
 	switch {
 	case s.Overlap != "":
 		return s.Overlap
-	case s.Kind == store.ScheduleEvent:
-		return store.OverlapAllowAll
+	case s.Kind == errand.ScheduleEvent:
+		return errand.OverlapAllowAll
 	}
-	return store.OverlapSkip
+	return errand.OverlapSkip
 }
 
 func (d *Dashboard) schedulesPage(w http.ResponseWriter, r *http.Request, v *view) {
