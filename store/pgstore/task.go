@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand/store/internal/sqlval"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -131,150 +131,93 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 	return res, nil
 }
 
-// insertTask writes a task inside tx (see TaskInsert).
+// insertTask writes a task inside tx (see store.InsertTask).
 func (s *Store) insertTask(ctx context.Context, tx *txn, p *store.TaskInsertParams) (*store.TaskInsertResult, error) {
-	at := s.now(p.Now)
-	t := &store.Task{
-		ID: p.ID, ParentID: p.ParentID, RunID: p.RunID, SessionID: p.SessionID,
-		Agent: p.Agent, Title: p.Title, Goal: p.Goal,
-		Input:    json.RawMessage(jsonOr(p.Input, "{}")),
-		Metadata: json.RawMessage(jsonOr(p.Metadata, "{}")),
-		Tags:     append([]string{}, p.Tags...), Priority: p.Priority, Status: store.StatusPending,
-		MaxAttempts: p.MaxAttempts, RunAt: at,
-		DependsOn: append([]string{}, p.DependsOn...), IdempotencyKey: p.IdempotencyKey,
-		Budget: p.Budget, Options: p.Options, CreatedAt: at, UpdatedAt: at,
-	}
-	if p.RunAt != nil {
-		if !store.TimeInRange(p.RunAt.UTC()) {
-			return nil, &store.TimeRangeError{Field: "run_at", Time: *p.RunAt}
-		}
-		t.RunAt = s.now(p.RunAt)
-	}
-	var budget, options *string
-	if p.Budget != nil {
-		b, err := json.Marshal(p.Budget)
-		if err != nil {
-			return nil, fmt.Errorf("budget: %w", err)
-		}
-		budget = nullJSON(b)
-	}
-	if p.Options != nil {
-		b, err := json.Marshal(p.Options)
-		if err != nil {
-			return nil, fmt.Errorf("options: %w", err)
-		}
-		options = nullJSON(b)
-	}
+	return store.InsertTask(ctx, execTx{s, tx}, p, s.now(p.Now))
+}
 
-	if p.IdempotencyKey != "" {
-		found, err := scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE idempotency_key = $1`, p.IdempotencyKey))
-		if err == nil {
-			return &store.TaskInsertResult{Task: found}, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, err
-		}
+var _ store.TaskInserter = execTx{}
+
+// TaskByIdempotencyKey implements store.TaskInserter.
+func (x execTx) TaskByIdempotencyKey(ctx context.Context, key string) (*store.Task, error) {
+	found, err := scanTask(x.tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE idempotency_key = $1`, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
 	}
-	if p.ParentID != "" {
-		// The parent is locked: it cannot end while its child is written,
-		// and its budget cannot be spent meanwhile.
-		var parentStatus store.Status
-		err := tx.QueryRow(ctx, `SELECT run_id, status FROM tasks WHERE id = $1 FOR UPDATE`, p.ParentID).Scan(&t.RunID, &parentStatus)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, &store.ReferenceError{Field: "parent_id", ID: p.ParentID}
-		}
-		if err != nil {
-			return nil, err
-		}
-		if parentStatus.Terminal() {
-			return nil, fmt.Errorf("%w: %s is %s", store.ErrParentEnded, p.ParentID, parentStatus)
-		}
-		// A child's budget never exceeds what remains of its parent's.
-		pbs, err := s.budgetState(ctx, tx, p.ParentID)
-		if err != nil {
-			return nil, err
-		}
-		if bounded := boundBudget(t.Budget, pbs); bounded != nil {
-			t.Budget = bounded
-			b, err := json.Marshal(bounded)
-			if err != nil {
-				return nil, err
-			}
-			budget = nullJSON(b)
-		}
-		if p.MaxDepth > 0 {
-			// The parent's depth: its ancestors, counted up the chain (a
-			// cycle cannot form: a child is always newer than its parent).
-			var depth int
-			err := tx.QueryRow(ctx, `WITH RECURSIVE up(id, depth) AS (
-					SELECT parent_id, 1 FROM tasks WHERE id = $1 AND parent_id IS NOT NULL
-					UNION ALL
-					SELECT t.parent_id, up.depth + 1 FROM tasks t JOIN up ON t.id = up.id
-					WHERE t.parent_id IS NOT NULL AND up.depth <= $2
-				) SELECT coalesce(max(depth), 0) FROM up`, p.ParentID, p.MaxDepth).Scan(&depth)
-			if err != nil {
-				return nil, err
-			}
-			if depth+1 > p.MaxDepth {
-				return nil, fmt.Errorf("%w: a child of %s would be at depth %d; the limit is %d", store.ErrTooDeep, p.ParentID, depth+1, p.MaxDepth)
-			}
-		}
+	return found, err
+}
+
+// InsertParent implements store.TaskInserter: the parent is locked.
+func (x execTx) InsertParent(ctx context.Context, id string) (runID string, status store.Status, err error) {
+	err = x.tx.QueryRow(ctx, `SELECT run_id, status FROM tasks WHERE id = $1 FOR UPDATE`, id).Scan(&runID, &status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", store.ErrNotFound
 	}
-	if len(p.DependsOn) > 0 {
-		var missing string
-		err := tx.QueryRow(ctx, `SELECT d FROM unnest($1::text[]) WITH ORDINALITY AS u(d, n)
-			WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE id = d) ORDER BY n LIMIT 1`, p.DependsOn).Scan(&missing)
-		if err == nil {
-			return nil, &store.ReferenceError{Field: "depends_on", ID: missing}
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, err
-		}
+	return runID, status, err
+}
+
+// ParentBudget implements store.TaskInserter.
+func (x execTx) ParentBudget(ctx context.Context, id string) (*store.BudgetState, error) {
+	return x.s.budgetState(ctx, x.tx, id)
+}
+
+// ParentDepth implements store.TaskInserter.
+func (x execTx) ParentDepth(ctx context.Context, id string, limit int) (int, error) {
+	var depth int
+	err := x.tx.QueryRow(ctx, `WITH RECURSIVE up(id, depth) AS (
+			SELECT parent_id, 1 FROM tasks WHERE id = $1 AND parent_id IS NOT NULL
+			UNION ALL
+			SELECT t.parent_id, up.depth + 1 FROM tasks t JOIN up ON t.id = up.id
+			WHERE t.parent_id IS NOT NULL AND up.depth <= $2
+		) SELECT coalesce(max(depth), 0) FROM up`, id, limit).Scan(&depth)
+	return depth, err
+}
+
+// FirstMissingTask implements store.TaskInserter.
+func (x execTx) FirstMissingTask(ctx context.Context, ids []string) (string, error) {
+	var missing string
+	err := x.tx.QueryRow(ctx, `SELECT d FROM unnest($1::text[]) WITH ORDINALITY AS u(d, n)
+		WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE id = d) ORDER BY n LIMIT 1`, ids).Scan(&missing)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
 	}
-	status := store.StatusPending
-	if len(t.DependsOn) > 0 {
-		status = store.StatusBlocked // until its blockers complete
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO tasks (
+	return missing, err
+}
+
+// InsertTaskRow implements store.TaskInserter.
+func (x execTx) InsertTaskRow(ctx context.Context, row *store.TaskRow) error {
+	t := row.Task
+	_, err := x.tx.Exec(ctx, `INSERT INTO tasks (
 			id, parent_id, run_id, session_id, agent, title, goal, input, metadata, tags, priority, status,
 			max_attempts, run_at, depends_on, idempotency_key, budget, created_at, updated_at, options, on_dependency_failure)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18, $19, $20)`,
 		t.ID, nullString(t.ParentID), t.RunID, t.SessionID, t.Agent, t.Title, t.Goal,
-		string(t.Input), string(t.Metadata), marshalList(t.Tags), t.Priority, status,
-		t.MaxAttempts, t.RunAt, marshalList(t.DependsOn), nullString(t.IdempotencyKey),
-		budget, at, options, cmp.Or(p.OnDependencyFailure, store.OnDependencyFailureFail))
-	if err != nil {
-		return nil, err
+		string(t.Input), string(t.Metadata), sqlval.MarshalList(t.Tags), t.Priority, t.Status,
+		t.MaxAttempts, t.RunAt, sqlval.MarshalList(t.DependsOn), nullString(t.IdempotencyKey),
+		nullJSON(row.BudgetJSON), t.CreatedAt, nullJSON(row.OptionsJSON), row.OnDependencyFailure)
+	if err != nil || len(t.Tags) == 0 {
+		return err
 	}
-	if len(t.Tags) > 0 {
-		if _, err := tx.Exec(ctx, `INSERT INTO task_tags (tag, task_id) SELECT DISTINCT tag, $2 FROM unnest($1::text[]) AS tag
-			ON CONFLICT DO NOTHING`, t.Tags, t.ID); err != nil {
-			return nil, err
-		}
-	}
-	if err := tx.appendEvent(t.ID, store.EventTaskCreated, p.Actor, &store.TransitionData{To: store.StatusPending}, at); err != nil {
-		return nil, err
-	}
-	if len(t.DependsOn) == 0 {
-		return &store.TaskInsertResult{Task: t, Inserted: true}, nil
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO task_dependencies (task_id, depends_on_id, kind)
-		SELECT $1, d, 'blocks' FROM unnest($2::text[]) AS d ON CONFLICT DO NOTHING`, t.ID, t.DependsOn); err != nil {
-		return nil, err
-	}
-	if err := tx.appendEvent(t.ID, store.EventTaskBlocked, p.Actor,
-		&store.TransitionData{From: store.StatusPending, To: store.StatusBlocked}, at); err != nil {
-		return nil, err
-	}
-	// settle decides at once for blockers that have ended already.
-	if err := s.settle(ctx, tx, t.ID, at); err != nil {
-		return nil, err
-	}
-	inserted, err := getTask(ctx, tx, t.ID)
-	if err != nil {
-		return nil, err
-	}
-	return &store.TaskInsertResult{Task: inserted, Inserted: true}, nil
+	_, err = x.tx.Exec(ctx, `INSERT INTO task_tags (tag, task_id) SELECT DISTINCT tag, $2 FROM unnest($1::text[]) AS tag
+		ON CONFLICT DO NOTHING`, t.Tags, t.ID)
+	return err
+}
+
+// InsertBlockers implements store.TaskInserter.
+func (x execTx) InsertBlockers(ctx context.Context, id string, blockers []string) error {
+	_, err := x.tx.Exec(ctx, `INSERT INTO task_dependencies (task_id, depends_on_id, kind)
+		SELECT $1, d, 'blocks' FROM unnest($2::text[]) AS d ON CONFLICT DO NOTHING`, id, blockers)
+	return err
+}
+
+// SettleInserted implements store.TaskInserter.
+func (x execTx) SettleInserted(ctx context.Context, id string, at time.Time) error {
+	return x.s.settle(ctx, x.tx, id, at)
+}
+
+// InsertedTask implements store.TaskInserter.
+func (x execTx) InsertedTask(ctx context.Context, id string) (*store.Task, error) {
+	return getTask(ctx, x.tx, id)
 }
 
 // TaskList implements store.Store.

@@ -1,7 +1,6 @@
 package sqlitestore
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -146,7 +145,7 @@ func (s *Store) TaskGetByID(ctx context.Context, id string) (*store.Task, error)
 
 // The driver's other files call the value helpers by these names.
 var (
-	statusList  = sqlval.StatusList
+	statusList  = sqlval.StatusList[store.Status]
 	jsonOr      = sqlval.JSONOr
 	marshalList = sqlval.MarshalList
 )
@@ -176,148 +175,99 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 	return res, nil
 }
 
-// insertTask writes a task inside tx (see TaskInsert).
+// insertTask writes a task inside tx (see store.InsertTask).
 func (s *Store) insertTask(ctx context.Context, tx *sql.Tx, p *store.TaskInsertParams) (*store.TaskInsertResult, error) {
-	at := now(p.Now)
-	t := &store.Task{
-		ID: p.ID, ParentID: p.ParentID, RunID: p.RunID, SessionID: p.SessionID,
-		Agent: p.Agent, Title: p.Title, Goal: p.Goal,
-		Input:    json.RawMessage(jsonOr(p.Input, "{}")),
-		Metadata: json.RawMessage(jsonOr(p.Metadata, "{}")),
-		Tags:     append([]string{}, p.Tags...), Priority: p.Priority, Status: store.StatusPending,
-		MaxAttempts: p.MaxAttempts, RunAt: at,
-		DependsOn: append([]string{}, p.DependsOn...), IdempotencyKey: p.IdempotencyKey,
-		Budget: p.Budget, Options: p.Options, CreatedAt: at, UpdatedAt: at,
-	}
-	if p.RunAt != nil {
-		if !store.TimeInRange(p.RunAt.UTC()) {
-			return nil, &store.TimeRangeError{Field: "run_at", Time: *p.RunAt}
-		}
-		t.RunAt = now(p.RunAt)
-	}
-	var budget, options sql.NullString
-	if p.Budget != nil {
-		b, err := json.Marshal(p.Budget)
-		if err != nil {
-			return nil, fmt.Errorf("budget: %w", err)
-		}
-		budget = nullJSON(b)
-	}
-	if p.Options != nil {
-		b, err := json.Marshal(p.Options)
-		if err != nil {
-			return nil, fmt.Errorf("options: %w", err)
-		}
-		options = nullJSON(b)
-	}
+	return store.InsertTask(ctx, execTx{s, tx}, p, now(p.Now))
+}
 
-	if p.IdempotencyKey != "" {
-		found, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE idempotency_key = ?`, p.IdempotencyKey))
-		if err == nil {
-			return &store.TaskInsertResult{Task: found}, nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return nil, err
-		}
+var _ store.TaskInserter = execTx{}
+
+// TaskByIdempotencyKey implements store.TaskInserter.
+func (x execTx) TaskByIdempotencyKey(ctx context.Context, key string) (*store.Task, error) {
+	found, err := scanTask(x.tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE idempotency_key = ?`, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
 	}
-	if p.ParentID != "" {
-		var parentStatus store.Status
-		err := tx.QueryRowContext(ctx, `SELECT run_id, status FROM tasks WHERE id = ?`, p.ParentID).Scan(&t.RunID, &parentStatus)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, &store.ReferenceError{Field: "parent_id", ID: p.ParentID}
-		}
-		if err != nil {
-			return nil, err
-		}
-		if parentStatus.Terminal() {
-			return nil, fmt.Errorf("%w: %s is %s", store.ErrParentEnded, p.ParentID, parentStatus)
-		}
-		// A child's budget never exceeds what remains of its parent's.
-		pbs, err := s.budgetState(ctx, tx, p.ParentID)
-		if err != nil {
-			return nil, err
-		}
-		if bounded := boundBudget(t.Budget, pbs); bounded != nil {
-			t.Budget = bounded
-			b, err := json.Marshal(bounded)
-			if err != nil {
-				return nil, err
-			}
-			budget = nullJSON(b)
-		}
-		if p.MaxDepth > 0 {
-			// The parent's depth: its ancestors, counted up the chain (a
-			// cycle cannot form: a child is always newer than its parent).
-			var depth int
-			err := tx.QueryRowContext(ctx, `WITH RECURSIVE up(id, depth) AS (
-					SELECT parent_id, 1 FROM tasks WHERE id = ?1 AND parent_id IS NOT NULL
-					UNION ALL
-					SELECT t.parent_id, up.depth + 1 FROM tasks t JOIN up ON t.id = up.id
-					WHERE t.parent_id IS NOT NULL AND up.depth <= ?2
-				) SELECT coalesce(max(depth), 0) FROM up`, p.ParentID, p.MaxDepth).Scan(&depth)
-			if err != nil {
-				return nil, err
-			}
-			if depth+1 > p.MaxDepth {
-				return nil, fmt.Errorf("%w: a child of %s would be at depth %d; the limit is %d", store.ErrTooDeep, p.ParentID, depth+1, p.MaxDepth)
-			}
-		}
+	return found, err
+}
+
+// InsertParent implements store.TaskInserter. The write transaction
+// holds the database: the parent cannot change meanwhile.
+func (x execTx) InsertParent(ctx context.Context, id string) (runID string, status store.Status, err error) {
+	err = x.tx.QueryRowContext(ctx, `SELECT run_id, status FROM tasks WHERE id = ?`, id).Scan(&runID, &status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", store.ErrNotFound
 	}
-	if len(p.DependsOn) > 0 {
-		var missing string
-		err := tx.QueryRowContext(ctx,
-			`SELECT value FROM json_each(?) WHERE value NOT IN (SELECT id FROM tasks) LIMIT 1`,
-			marshalList(p.DependsOn)).Scan(&missing)
-		if err == nil {
-			return nil, &store.ReferenceError{Field: "depends_on", ID: missing}
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return nil, err
-		}
+	return runID, status, err
+}
+
+// ParentBudget implements store.TaskInserter.
+func (x execTx) ParentBudget(ctx context.Context, id string) (*store.BudgetState, error) {
+	return x.s.budgetState(ctx, x.tx, id)
+}
+
+// ParentDepth implements store.TaskInserter.
+func (x execTx) ParentDepth(ctx context.Context, id string, limit int) (int, error) {
+	var depth int
+	err := x.tx.QueryRowContext(ctx, `WITH RECURSIVE up(id, depth) AS (
+			SELECT parent_id, 1 FROM tasks WHERE id = ?1 AND parent_id IS NOT NULL
+			UNION ALL
+			SELECT t.parent_id, up.depth + 1 FROM tasks t JOIN up ON t.id = up.id
+			WHERE t.parent_id IS NOT NULL AND up.depth <= ?2
+		) SELECT coalesce(max(depth), 0) FROM up`, id, limit).Scan(&depth)
+	return depth, err
+}
+
+// FirstMissingTask implements store.TaskInserter.
+func (x execTx) FirstMissingTask(ctx context.Context, ids []string) (string, error) {
+	var missing string
+	err := x.tx.QueryRowContext(ctx,
+		`SELECT value FROM json_each(?) WHERE value NOT IN (SELECT id FROM tasks) LIMIT 1`,
+		sqlval.MarshalList(ids)).Scan(&missing)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
 	}
-	_, err := tx.StmtContext(ctx, s.stmts.insertTask).ExecContext(ctx,
+	return missing, err
+}
+
+// InsertTaskRow implements store.TaskInserter.
+func (x execTx) InsertTaskRow(ctx context.Context, row *store.TaskRow) error {
+	t := row.Task
+	_, err := x.tx.StmtContext(ctx, x.s.stmts.insertTask).ExecContext(ctx,
 		t.ID, nullString(t.ParentID), t.RunID, t.SessionID, t.Agent, t.Title, t.Goal,
-		string(t.Input), string(t.Metadata), marshalList(t.Tags), t.Priority, t.Status,
-		t.MaxAttempts, micros(t.RunAt), marshalList(t.DependsOn), nullString(t.IdempotencyKey),
-		budget, micros(at), micros(at), options, cmp.Or(p.OnDependencyFailure, store.OnDependencyFailureFail))
+		string(t.Input), string(t.Metadata), sqlval.MarshalList(t.Tags), t.Priority, t.Status,
+		t.MaxAttempts, micros(t.RunAt), sqlval.MarshalList(t.DependsOn), nullString(t.IdempotencyKey),
+		nullJSON(row.BudgetJSON), micros(t.CreatedAt), micros(t.UpdatedAt), nullJSON(row.OptionsJSON), row.OnDependencyFailure)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, tag := range t.Tags {
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_tags (tag, task_id) VALUES (?, ?)`, tag, t.ID); err != nil {
-			return nil, err
+		if _, err := x.tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_tags (tag, task_id) VALUES (?, ?)`, tag, t.ID); err != nil {
+			return err
 		}
 	}
-	if err := s.appendEvent(ctx, tx, t.ID, store.EventTaskCreated, p.Actor,
-		&store.TransitionData{To: store.StatusPending}, at); err != nil {
-		return nil, err
-	}
-	if len(t.DependsOn) == 0 {
-		return &store.TaskInsertResult{Task: t, Inserted: true}, nil
-	}
-	for _, dep := range t.DependsOn {
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_dependencies (task_id, depends_on_id, kind) VALUES (?, ?, 'blocks')`,
-			t.ID, dep); err != nil {
-			return nil, err
+	return nil
+}
+
+// InsertBlockers implements store.TaskInserter.
+func (x execTx) InsertBlockers(ctx context.Context, id string, blockers []string) error {
+	for _, dep := range blockers {
+		if _, err := x.tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_dependencies (task_id, depends_on_id, kind) VALUES (?, ?, 'blocks')`,
+			id, dep); err != nil {
+			return err
 		}
 	}
-	// Held back until its blockers complete; settle decides at once
-	// for blockers that have ended already.
-	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'blocked' WHERE id = ?`, t.ID); err != nil {
-		return nil, err
-	}
-	if err := s.appendEvent(ctx, tx, t.ID, store.EventTaskBlocked, p.Actor,
-		&store.TransitionData{From: store.StatusPending, To: store.StatusBlocked}, at); err != nil {
-		return nil, err
-	}
-	if err := s.settle(ctx, tx, t.ID, at); err != nil {
-		return nil, err
-	}
-	inserted, err := getTask(ctx, tx, t.ID)
-	if err != nil {
-		return nil, err
-	}
-	return &store.TaskInsertResult{Task: inserted, Inserted: true}, nil
+	return nil
+}
+
+// SettleInserted implements store.TaskInserter.
+func (x execTx) SettleInserted(ctx context.Context, id string, at time.Time) error {
+	return x.s.settle(ctx, x.tx, id, at)
+}
+
+// InsertedTask implements store.TaskInserter.
+func (x execTx) InsertedTask(ctx context.Context, id string) (*store.Task, error) {
+	return getTask(ctx, x.tx, id)
 }
 
 // TaskList implements store.Store.

@@ -1,16 +1,15 @@
-// Package sqlval holds the small value conversions both drivers write the
-// same way: status lists spliced into SQL and JSON columns.
+// Package sqlval holds the small value conversions package store and both
+// drivers write the same way: status lists spliced into SQL and JSON
+// columns. It imports nothing of errand, so package store can use it too.
 package sqlval
 
 import (
 	"encoding/json"
 	"strings"
-
-	"github.com/errandhq/errand/store"
 )
 
 // StatusList renders statuses as an SQL list, e.g. 'pending', 'retry_scheduled'.
-func StatusList(statuses []store.Status) string {
+func StatusList[S ~string](statuses []S) string {
 	quoted := make([]string, len(statuses))
 	for i, s := range statuses {
 		quoted[i] = "'" + string(s) + "'"

@@ -5,19 +5,19 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/errandhq/errand/store"
 )
+
+type status string
 
 func TestStatusList(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		in   []store.Status
+		in   []status
 		want string
 	}{
 		{nil, ""},
-		{[]store.Status{store.StatusPending}, "'pending'"},
-		{[]store.Status{store.StatusPending, store.StatusRetryScheduled}, "'pending', 'retry_scheduled'"},
+		{[]status{"pending"}, "'pending'"},
+		{[]status{"pending", "retry_scheduled"}, "'pending', 'retry_scheduled'"},
 	} {
 		require.Equal(t, c.want, StatusList(c.in))
 	}
