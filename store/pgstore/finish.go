@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -56,15 +55,12 @@ func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishPa
 		ends := &leaseEnds{}
 		tx.held = append(tx.held, ends)
 		for i, p := range params {
-			err := s.finishOne(ctx, tx, ends, p, states[p.Lease.TaskID])
-			if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrIllegalTransition) {
-				results[i] = err
-				continue
-			}
+			x := finishTx{execTx{s, tx}, ends, states[p.Lease.TaskID]}
+			var err error
+			results[i], err = store.FinishOutcome(store.FinishTask(ctx, x, p, s.now(p.Now)))
 			if err != nil {
 				return err
 			}
-			results[i] = nil
 		}
 		return nil
 	})
@@ -165,99 +161,92 @@ func finishStates(ctx context.Context, tx *txn, ids []string) (map[string]*finis
 	return states, br.Close()
 }
 
-// finishOne ends one lease; ls is the task's state, locked (nil: no such
-// task), and is updated for a later entry of the batch.
-func (s *Store) finishOne(ctx context.Context, tx *txn, ends *leaseEnds, p *store.TaskFinishParams, ls *finishState) error {
-	at := s.now(p.Now)
-	if ls == nil {
-		return store.ErrNotFound
+// finishTx is one finish of a batch: its task's state, read and locked
+// up front (nil: no such task), and updated for a later entry of the
+// batch; its lease end joins the batch's.
+type finishTx struct {
+	execTx
+	ends  *leaseEnds
+	state *finishState
+}
+
+var _ store.TaskFinisher = finishTx{}
+
+// LeaseState implements store.TaskFinisher.
+func (x finishTx) LeaseState(context.Context, string) (store.LeaseState, error) {
+	if x.state == nil {
+		return store.LeaseState{}, store.ErrNotFound
 	}
-	// The task is locked, and a child that ends locks its parent before it
-	// looks at it: a child ending now either counts as ended or finds the
-	// task waiting.
-	plan, err := store.PlanFinish(p, store.FinishLease{Status: ls.status, Token: ls.token,
-		CancelRequested: ls.cancelRequested, CancelReason: ls.cancelReason, PauseRequested: ls.pauseRequested},
-		at, func() (int, error) { return s.openChildren(ctx, tx, p.Lease.TaskID) })
-	if err != nil || plan.Done {
-		return err
-	}
-	followUps, events := p.FollowUps, p.Events
-	if plan.To == store.StatusCompleted && p.Escalation != nil {
-		res, made, evs, err := s.escalate(ctx, tx, p.Escalation)
-		if err != nil {
-			return fmt.Errorf("escalations: %w", err)
-		}
-		plan.Result, followUps, events = res, append(slices.Clip(followUps), made...), append(slices.Clip(events), evs...)
-	}
-	to, effective, taskErr, result, released := plan.To, plan.Effective, plan.Error, plan.Result, plan.Released
+	return x.state.export(), nil
+}
+
+// OpenChildren implements store.TaskFinisher. The task is locked, and a
+// child that ends locks its parent before it looks at it: a child ending
+// now either counts as ended or finds the task waiting.
+func (x finishTx) OpenChildren(ctx context.Context, id string) (int, error) {
+	return x.s.openChildren(ctx, x.tx, id)
+}
+
+// Escalate implements store.TaskFinisher.
+func (x finishTx) Escalate(ctx context.Context, p *store.EscalationParams) (json.RawMessage, []*store.TaskInsertParams, []store.EventAppend, error) {
+	return x.s.escalate(ctx, x.tx, p)
+}
+
+// InsertInputRequest implements store.TaskFinisher.
+func (x finishTx) InsertInputRequest(ctx context.Context, id string, ask *store.InputAsk, at time.Time) error {
+	_, err := x.tx.Exec(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, created_at, expires_at, default_answer)
+		VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7)`, ask.ID, id, ask.Question, nullJSON(ask.Context), at,
+		toNull(ask.ExpiresAt), ask.DefaultAnswer)
+	return err
+}
+
+// WriteFinish implements store.TaskFinisher: the lease end joins the
+// batch's statement. The row is locked and its token checked: the update
+// cannot miss.
+func (x finishTx) WriteFinish(_ context.Context, p *store.TaskFinishParams, plan *store.FinishPlan, at time.Time) error {
 	var (
 		errCode, errMessage *string
 		finished            *time.Time
+		pausedFrom          *string
 	)
-	if taskErr != nil {
-		errCode, errMessage = nullString(taskErr.Code), nullString(taskErr.Message)
+	if plan.Error != nil {
+		errCode, errMessage = nullString(plan.Error.Code), nullString(plan.Error.Message)
 	}
-	runAt := toNull(plan.RunAt)
 	if plan.Finished {
 		finished = toNull(at)
 	}
-	if effective == store.StatusInputRequired {
-		_, err := tx.Exec(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, created_at, expires_at, default_answer)
-			VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7)`, p.Ask.ID, p.Lease.TaskID, p.Ask.Question, nullJSON(p.Ask.Context), at,
-			toNull(p.Ask.ExpiresAt), p.Ask.DefaultAnswer)
-		if err != nil {
-			return err
-		}
+	if plan.To == store.StatusPaused {
+		pausedFrom = nullString(string(plan.Effective))
 	}
-	// The row is locked and its token checked: the update cannot miss.
-	var pausedFrom *string
-	if to == store.StatusPaused {
-		pausedFrom = nullString(string(effective))
-	}
-	ends.add(p.Lease, to, nullJSON(result), errCode, errMessage, runAt, nullJSON(p.Checkpoint),
-		released, finished, at, pausedFrom)
-	ls.status = to
-	data := &store.TransitionData{From: store.StatusRunning, To: to, Attempt: ls.attempt, Error: taskErr, Result: result}
-	if effective == store.StatusInputRequired {
-		data.RequestID, data.Question = p.Ask.ID, p.Ask.Question
-	}
-	if runAt != nil && to == store.StatusRetryScheduled {
-		t := fromDB(*runAt)
-		data.RunAt = &t
-	}
-	if err := tx.appendEvent(p.Lease.TaskID, store.TransitionEventType(store.StatusRunning, to), p.Actor, data, at); err != nil {
-		return err
-	}
-	if to == store.StatusCompleted {
-		for _, f := range followUps {
-			if _, err := s.insertTask(ctx, tx, f); err != nil {
-				// Not %w: a follow-up that cannot be written fails the whole
-				// batch rather than passing as this entry's own outcome.
-				return fmt.Errorf("follow-up task %s: %v", f.ID, err)
-			}
-			// The follow-up refers to what it follows: retention keeps
-			// the one while the other is open.
-			if _, err := tx.Exec(ctx, `INSERT INTO task_dependencies (task_id, depends_on_id, kind) VALUES ($1, $2, $3)
-				ON CONFLICT DO NOTHING`, f.ID, p.Lease.TaskID, store.DependencyRelated); err != nil {
-				return err
-			}
-		}
-		for _, ev := range events {
-			if err := tx.appendEvent(ev.TaskID, ev.Type, ev.Actor, ev.Data, at); err != nil {
-				return err
-			}
-		}
-		for _, m := range p.Memories {
-			if _, _, err := s.insertMemory(ctx, tx, m, at); err != nil {
-				// Not %w, as for a follow-up: the whole batch fails.
-				return fmt.Errorf("memory %s: %v", m.ID, err)
-			}
-		}
-	}
-	if to.Terminal() {
-		return s.endedAs(ctx, tx, p.Lease.TaskID, at, ls.hasParent, ls.hasDependents)
-	}
+	x.ends.add(p.Lease, plan.To, nullJSON(plan.Result), errCode, errMessage, toNull(plan.RunAt), nullJSON(p.Checkpoint),
+		plan.Released, finished, at, pausedFrom)
+	x.state.status = plan.To
 	return nil
+}
+
+// InsertFollowUp implements store.TaskFinisher.
+func (x finishTx) InsertFollowUp(ctx context.Context, f *store.TaskInsertParams) error {
+	_, err := x.s.insertTask(ctx, x.tx, f)
+	return err
+}
+
+// RelateFollowUp implements store.TaskFinisher.
+func (x finishTx) RelateFollowUp(ctx context.Context, followUpID, taskID string) error {
+	_, err := x.tx.Exec(ctx, `INSERT INTO task_dependencies (task_id, depends_on_id, kind) VALUES ($1, $2, $3)
+		ON CONFLICT DO NOTHING`, followUpID, taskID, store.DependencyRelated)
+	return err
+}
+
+// InsertMemory implements store.TaskFinisher.
+func (x finishTx) InsertMemory(ctx context.Context, m *store.MemoryInsertParams, at time.Time) error {
+	_, _, err := x.s.insertMemory(ctx, x.tx, m, at)
+	return err
+}
+
+// TaskEnded implements store.TaskFinisher: whether the task has a parent
+// or dependents to tell was read with its lock.
+func (x finishTx) TaskEnded(ctx context.Context, id string, at time.Time) error {
+	return x.s.endedAs(ctx, x.tx, id, at, x.state.hasParent, x.state.hasDependents)
 }
 
 // leaseWrite runs one token-checked UPDATE and tells a stale lease from an
@@ -330,20 +319,55 @@ func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*sto
 }
 
 // cancelTree cancels a task that has not ended and every unfinished task
-// below it. The tree is walked a level at a time, each level read after
-// its parents are locked: a child inserted meanwhile (insertTask locks its
-// parent) is either seen here or finds its parent cancelled.
+// below it (see store.CancelTree).
 func (s *Store) cancelTree(ctx context.Context, tx *txn, id, reason, actor string, at time.Time) error {
-	if err := s.cancelOne(ctx, tx, id, reason, actor, at, true); err != nil {
-		return err
+	return store.CancelTree(ctx, execTx{s, tx}, id, reason, actor, at)
+}
+
+var (
+	_ store.TaskCanceller = execTx{}
+	_ store.TaskRetrier   = execTx{}
+)
+
+// LeaseState implements store.TaskCanceller. The task stays locked until
+// the transaction ends.
+func (x execTx) LeaseState(ctx context.Context, id string) (store.LeaseState, error) {
+	ls, err := x.s.leaseState(ctx, x.tx, id)
+	if err != nil {
+		return store.LeaseState{}, err
 	}
-	below := "an ancestor was cancelled"
-	if reason != "" {
-		below += ": " + reason
-	}
+	return ls.export(), nil
+}
+
+// export is ls as package store's decisions read it.
+func (ls *leaseState) export() store.LeaseState {
+	return store.LeaseState{Attempt: ls.attempt, FinishLease: store.FinishLease{Status: ls.status, Token: ls.token,
+		CancelRequested: ls.cancelRequested, CancelReason: ls.cancelReason, PauseRequested: ls.pauseRequested}}
+}
+
+// RequestCancel implements store.TaskCanceller.
+func (x execTx) RequestCancel(ctx context.Context, id, reason string, at time.Time) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET cancel_requested_at = $1, cancel_reason = $2, updated_at = $1 WHERE id = $3`,
+		at, reason, id)
+	return err
+}
+
+// SetCancelled implements store.TaskCanceller.
+func (x execTx) SetCancelled(ctx context.Context, id, reason string, taskErr *store.TaskError, at time.Time) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET status = 'cancelled', error_code = $1, error_message = $2,
+		cancel_requested_at = $3, cancel_reason = $4, finished_at = $3, updated_at = $3 WHERE id = $5`,
+		taskErr.Code, taskErr.Message, at, reason, id)
+	return err
+}
+
+// EachOpenDescendant implements store.TaskCanceller. The tree is walked a
+// level at a time, each level read after f locked its parents: a child
+// inserted meanwhile (insertTask locks its parent) is either seen here or
+// finds its parent cancelled.
+func (x execTx) EachOpenDescendant(ctx context.Context, id string, f func(id string) error) error {
 	level := []string{id}
 	for len(level) > 0 {
-		rows, err := tx.Query(ctx, `SELECT id, status IN ('completed', 'failed', 'cancelled') FROM tasks
+		rows, err := x.tx.Query(ctx, `SELECT id, status IN ('completed', 'failed', 'cancelled') FROM tasks
 			WHERE parent_id = ANY($1) ORDER BY id`, level)
 		if err != nil {
 			return err
@@ -363,7 +387,7 @@ func (s *Store) cancelTree(ctx context.Context, tx *txn, id, reason, actor strin
 		level = level[:0]
 		for _, c := range children {
 			if !c.ended {
-				if err := s.cancelOne(ctx, tx, c.id, below, actor, at, false); err != nil {
+				if err := f(c.id); err != nil {
 					return err
 				}
 			}
@@ -373,74 +397,15 @@ func (s *Store) cancelTree(ctx context.Context, tx *txn, id, reason, actor strin
 	return nil
 }
 
-// cancelOne cancels one task: a running one is asked to stop (its worker
-// ends it), another unfinished one is cancelled. A finished one is an
-// error when strict, else left alone (it may have ended meanwhile). The
-// task stays locked until the transaction ends.
-func (s *Store) cancelOne(ctx context.Context, tx *txn, id, reason, actor string, at time.Time, strict bool) error {
-	ls, err := s.leaseState(ctx, tx, id)
-	if err != nil {
-		return err
-	}
-	switch {
-	case ls.status == store.StatusRunning:
-		if ls.cancelRequested {
-			return nil
-		}
-		_, err := tx.Exec(ctx, `UPDATE tasks SET cancel_requested_at = $1, cancel_reason = $2, updated_at = $1 WHERE id = $3`,
-			at, reason, id)
-		if err != nil {
-			return err
-		}
-		return tx.appendEvent(id, store.EventTaskCancelRequested, actor,
-			&store.TransitionData{From: store.StatusRunning, To: store.StatusRunning, Attempt: ls.attempt, Reason: reason}, at)
-	case ls.status.Terminal() && !strict:
-		return nil
-	}
-	if err := store.CheckAction(store.ActionCancel, id, ls.status, store.StatusCancelled); err != nil {
-		return err
-	}
-	taskErr := store.CancelError(reason)
-	_, err = tx.Exec(ctx, `UPDATE tasks SET status = 'cancelled', error_code = $1, error_message = $2,
-		cancel_requested_at = $3, cancel_reason = $4, finished_at = $3, updated_at = $3 WHERE id = $5`,
-		taskErr.Code, taskErr.Message, at, reason, id)
-	if err != nil {
-		return err
-	}
-	err = tx.appendEvent(id, store.EventTaskCancelled, actor,
-		&store.TransitionData{From: ls.status, To: store.StatusCancelled, Attempt: ls.attempt, Error: taskErr, Reason: reason}, at)
-	if err != nil {
-		return err
-	}
-	return s.ended(ctx, tx, id, at)
-}
-
 // TaskRetry implements store.Store.
 func (s *Store) TaskRetry(ctx context.Context, p *store.TaskRetryParams) (*store.Task, error) {
 	at := s.now(p.Now)
 	var t *store.Task
 	err := s.writeTx(ctx, func(tx *txn) error {
-		ls, err := s.leaseState(ctx, tx, p.ID)
-		if err != nil {
+		if err := store.RetryTask(ctx, execTx{s, tx}, p.ID, p.Actor, at); err != nil {
 			return err
 		}
-		// Operator retry is the way out of failed only, though the table
-		// allows pending from other states for other reasons.
-		if ls.status != store.StatusFailed {
-			return &store.TransitionError{TaskID: p.ID, From: ls.status, To: store.StatusPending, Action: store.ActionRetry}
-		}
-		// The attempt count goes on; a task out of attempts gets one more.
-		_, err = tx.Exec(ctx, `UPDATE tasks SET status = 'pending', result = NULL, error_code = NULL, error_message = NULL,
-			cancel_requested_at = NULL, cancel_reason = NULL, finished_at = NULL,
-			attempt_open = 0, max_attempts = greatest(max_attempts, attempt + 1), run_at = $1, updated_at = $1 WHERE id = $2`, at, p.ID)
-		if err != nil {
-			return err
-		}
-		err = tx.appendEvent(p.ID, store.EventTaskRetried, p.Actor,
-			&store.TransitionData{From: store.StatusFailed, To: store.StatusPending, Attempt: ls.attempt}, at)
-		if err != nil {
-			return err
-		}
+		var err error
 		t, err = getTask(ctx, tx, p.ID)
 		return err
 	})
@@ -448,4 +413,12 @@ func (s *Store) TaskRetry(ctx context.Context, p *store.TaskRetryParams) (*store
 		return nil, fmt.Errorf("retry task %s: %w", p.ID, err)
 	}
 	return t, nil
+}
+
+// ResetForRetry implements store.TaskRetrier.
+func (x execTx) ResetForRetry(ctx context.Context, id string, at time.Time) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET status = 'pending', result = NULL, error_code = NULL, error_message = NULL,
+		cancel_requested_at = NULL, cancel_reason = NULL, finished_at = NULL,
+		attempt_open = 0, max_attempts = greatest(max_attempts, attempt + 1), run_at = $1, updated_at = $1 WHERE id = $2`, at, id)
+	return err
 }

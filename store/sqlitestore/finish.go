@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/errandhq/errand/store"
@@ -55,15 +54,11 @@ func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishPa
 	results := make([]error, len(params))
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		for i, p := range params {
-			err := s.finishOne(ctx, tx, p)
-			if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrIllegalTransition) {
-				results[i] = err
-				continue
-			}
+			var err error
+			results[i], err = store.FinishOutcome(store.FinishTask(ctx, execTx{s, tx}, p, now(p.Now)))
 			if err != nil {
 				return err
 			}
-			results[i] = nil
 		}
 		return nil
 	})
@@ -73,103 +68,70 @@ func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishPa
 	return results, nil
 }
 
-func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, p *store.TaskFinishParams) error {
-	at := now(p.Now)
-	ls, err := s.leaseState(ctx, tx, p.Lease.TaskID)
-	if err != nil {
-		return err
+var _ store.TaskFinisher = execTx{}
+
+// OpenChildren implements store.TaskFinisher.
+func (x execTx) OpenChildren(ctx context.Context, id string) (int, error) {
+	return x.s.openChildren(ctx, x.tx, id)
+}
+
+// Escalate implements store.TaskFinisher.
+func (x execTx) Escalate(ctx context.Context, p *store.EscalationParams) (json.RawMessage, []*store.TaskInsertParams, []store.EventAppend, error) {
+	return x.s.escalate(ctx, x.tx, p)
+}
+
+// InsertInputRequest implements store.TaskFinisher.
+func (x execTx) InsertInputRequest(ctx context.Context, id string, ask *store.InputAsk, at time.Time) error {
+	var def sql.NullString
+	if ask.DefaultAnswer != nil {
+		def = sql.NullString{String: *ask.DefaultAnswer, Valid: true}
 	}
-	plan, err := store.PlanFinish(p, store.FinishLease{Status: ls.status, Token: ls.token,
-		CancelRequested: ls.cancelRequested, CancelReason: ls.cancelReason, PauseRequested: ls.pauseRequested},
-		at, func() (int, error) { return s.openChildren(ctx, tx, p.Lease.TaskID) })
-	if err != nil || plan.Done {
-		return err
-	}
-	followUps, events := p.FollowUps, p.Events
-	if plan.To == store.StatusCompleted && p.Escalation != nil {
-		res, made, evs, err := s.escalate(ctx, tx, p.Escalation)
-		if err != nil {
-			return fmt.Errorf("escalations: %w", err)
-		}
-		plan.Result, followUps, events = res, append(slices.Clip(followUps), made...), append(slices.Clip(events), evs...)
-	}
-	to, effective, taskErr, result, released := plan.To, plan.Effective, plan.Error, plan.Result, plan.Released
+	_, err := x.tx.ExecContext(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, created_at, expires_at, default_answer)
+		VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)`, ask.ID, id, ask.Question, nullJSON(ask.Context), micros(at),
+		toNullMicros(ask.ExpiresAt), def)
+	return err
+}
+
+// WriteFinish implements store.TaskFinisher.
+func (x execTx) WriteFinish(ctx context.Context, p *store.TaskFinishParams, plan *store.FinishPlan, at time.Time) error {
 	var (
 		errCode, errMessage sql.NullString
 		finished            sql.NullInt64
 	)
-	if taskErr != nil {
-		errCode, errMessage = nullString(taskErr.Code), nullString(taskErr.Message)
+	if plan.Error != nil {
+		errCode, errMessage = nullString(plan.Error.Code), nullString(plan.Error.Message)
 	}
-	runAt := toNullMicros(plan.RunAt)
 	if plan.Finished {
 		finished = toNullMicros(at)
 	}
-	if effective == store.StatusInputRequired {
-		var def sql.NullString
-		if p.Ask.DefaultAnswer != nil {
-			def = sql.NullString{String: *p.Ask.DefaultAnswer, Valid: true}
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, created_at, expires_at, default_answer)
-			VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)`, p.Ask.ID, p.Lease.TaskID, p.Ask.Question, nullJSON(p.Ask.Context), micros(at),
-			toNullMicros(p.Ask.ExpiresAt), def)
-		if err != nil {
-			return err
-		}
-	}
-	_, err = tx.StmtContext(ctx, s.stmts.finish).ExecContext(ctx,
-		to, nullJSON(result), errCode, errMessage, runAt, nullJSON(p.Checkpoint),
-		released, finished, micros(at), p.Lease.TaskID, p.Lease.Token)
-	if err != nil {
+	_, err := x.tx.StmtContext(ctx, x.s.stmts.finish).ExecContext(ctx,
+		plan.To, nullJSON(plan.Result), errCode, errMessage, toNullMicros(plan.RunAt), nullJSON(p.Checkpoint),
+		plan.Released, finished, micros(at), p.Lease.TaskID, p.Lease.Token)
+	if err != nil || plan.To != store.StatusPaused {
 		return err
 	}
-	if to == store.StatusPaused {
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET paused_from = ?, pause_requested_at = NULL WHERE id = ?`,
-			effective, p.Lease.TaskID); err != nil {
-			return err
-		}
-	}
-	data := &store.TransitionData{From: store.StatusRunning, To: to, Attempt: ls.attempt, Error: taskErr, Result: result}
-	if effective == store.StatusInputRequired {
-		data.RequestID, data.Question = p.Ask.ID, p.Ask.Question
-	}
-	if runAt.Valid && to == store.StatusRetryScheduled {
-		t := nullMicros(runAt)
-		data.RunAt = &t
-	}
-	if err := s.appendEvent(ctx, tx, p.Lease.TaskID, store.TransitionEventType(store.StatusRunning, to), p.Actor, data, at); err != nil {
-		return err
-	}
-	if to == store.StatusCompleted {
-		for _, f := range followUps {
-			if _, err := s.insertTask(ctx, tx, f); err != nil {
-				// Not %w: a follow-up that cannot be written fails the whole
-				// batch rather than passing as this entry's own outcome.
-				return fmt.Errorf("follow-up task %s: %v", f.ID, err)
-			}
-			// The follow-up refers to what it follows: retention keeps
-			// the one while the other is open.
-			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_dependencies (task_id, depends_on_id, kind) VALUES (?, ?, ?)`,
-				f.ID, p.Lease.TaskID, store.DependencyRelated); err != nil {
-				return err
-			}
-		}
-		for _, ev := range events {
-			if err := s.appendEvent(ctx, tx, ev.TaskID, ev.Type, ev.Actor, ev.Data, at); err != nil {
-				return err
-			}
-		}
-		for _, m := range p.Memories {
-			if _, _, err := s.insertMemory(ctx, tx, m, at); err != nil {
-				// Not %w, as for a follow-up: the whole batch fails.
-				return fmt.Errorf("memory %s: %v", m.ID, err)
-			}
-		}
-	}
-	if to.Terminal() {
-		return s.ended(ctx, tx, p.Lease.TaskID, at)
-	}
-	return nil
+	_, err = x.tx.ExecContext(ctx, `UPDATE tasks SET paused_from = ?, pause_requested_at = NULL WHERE id = ?`,
+		plan.Effective, p.Lease.TaskID)
+	return err
+}
+
+// InsertFollowUp implements store.TaskFinisher.
+func (x execTx) InsertFollowUp(ctx context.Context, f *store.TaskInsertParams) error {
+	_, err := x.s.insertTask(ctx, x.tx, f)
+	return err
+}
+
+// RelateFollowUp implements store.TaskFinisher.
+func (x execTx) RelateFollowUp(ctx context.Context, followUpID, taskID string) error {
+	_, err := x.tx.ExecContext(ctx, `INSERT OR IGNORE INTO task_dependencies (task_id, depends_on_id, kind) VALUES (?, ?, ?)`,
+		followUpID, taskID, store.DependencyRelated)
+	return err
+}
+
+// InsertMemory implements store.TaskFinisher.
+func (x execTx) InsertMemory(ctx context.Context, m *store.MemoryInsertParams, at time.Time) error {
+	_, _, err := x.s.insertMemory(ctx, x.tx, m, at)
+	return err
 }
 
 // leaseWrite runs one token-checked UPDATE and tells a stale lease from an
@@ -241,12 +203,50 @@ func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*sto
 }
 
 // cancelTree cancels a task that has not ended and every unfinished task
-// below it.
+// below it (see store.CancelTree).
 func (s *Store) cancelTree(ctx context.Context, tx *sql.Tx, id, reason, actor string, at time.Time) error {
-	if err := s.cancelOne(ctx, tx, id, reason, actor, at, true); err != nil {
-		return err
+	return store.CancelTree(ctx, execTx{s, tx}, id, reason, actor, at)
+}
+
+var (
+	_ store.TaskCanceller = execTx{}
+	_ store.TaskRetrier   = execTx{}
+)
+
+// LeaseState implements store.TaskCanceller.
+func (x execTx) LeaseState(ctx context.Context, id string) (store.LeaseState, error) {
+	ls, err := x.s.leaseState(ctx, x.tx, id)
+	if err != nil {
+		return store.LeaseState{}, err
 	}
-	rows, err := tx.QueryContext(ctx, `WITH RECURSIVE tree(id, depth) AS (
+	return ls.export(), nil
+}
+
+// export is ls as package store's decisions read it.
+func (ls *leaseState) export() store.LeaseState {
+	return store.LeaseState{Attempt: ls.attempt, FinishLease: store.FinishLease{Status: ls.status, Token: ls.token,
+		CancelRequested: ls.cancelRequested, CancelReason: ls.cancelReason, PauseRequested: ls.pauseRequested}}
+}
+
+// RequestCancel implements store.TaskCanceller.
+func (x execTx) RequestCancel(ctx context.Context, id, reason string, at time.Time) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET cancel_requested_at = ?1, cancel_reason = ?2, updated_at = ?1 WHERE id = ?3`,
+		micros(at), reason, id)
+	return err
+}
+
+// SetCancelled implements store.TaskCanceller.
+func (x execTx) SetCancelled(ctx context.Context, id, reason string, taskErr *store.TaskError, at time.Time) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET status = 'cancelled', error_code = ?1, error_message = ?2,
+		cancel_requested_at = ?3, cancel_reason = ?4, finished_at = ?3, updated_at = ?3 WHERE id = ?5`,
+		taskErr.Code, taskErr.Message, micros(at), reason, id)
+	return err
+}
+
+// EachOpenDescendant implements store.TaskCanceller: the whole tree is
+// read first, nearest first.
+func (x execTx) EachOpenDescendant(ctx context.Context, id string, f func(id string) error) error {
+	rows, err := x.tx.QueryContext(ctx, `WITH RECURSIVE tree(id, depth) AS (
 			SELECT id, 1 FROM tasks WHERE parent_id = ?1
 			UNION ALL
 			SELECT t.id, tree.depth + 1 FROM tasks t JOIN tree ON t.parent_id = tree.id
@@ -257,70 +257,19 @@ func (s *Store) cancelTree(ctx context.Context, tx *sql.Tx, id, reason, actor st
 	if err != nil {
 		return err
 	}
-	var descendants []string
-	for rows.Next() {
+	descendants, err := collect(rows, func(r rowScanner) (string, error) {
 		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		descendants = append(descendants, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return id, r.Scan(&id)
+	})
+	if err != nil {
 		return err
 	}
-	below := "an ancestor was cancelled"
-	if reason != "" {
-		below += ": " + reason
-	}
 	for _, d := range descendants {
-		if err := s.cancelOne(ctx, tx, d, below, actor, at, false); err != nil {
+		if err := f(d); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// cancelOne cancels one task: a running one is asked to stop (its worker
-// ends it), another unfinished one is cancelled. A finished one is an
-// error when strict, else left alone (it may have ended meanwhile).
-func (s *Store) cancelOne(ctx context.Context, tx *sql.Tx, id, reason, actor string, at time.Time, strict bool) error {
-	ls, err := s.leaseState(ctx, tx, id)
-	if err != nil {
-		return err
-	}
-	switch {
-	case ls.status == store.StatusRunning:
-		if ls.cancelRequested {
-			return nil
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE tasks SET cancel_requested_at = ?1, cancel_reason = ?2, updated_at = ?1 WHERE id = ?3`,
-			micros(at), reason, id)
-		if err != nil {
-			return err
-		}
-		return s.appendEvent(ctx, tx, id, store.EventTaskCancelRequested, actor,
-			&store.TransitionData{From: store.StatusRunning, To: store.StatusRunning, Attempt: ls.attempt, Reason: reason}, at)
-	case ls.status.Terminal() && !strict:
-		return nil
-	}
-	if err := store.CheckAction(store.ActionCancel, id, ls.status, store.StatusCancelled); err != nil {
-		return err
-	}
-	taskErr := store.CancelError(reason)
-	_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'cancelled', error_code = ?1, error_message = ?2,
-		cancel_requested_at = ?3, cancel_reason = ?4, finished_at = ?3, updated_at = ?3 WHERE id = ?5`,
-		taskErr.Code, taskErr.Message, micros(at), reason, id)
-	if err != nil {
-		return err
-	}
-	err = s.appendEvent(ctx, tx, id, store.EventTaskCancelled, actor,
-		&store.TransitionData{From: ls.status, To: store.StatusCancelled, Attempt: ls.attempt, Error: taskErr, Reason: reason}, at)
-	if err != nil {
-		return err
-	}
-	return s.ended(ctx, tx, id, at)
 }
 
 // TaskRetry implements store.Store.
@@ -328,27 +277,10 @@ func (s *Store) TaskRetry(ctx context.Context, p *store.TaskRetryParams) (*store
 	at := now(p.Now)
 	var t *store.Task
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		ls, err := s.leaseState(ctx, tx, p.ID)
-		if err != nil {
+		if err := store.RetryTask(ctx, execTx{s, tx}, p.ID, p.Actor, at); err != nil {
 			return err
 		}
-		// Operator retry is the way out of failed only, though the table
-		// allows pending from other states for other reasons.
-		if ls.status != store.StatusFailed {
-			return &store.TransitionError{TaskID: p.ID, From: ls.status, To: store.StatusPending, Action: store.ActionRetry}
-		}
-		// The attempt count goes on; a task out of attempts gets one more.
-		_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', result = NULL, error_code = NULL, error_message = NULL,
-			cancel_requested_at = NULL, cancel_reason = NULL, finished_at = NULL,
-			attempt_open = 0, max_attempts = max(max_attempts, attempt + 1), run_at = ?1, updated_at = ?1 WHERE id = ?2`, micros(at), p.ID)
-		if err != nil {
-			return err
-		}
-		err = s.appendEvent(ctx, tx, p.ID, store.EventTaskRetried, p.Actor,
-			&store.TransitionData{From: store.StatusFailed, To: store.StatusPending, Attempt: ls.attempt}, at)
-		if err != nil {
-			return err
-		}
+		var err error
 		t, err = getTask(ctx, tx, p.ID)
 		return err
 	})
@@ -356,4 +288,12 @@ func (s *Store) TaskRetry(ctx context.Context, p *store.TaskRetryParams) (*store
 		return nil, fmt.Errorf("retry task %s: %w", p.ID, err)
 	}
 	return t, nil
+}
+
+// ResetForRetry implements store.TaskRetrier.
+func (x execTx) ResetForRetry(ctx context.Context, id string, at time.Time) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET status = 'pending', result = NULL, error_code = NULL, error_message = NULL,
+		cancel_requested_at = NULL, cancel_reason = NULL, finished_at = NULL,
+		attempt_open = 0, max_attempts = max(max_attempts, attempt + 1), run_at = ?1, updated_at = ?1 WHERE id = ?2`, micros(at), id)
+	return err
 }
