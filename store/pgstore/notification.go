@@ -102,16 +102,9 @@ func (x execTx) NotificationAckUpTo(ctx context.Context, upTo int64, session str
 // NotificationAck implements store.Store.
 func (s *Store) NotificationAck(ctx context.Context, p *store.NotificationAckParams) (int, error) {
 	at := s.now(p.Now)
-	var acked int
-	err := s.writeTx(ctx, func(tx *txn) error {
-		var err error
-		acked, err = store.AckNotifications(ctx, execTx{s, tx}, p, at)
-		return err
+	return writeExec(ctx, s, "ack notifications", func(x execTx) (int, error) {
+		return store.AckNotifications(ctx, x, p, at)
 	})
-	if err != nil {
-		return 0, fmt.Errorf("ack notifications: %w", err)
-	}
-	return acked, nil
 }
 
 // CursorGet implements store.Store.

@@ -38,6 +38,22 @@ func scanStep(r pgx.Row) (*store.Step, error) {
 	return &st, nil
 }
 
+// writeExec runs one of package store's decisions in a write
+// transaction; its error is wrapped with what.
+func writeExec[T any](ctx context.Context, s *Store, what string, decide func(execTx) (T, error)) (T, error) {
+	var out T
+	err := s.writeTx(ctx, func(tx *txn) error {
+		var err error
+		out, err = decide(execTx{s, tx})
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
 var _ store.StepWriter = execTx{}
 
 // StepCheckLease implements store.StepWriter. The task's row, locked by
@@ -109,16 +125,9 @@ func (x execTx) StepSpend(ctx context.Context, p *store.StepFinishParams, step *
 // StepStart implements store.Store.
 func (s *Store) StepStart(ctx context.Context, p *store.StepStartParams) (*store.StepStartResult, error) {
 	at := s.now(p.Now)
-	var res *store.StepStartResult
-	err := s.writeTx(ctx, func(tx *txn) error {
-		var err error
-		res, err = store.StartStep(ctx, execTx{s, tx}, p, at)
-		return err
+	return writeExec(ctx, s, "start step "+p.IdempotencyKey, func(x execTx) (*store.StepStartResult, error) {
+		return store.StartStep(ctx, x, p, at)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("start step %s: %w", p.IdempotencyKey, err)
-	}
-	return res, nil
 }
 
 // StepFinish implements store.Store.
@@ -127,16 +136,9 @@ func (s *Store) StepFinish(ctx context.Context, p *store.StepFinishParams) (*sto
 		return nil, fmt.Errorf("finish step %s: %w", p.IdempotencyKey, err)
 	}
 	at := s.now(p.Now)
-	var step *store.Step
-	err := s.writeTx(ctx, func(tx *txn) error {
-		var err error
-		step, err = store.FinishStep(ctx, execTx{s, tx}, p, at)
-		return err
+	return writeExec(ctx, s, "finish step "+p.IdempotencyKey, func(x execTx) (*store.Step, error) {
+		return store.FinishStep(ctx, x, p, at)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("finish step %s: %w", p.IdempotencyKey, err)
-	}
-	return step, nil
 }
 
 // StepListByTask implements store.Store.

@@ -107,16 +107,9 @@ func (x execTx) InputTaskFailed(ctx context.Context, taskID string, e *store.Tas
 // InputAnswer implements store.Store.
 func (s *Store) InputAnswer(ctx context.Context, p *store.InputAnswerParams) (*store.InputRequest, error) {
 	at := now(p.Now)
-	var answered *store.InputRequest
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		answered, err = store.AnswerInput(ctx, execTx{s, tx}, p, at)
-		return err
+	return writeExec(ctx, s, "answer input", func(x execTx) (*store.InputRequest, error) {
+		return store.AnswerInput(ctx, x, p, at)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("answer input: %w", err)
-	}
-	return answered, nil
 }
 
 // InputList implements store.Store.
@@ -147,14 +140,7 @@ func (s *Store) InputList(ctx context.Context, p *store.InputListParams) ([]*sto
 // InputExpire implements store.Store.
 func (s *Store) InputExpire(ctx context.Context, nowp *time.Time) (int, error) {
 	at := now(nowp)
-	var ended int
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		ended, err = store.ExpireInputs(ctx, execTx{s, tx}, at)
-		return err
+	return writeExec(ctx, s, "expire input requests", func(x execTx) (int, error) {
+		return store.ExpireInputs(ctx, x, at)
 	})
-	if err != nil {
-		return 0, fmt.Errorf("expire input requests: %w", err)
-	}
-	return ended, nil
 }

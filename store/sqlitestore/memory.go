@@ -171,16 +171,9 @@ func (x execTx) MemoryDeleteRow(ctx context.Context, id string) (string, string,
 // MemoryInsert implements store.Store.
 func (s *Store) MemoryInsert(ctx context.Context, p *store.MemoryInsertParams) (*store.MemoryInsertResult, error) {
 	at := now(p.Now)
-	var res *store.MemoryInsertResult
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		res, err = store.InsertMemoryFenced(ctx, execTx{s, tx}, p, at)
-		return err
+	return writeExec(ctx, s, "insert memory", func(x execTx) (*store.MemoryInsertResult, error) {
+		return store.InsertMemoryFenced(ctx, x, p, at)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("insert memory: %w", err)
-	}
-	return res, nil
 }
 
 // MemoryGetByID implements store.Store.
@@ -371,46 +364,25 @@ func (s *Store) MemoryNearest(ctx context.Context, p *store.MemoryNearestParams)
 // MemoryRefresh implements store.Store.
 func (s *Store) MemoryRefresh(ctx context.Context, p *store.MemoryRefreshParams) (*store.Memory, error) {
 	at := now(p.Now)
-	var m *store.Memory
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		m, err = store.RefreshMemory(ctx, execTx{s, tx}, p, at)
-		return err
+	return writeExec(ctx, s, "refresh memory "+p.ID, func(x execTx) (*store.Memory, error) {
+		return store.RefreshMemory(ctx, x, p, at)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("refresh memory %s: %w", p.ID, err)
-	}
-	return m, nil
 }
 
 // MemoryFlag implements store.Store.
 func (s *Store) MemoryFlag(ctx context.Context, p *store.MemoryFlagParams) (*store.Memory, error) {
 	at := now(p.Now)
-	var m *store.Memory
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		m, err = store.FlagMemory(ctx, execTx{s, tx}, p, at)
-		return err
+	return writeExec(ctx, s, "flag memory "+p.ID, func(x execTx) (*store.Memory, error) {
+		return store.FlagMemory(ctx, x, p, at)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("flag memory %s: %w", p.ID, err)
-	}
-	return m, nil
 }
 
 // MemoryRelease implements store.Store.
 func (s *Store) MemoryRelease(ctx context.Context, p *store.MemoryReleaseParams) (*store.Memory, error) {
 	at := now(p.Now)
-	var m *store.Memory
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		m, err = store.ReleaseMemory(ctx, execTx{s, tx}, p, at)
-		return err
+	return writeExec(ctx, s, "release memory "+p.ID, func(x execTx) (*store.Memory, error) {
+		return store.ReleaseMemory(ctx, x, p, at)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("release memory %s: %w", p.ID, err)
-	}
-	return m, nil
 }
 
 // MemoryConflictRecord implements store.Store.
@@ -419,28 +391,18 @@ func (s *Store) MemoryConflictRecord(ctx context.Context, p *store.MemoryConflic
 		return false, fmt.Errorf("record memory conflict: %w", err)
 	}
 	at := now(p.Now)
-	var recorded bool
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		recorded, err = store.RecordMemoryConflict(ctx, execTx{s, tx}, p, at)
-		return err
+	return writeExec(ctx, s, "record memory conflict "+p.NewerID+" over "+p.OlderID, func(x execTx) (bool, error) {
+		return store.RecordMemoryConflict(ctx, x, p, at)
 	})
-	if err != nil {
-		return false, fmt.Errorf("record memory conflict %s over %s: %w", p.NewerID, p.OlderID, err)
-	}
-	return recorded, nil
 }
 
 // MemoryDelete implements store.Store.
 func (s *Store) MemoryDelete(ctx context.Context, p *store.MemoryDeleteParams) error {
 	at := now(p.Now)
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		return store.DeleteMemory(ctx, execTx{s, tx}, p, at)
+	_, err := writeExec(ctx, s, "delete memory "+p.ID, func(x execTx) (struct{}, error) {
+		return struct{}{}, store.DeleteMemory(ctx, x, p, at)
 	})
-	if err != nil {
-		return fmt.Errorf("delete memory %s: %w", p.ID, err)
-	}
-	return nil
+	return err
 }
 
 // MemoryPurge implements store.Store.

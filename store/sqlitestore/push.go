@@ -49,16 +49,9 @@ func (s *Store) PushConfigPut(ctx context.Context, p *store.PushConfigPutParams)
 		return nil, fmt.Errorf("put push config: %w", err)
 	}
 	at := fromMicros(micros(now(p.Now)))
-	var out *store.PushConfig
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = store.PutPushConfig(ctx, execTx{s, tx}, p, at)
-		return err
+	return writeExec(ctx, s, "put push config "+p.Config.ID+" of task "+p.Config.TaskID, func(x execTx) (*store.PushConfig, error) {
+		return store.PutPushConfig(ctx, x, p, at)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("put push config %s of task %s: %w", p.Config.ID, p.Config.TaskID, err)
-	}
-	return out, nil
 }
 
 // PushConfigGet implements store.Store.
