@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand/store/storetest"
 )
 
 func TestFTSQueryQuotesEveryWord(t *testing.T) {
@@ -86,13 +86,5 @@ func TestMigrationCategorisesMemories(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, migrateUp(ctx, s))
-	for id, want := range map[string]string{"mem_1": store.CategoryTaskResult, "mem_2": store.CategoryFact, "mem_3": store.CategoryFact} {
-		m, err := s.MemoryGetByID(ctx, id)
-		require.NoError(t, err)
-		require.Equal(t, want, m.Category, id)
-		require.Empty(t, m.Subject)
-		require.Nil(t, m.Flagged)
-		require.Nil(t, m.RefreshedAt)
-		require.False(t, m.HasEmbedding)
-	}
+	storetest.RequireCategorisedByMigration(t, s)
 }

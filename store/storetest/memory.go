@@ -345,3 +345,21 @@ func testMemory(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Len(t, fresh.memories(t, store.MemoryListParams{}), 2)
 	})
 }
+
+// RequireCategorisedByMigration requires what the migration that brought
+// memory categories gives the memories written before it, which a
+// driver's migration test inserted as mem_1 (key tsk_1:result), mem_2
+// (key tsk_1:2:1) and mem_3 (no key): a task's result is a task_result,
+// any other a fact, and none has a subject, flag, refresh or vector.
+func RequireCategorisedByMigration(t *testing.T, s store.Store) {
+	t.Helper()
+	for id, want := range map[string]string{"mem_1": store.CategoryTaskResult, "mem_2": store.CategoryFact, "mem_3": store.CategoryFact} {
+		m, err := s.MemoryGetByID(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, want, m.Category, id)
+		require.Empty(t, m.Subject)
+		require.Nil(t, m.Flagged)
+		require.Nil(t, m.RefreshedAt)
+		require.False(t, m.HasEmbedding)
+	}
+}
