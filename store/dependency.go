@@ -18,6 +18,24 @@ const (
 // ErrCycle is returned for a dependency that would close a cycle.
 var ErrCycle = errors.New("errand: dependency cycle")
 
+// CycleError is an edge that would close a cycle: TaskID on DependsOnID,
+// where DependsOnID already depends on TaskID (or is TaskID). It matches
+// ErrCycle.
+type CycleError struct {
+	TaskID, DependsOnID string
+}
+
+// Reason says why, without the sentinel's words.
+func (e *CycleError) Reason() string {
+	if e.TaskID == e.DependsOnID {
+		return "a task cannot depend on itself"
+	}
+	return fmt.Sprintf("%s already depends on %s", e.DependsOnID, e.TaskID)
+}
+
+func (e *CycleError) Error() string        { return ErrCycle.Error() + ": " + e.Reason() }
+func (e *CycleError) Is(target error) bool { return target == ErrCycle }
+
 // Dependency is one edge of the task graph: TaskID depends on DependsOnID.
 type Dependency struct {
 	TaskID      string `json:"task_id"`
@@ -69,7 +87,7 @@ func AddDependency(ctx context.Context, x DependencyAdder, p *TaskDependencyAddP
 	case !blockerFound:
 		return &ReferenceError{Field: "depends_on", ID: p.DependsOnID}
 	case p.TaskID == p.DependsOnID:
-		return fmt.Errorf("%w: a task cannot depend on itself", ErrCycle)
+		return &CycleError{TaskID: p.TaskID, DependsOnID: p.DependsOnID}
 	}
 	// A cycle closes if the blocker already depends on the task.
 	cycle, err := x.DependsOn(ctx, p.DependsOnID, p.TaskID)
@@ -77,7 +95,7 @@ func AddDependency(ctx context.Context, x DependencyAdder, p *TaskDependencyAddP
 		return err
 	}
 	if cycle {
-		return fmt.Errorf("%w: %s already depends on %s", ErrCycle, p.DependsOnID, p.TaskID)
+		return &CycleError{TaskID: p.TaskID, DependsOnID: p.DependsOnID}
 	}
 	inserted, err := x.InsertDependency(ctx, p.TaskID, p.DependsOnID, kind)
 	if err != nil || !inserted || kind != DependencyBlocks {

@@ -170,8 +170,23 @@ func checkParent(ctx context.Context, x TaskInserter, p *TaskInsertParams, row *
 			return err
 		}
 		if depth+1 > p.MaxDepth {
-			return fmt.Errorf("%w: a child of %s would be at depth %d; the limit is %d", ErrTooDeep, p.ParentID, depth+1, p.MaxDepth)
+			return &DepthError{ParentID: p.ParentID, Depth: depth + 1, Limit: p.MaxDepth}
 		}
 	}
 	return nil
 }
+
+// DepthError is a child that would be deeper in its tree than
+// TaskInsertParams.MaxDepth allows. It matches ErrTooDeep.
+type DepthError struct {
+	ParentID     string
+	Depth, Limit int
+}
+
+// Reason says why, without the sentinel's words.
+func (e *DepthError) Reason() string {
+	return fmt.Sprintf("a child of %s would be at depth %d; the limit is %d", e.ParentID, e.Depth, e.Limit)
+}
+
+func (e *DepthError) Error() string        { return ErrTooDeep.Error() + ": " + e.Reason() }
+func (e *DepthError) Is(target error) bool { return target == ErrTooDeep }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -174,4 +175,20 @@ func TestInsertTask(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The depth and cycle errors keep the sentinels' words and match them,
+// and carry the reason apart for a caller to show without parsing.
+func TestDepthAndCycleErrors(t *testing.T) {
+	var err error = &DepthError{ParentID: "tsk_p", Depth: 3, Limit: 2}
+	require.ErrorIs(t, err, ErrTooDeep)
+	require.EqualError(t, err, "errand: subtask too deep: a child of tsk_p would be at depth 3; the limit is 2")
+	var deep *DepthError
+	require.ErrorAs(t, fmt.Errorf("insert task: %w", err), &deep)
+	require.Equal(t, "a child of tsk_p would be at depth 3; the limit is 2", deep.Reason())
+
+	err = &CycleError{TaskID: "a", DependsOnID: "b"}
+	require.ErrorIs(t, err, ErrCycle)
+	require.EqualError(t, err, "errand: dependency cycle: b already depends on a")
+	require.Equal(t, "a task cannot depend on itself", (&CycleError{TaskID: "a", DependsOnID: "a"}).Reason())
 }

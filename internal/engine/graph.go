@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 
 	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/store"
@@ -33,15 +32,17 @@ func (e *Engine) AddDependency(ctx context.Context, taskID, blockerID, kind, act
 	t, err := e.store.TaskDependencyAdd(ctx, &store.TaskDependencyAddParams{
 		TaskID: taskID, DependsOnID: blockerID, Kind: kind, Actor: actor, Now: e.now(),
 	})
-	var ref *store.ReferenceError
+	var (
+		ref   *store.ReferenceError
+		cycle *store.CycleError
+	)
 	switch {
 	case errors.As(err, &ref) && ref.Field == "task_id":
 		return nil, store.ErrNotFound
 	case errors.As(err, &ref):
 		return nil, unprocessable(ref.Field, "task %s does not exist", ref.ID)
-	case errors.Is(err, store.ErrCycle):
-		_, msg, _ := strings.Cut(err.Error(), store.ErrCycle.Error()+": ")
-		return nil, unprocessable("depends_on", "would close a cycle: %s", msg)
+	case errors.As(err, &cycle):
+		return nil, unprocessable("depends_on", "would close a cycle: %s", cycle.Reason())
 	case err != nil:
 		return nil, err
 	}

@@ -438,9 +438,9 @@ func (e *Engine) SubmitResult(ctx context.Context, p *SubmitParams) (*store.Task
 		if errors.As(err, &ref) {
 			return nil, false, unprocessable(ref.Field, "task %s does not exist", ref.ID)
 		}
-		if errors.Is(err, store.ErrTooDeep) {
-			_, msg, _ := strings.Cut(err.Error(), store.ErrTooDeep.Error()+": ")
-			return nil, false, unprocessable("parent_id", "%s", msg)
+		var deep *store.DepthError
+		if errors.As(err, &deep) {
+			return nil, false, unprocessable("parent_id", "%s", deep.Reason())
 		}
 		return nil, false, fmt.Errorf("submit: %w", err)
 	}
