@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/schedule"
+	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/store"
 )
 
@@ -101,59 +101,59 @@ var (
 	// ErrNameTaken is returned for a schedule name another schedule has.
 	ErrNameTaken = store.ErrNameTaken
 	// ErrDeclared is returned for deleting a schedule errand.yaml declares.
-	ErrDeclared = engine.ErrDeclared
+	ErrDeclared = scheduler.ErrDeclared
 )
 
 // CreateSchedule validates and stores a schedule; its first firing is the
 // first slot after now. A bad field is a *ValidationError naming it, a
 // template naming an unknown agent one too, and nothing is written.
 func (c *Client) CreateSchedule(ctx context.Context, p *ScheduleParams) (*Schedule, error) {
-	return engineResult(c.engine.CreateSchedule(ctx, (*engine.ScheduleParams)(p)))
+	return engineResult(c.engine.Scheduler().Create(ctx, (*scheduler.Params)(p)))
 }
 
 // Schedule returns a schedule by id or name; an unknown one matches
 // ErrNotFound.
 func (c *Client) Schedule(ctx context.Context, idOrName string) (*Schedule, error) {
-	return engineResult(c.engine.Schedule(ctx, idOrName))
+	return engineResult(c.engine.Scheduler().Get(ctx, idOrName))
 }
 
 // Schedules lists every schedule by name.
 func (c *Client) Schedules(ctx context.Context) ([]*Schedule, error) {
-	return engineResult(c.engine.Schedules(ctx))
+	return engineResult(c.engine.Scheduler().List(ctx))
 }
 
 // SchedulePage lists up to limit schedules (1 to 1,000) named after
 // after, by name; next is the cursor (after) of the following page, ""
 // on the last.
 func (c *Client) SchedulePage(ctx context.Context, after string, limit int) (page []*Schedule, next string, err error) {
-	page, next, err = c.engine.SchedulePage(ctx, after, limit)
+	page, next, err = c.engine.Scheduler().Page(ctx, after, limit)
 	return page, next, engineError(err)
 }
 
 // UpdateSchedule changes some fields of a schedule.
 func (c *Client) UpdateSchedule(ctx context.Context, idOrName string, patch *SchedulePatch) (*Schedule, error) {
-	return engineResult(c.engine.UpdateSchedule(ctx, idOrName, (*engine.SchedulePatch)(patch)))
+	return engineResult(c.engine.Scheduler().Update(ctx, idOrName, (*scheduler.Patch)(patch)))
 }
 
 // DeleteSchedule removes a schedule; the tasks it made stay.
 func (c *Client) DeleteSchedule(ctx context.Context, idOrName string) error {
-	return engineError(c.engine.DeleteSchedule(ctx, idOrName))
+	return engineError(c.engine.Scheduler().Delete(ctx, idOrName))
 }
 
 // RunSchedule fires a schedule now and returns the task it made; its next
 // run does not move.
 func (c *Client) RunSchedule(ctx context.Context, idOrName string) (*Task, error) {
-	return engineResult(c.engine.RunSchedule(ctx, idOrName))
+	return engineResult(c.engine.Scheduler().RunNow(ctx, idOrName))
 }
 
 // ApplySchedules makes the declared schedules exactly these (see the
 // schedules: section of errand.yaml).
 func (c *Client) ApplySchedules(ctx context.Context, declared []*ScheduleParams) error {
-	params := make([]*engine.ScheduleParams, len(declared))
+	params := make([]*scheduler.Params, len(declared))
 	for i, p := range declared {
-		params[i] = (*engine.ScheduleParams)(p)
+		params[i] = (*scheduler.Params)(p)
 	}
-	return engineError(c.engine.ApplyDeclared(ctx, params))
+	return engineError(c.engine.Scheduler().ApplyDeclared(ctx, params))
 }
 
 // PostEvent journals an external event, with actor external, for event

@@ -13,6 +13,7 @@ import (
 	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/internal/schedule"
+	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/store"
 )
 
@@ -442,7 +443,7 @@ func checkImportedSchedule(sc *store.Schedule) error {
 	spec := sc.Spec
 	if sc.Kind == store.ScheduleEvent {
 		spec = ""
-		var es engine.EventSpec
+		var es scheduler.EventSpec
 		if err := json.Unmarshal([]byte(sc.Spec), &es); err != nil || es.Type == "" {
 			return fmt.Errorf("schedule %s: spec is not an event matcher", sc.ID)
 		}

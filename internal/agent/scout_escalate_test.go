@@ -11,6 +11,7 @@ import (
 	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/internal/providertest"
+	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
@@ -37,12 +38,12 @@ func TestScoutEscalates(t *testing.T) {
 	)
 	b.startAgents(t, map[string]taskrun.Handler{"scout": h.handler(newHTTPAgent(t, server))})
 	ctx := context.Background()
-	sc, err := b.engine.CreateSchedule(ctx, &engine.ScheduleParams{
+	sc, err := b.engine.Scheduler().Create(ctx, &scheduler.Params{
 		Name: "watch", Kind: "heartbeat", EscalateTo: "oncall", EscalationBudget: &store.Budget{MaxCostUSD: 0.5},
 		Task: json.RawMessage(`{"goal": "Check on errand.", "agent": "scout", "session_id": "ops"}`),
 	})
 	require.NoError(t, err)
-	scout, err := b.engine.RunSchedule(ctx, sc.ID)
+	scout, err := b.engine.Scheduler().RunNow(ctx, sc.ID)
 	require.NoError(t, err)
 
 	types := []string{store.EventTaskCompleted, store.EventTaskFailed, store.EventTaskRetryScheduled}
@@ -99,11 +100,11 @@ func TestScoutEscalateWithoutAgent(t *testing.T) {
 	)
 	b.startAgents(t, map[string]taskrun.Handler{"scout": newHTTPAgent(t, server)})
 	ctx := context.Background()
-	sc, err := b.engine.CreateSchedule(ctx, &engine.ScheduleParams{
+	sc, err := b.engine.Scheduler().Create(ctx, &scheduler.Params{
 		Name: "watch", Kind: "heartbeat", Task: json.RawMessage(`{"goal": "Check on errand.", "agent": "scout"}`),
 	})
 	require.NoError(t, err)
-	scout, err := b.engine.RunSchedule(ctx, sc.ID)
+	scout, err := b.engine.Scheduler().RunNow(ctx, sc.ID)
 	require.NoError(t, err)
 	done := b.waitEnd(t, scout.ID)
 	require.Equal(t, store.StatusCompleted, done.Status)

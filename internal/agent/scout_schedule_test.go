@@ -10,6 +10,7 @@ import (
 	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/internal/providertest"
+	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
@@ -33,13 +34,13 @@ func TestScheduledLLMScout(t *testing.T) {
 		providertest.Reply{ToolCalls: []provider.ToolCall{toolCall("f2", "finish_task", `{"result":"Nothing new."}`)}},
 	)
 	b.startAgents(t, map[string]taskrun.Handler{"scout": newHTTPAgent(t, server)})
-	sc, err := b.engine.CreateSchedule(context.Background(), &engine.ScheduleParams{
+	sc, err := b.engine.Scheduler().Create(context.Background(), &scheduler.Params{
 		Name: "watch", Kind: "heartbeat", Spec: "10m",
 		Task: json.RawMessage(`{"goal": "Check on errand.", "agent": "scout", "session_id": "ops"}`),
 	})
 	require.NoError(t, err)
 
-	scout, err := b.engine.RunSchedule(context.Background(), sc.ID)
+	scout, err := b.engine.Scheduler().RunNow(context.Background(), sc.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.SourceHeartbeat, scout.Options.Source)
 	done := b.waitEnd(t, scout.ID)
@@ -69,7 +70,7 @@ func TestScheduledLLMScout(t *testing.T) {
 	require.Equal(t, fix.ID, inbox[1].TaskID)
 
 	// The next firing has nothing new to report: a noop, nothing made.
-	again, err := b.engine.RunSchedule(context.Background(), sc.ID)
+	again, err := b.engine.Scheduler().RunNow(context.Background(), sc.ID)
 	require.NoError(t, err)
 	done = b.waitEnd(t, again.ID)
 	require.JSONEq(t, `{"output": {"decision": "noop", "reason": "Nothing new.", "tasks": []}, "warning": null}`, string(done.Result))

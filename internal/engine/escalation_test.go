@@ -36,37 +36,37 @@ func TestEscalationSettings(t *testing.T) {
 	b := setup(t)
 	knownAgents(b.engine, DefaultAgent, "scout", "oncall")
 	ctx := context.Background()
-	heartbeat := func(p ScheduleParams) *ScheduleParams {
+	heartbeat := func(p scheduler.Params) *scheduler.Params {
 		p.Kind, p.Task = "heartbeat", json.RawMessage(`{"goal": "Look", "agent": "scout"}`)
 		return &p
 	}
 	for _, tc := range []struct {
 		name  string
-		p     *ScheduleParams
+		p     *scheduler.Params
 		field string
 	}{
-		{"unknown agent", heartbeat(ScheduleParams{Name: "a", EscalateTo: "ghost"}), "escalate_to"},
-		{"negative cap", heartbeat(ScheduleParams{Name: "b", EscalateTo: "oncall", MaxEscalationsPerDay: intp(-1)}), "max_escalations_per_day"},
-		{"cap without agent", heartbeat(ScheduleParams{Name: "c", MaxEscalationsPerDay: intp(2)}), "escalate_to"},
-		{"negative budget", heartbeat(ScheduleParams{Name: "d", EscalateTo: "oncall", EscalationBudget: &store.Budget{MaxCostUSD: -1}}), "escalation_budget"},
-		{"not a heartbeat", &ScheduleParams{Name: "e", Kind: "interval", Spec: "1m", EscalateTo: "oncall",
+		{"unknown agent", heartbeat(scheduler.Params{Name: "a", EscalateTo: "ghost"}), "escalate_to"},
+		{"negative cap", heartbeat(scheduler.Params{Name: "b", EscalateTo: "oncall", MaxEscalationsPerDay: intp(-1)}), "max_escalations_per_day"},
+		{"cap without agent", heartbeat(scheduler.Params{Name: "c", MaxEscalationsPerDay: intp(2)}), "escalate_to"},
+		{"negative budget", heartbeat(scheduler.Params{Name: "d", EscalateTo: "oncall", EscalationBudget: &store.Budget{MaxCostUSD: -1}}), "escalation_budget"},
+		{"not a heartbeat", &scheduler.Params{Name: "e", Kind: "interval", Spec: "1m", EscalateTo: "oncall",
 			Task: json.RawMessage(`{"goal": "x"}`)}, "escalate_to"},
 	} {
-		_, err := b.engine.CreateSchedule(ctx, tc.p)
+		_, err := b.engine.Scheduler().Create(ctx, tc.p)
 		var v *ValidationError
 		require.ErrorAs(t, err, &v, tc.name)
 		require.Equal(t, tc.field, v.Field, tc.name)
 	}
 
-	sc := createSchedule(t, b.engine, heartbeat(ScheduleParams{Name: "watch", EscalateTo: "oncall"}))
-	require.Equal(t, &store.ScheduleEscalation{To: "oncall", MaxPerDay: DefaultMaxEscalationsPerDay}, sc.Escalation)
-	sc, err := b.engine.UpdateSchedule(ctx, "watch", &SchedulePatch{MaxEscalationsPerDay: intp(0), EscalationBudget: &store.Budget{MaxCostUSD: 1}})
+	sc := createSchedule(t, b.engine, heartbeat(scheduler.Params{Name: "watch", EscalateTo: "oncall"}))
+	require.Equal(t, &store.ScheduleEscalation{To: "oncall", MaxPerDay: scheduler.DefaultMaxEscalationsPerDay}, sc.Escalation)
+	sc, err := b.engine.Scheduler().Update(ctx, "watch", &scheduler.Patch{MaxEscalationsPerDay: intp(0), EscalationBudget: &store.Budget{MaxCostUSD: 1}})
 	require.NoError(t, err)
 	require.Equal(t, &store.ScheduleEscalation{To: "oncall", MaxPerDay: 0, Budget: &store.Budget{MaxCostUSD: 1}}, sc.Escalation)
-	sc, err = b.engine.UpdateSchedule(ctx, "watch", &SchedulePatch{Spec: new("5m")})
+	sc, err = b.engine.Scheduler().Update(ctx, "watch", &scheduler.Patch{Spec: new("5m")})
 	require.NoError(t, err)
 	require.NotNil(t, sc.Escalation, "a patch of something else keeps it")
-	sc, err = b.engine.UpdateSchedule(ctx, "watch", &SchedulePatch{EscalateTo: new("")})
+	sc, err = b.engine.Scheduler().Update(ctx, "watch", &scheduler.Patch{EscalateTo: new("")})
 	require.NoError(t, err)
 	require.Nil(t, sc.Escalation, "an empty escalate_to removes it")
 }
@@ -120,13 +120,13 @@ func TestEscalationMadeAndCapped(t *testing.T) {
 	knownAgents(b.engine, DefaultAgent, "scout", "oncall", "dba")
 	ctx := context.Background()
 	startPool(t, b.engine, &PoolConfig{Schedules: true, Handlers: map[string]taskrun.Handler{"scout": escalatingScout(2)}})
-	sc := createSchedule(t, b.engine, &ScheduleParams{
+	sc := createSchedule(t, b.engine, &scheduler.Params{
 		Name: "watch", Kind: "heartbeat", EscalateTo: "oncall", MaxEscalationsPerDay: intp(3), Enabled: new(false), // run by hand only
 		EscalationBudget: &store.Budget{MaxCostUSD: 0.75, MaxToolCalls: 30},
 		Task:             json.RawMessage(`{"goal": "Look", "agent": "scout", "session_id": "ops"}`),
 	})
 
-	scout, err := b.engine.RunSchedule(ctx, sc.ID)
+	scout, err := b.engine.Scheduler().RunNow(ctx, sc.ID)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"id": "`+sc.ID+`", "name": "watch"}`, string(mustJSON(scoutWorldOf(t, scout).Schedule)))
 	require.Equal(t, "oncall", scoutWorldOf(t, scout).EscalateTo, "the scout is told where escalations go")
@@ -158,7 +158,7 @@ func TestEscalationMadeAndCapped(t *testing.T) {
 
 	// The second scout of the day: one more is made, one capped, and an
 	// alert says so.
-	scout, err = b.engine.RunSchedule(ctx, sc.ID)
+	scout, err = b.engine.Scheduler().RunNow(ctx, sc.ID)
 	require.NoError(t, err)
 	res = scoutResult(t, b.engine, scout.ID)
 	require.NotEmpty(t, res.Output.Escalations[0].TaskID)
@@ -176,7 +176,7 @@ func TestEscalationMadeAndCapped(t *testing.T) {
 
 	// After midnight UTC the count starts again.
 	b.clock.Advance(3 * time.Hour)
-	scout, err = b.engine.RunSchedule(ctx, sc.ID)
+	scout, err = b.engine.Scheduler().RunNow(ctx, sc.ID)
 	require.NoError(t, err)
 	res = scoutResult(t, b.engine, scout.ID)
 	require.NotEmpty(t, res.Output.Escalations[0].TaskID)
@@ -209,9 +209,9 @@ func TestEscalationRefused(t *testing.T) {
 			return escalatingScout(1).Handle(ctx, r)
 		}),
 	}})
-	sc := createSchedule(t, b.engine, &ScheduleParams{Name: "watch", Kind: "heartbeat", Task: json.RawMessage(`{"goal": "Look", "agent": "scout"}`)})
+	sc := createSchedule(t, b.engine, &scheduler.Params{Name: "watch", Kind: "heartbeat", Task: json.RawMessage(`{"goal": "Look", "agent": "scout"}`)})
 	bad <- false
-	scout, err := b.engine.RunSchedule(ctx, sc.ID)
+	scout, err := b.engine.Scheduler().RunNow(ctx, sc.ID)
 	require.NoError(t, err)
 	require.Empty(t, scoutWorldOf(t, scout).EscalateTo)
 	res := scoutResult(t, b.engine, scout.ID)
@@ -224,7 +224,7 @@ func TestEscalationRefused(t *testing.T) {
 	require.True(t, said)
 
 	bad <- true
-	scout, err = b.engine.RunSchedule(ctx, sc.ID)
+	scout, err = b.engine.Scheduler().RunNow(ctx, sc.ID)
 	require.NoError(t, err)
 	waitForStatus(t, b.engine, scout.ID, store.StatusFailed)
 	got, err := b.engine.Get(ctx, scout.ID)
@@ -252,11 +252,11 @@ func TestEscalationCapTwoEngines(t *testing.T) {
 	for _, e := range []*Engine{b.engine, other} {
 		startPool(t, e, &PoolConfig{Workers: scouts, Handlers: map[string]taskrun.Handler{"scout": scoutHandler}})
 	}
-	sc := createSchedule(t, b.engine, &ScheduleParams{Name: "watch", Kind: "heartbeat", EscalateTo: "oncall",
+	sc := createSchedule(t, b.engine, &scheduler.Params{Name: "watch", Kind: "heartbeat", EscalateTo: "oncall",
 		MaxEscalationsPerDay: intp(maxPerDay), Overlap: "allow_all", Task: json.RawMessage(`{"goal": "Look", "agent": "scout"}`)})
 	var ids []string
 	for range scouts {
-		task, err := b.engine.RunSchedule(ctx, sc.ID)
+		task, err := b.engine.Scheduler().RunNow(ctx, sc.ID)
 		require.NoError(t, err)
 		ids = append(ids, task.ID)
 	}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/errandhq/errand/internal/clock"
+	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/store"
 	"github.com/errandhq/errand/store/sqlitestore"
 )
@@ -70,7 +71,7 @@ func FuzzScheduleParams(f *testing.F) {
 	b := setupFuzz(f)
 	f.Fuzz(func(t *testing.T, kind, spec, zone, task string) {
 		ctx := context.Background()
-		sc, err := b.engine.CreateSchedule(ctx, &ScheduleParams{Name: "fuzz", Kind: kind, Spec: spec, Timezone: zone, Task: json.RawMessage(task)})
+		sc, err := b.engine.Scheduler().Create(ctx, &scheduler.Params{Name: "fuzz", Kind: kind, Spec: spec, Timezone: zone, Task: json.RawMessage(task)})
 		if err != nil {
 			var v *ValidationError
 			if !errors.As(err, &v) || v.Field == "" {
@@ -79,11 +80,11 @@ func FuzzScheduleParams(f *testing.F) {
 			return
 		}
 		defer func() {
-			if err := b.engine.DeleteSchedule(ctx, sc.ID); err != nil {
+			if err := b.engine.Scheduler().Delete(ctx, sc.ID); err != nil {
 				t.Fatal(err)
 			}
 		}()
-		got, err := b.engine.Schedule(ctx, sc.ID)
+		got, err := b.engine.Scheduler().Get(ctx, sc.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

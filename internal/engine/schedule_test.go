@@ -20,16 +20,16 @@ import (
 // make name agents no pool runs.
 func idle(context.Context, taskrun.Run) (taskrun.Result, error) { return ok(""), nil }
 
-func createSchedule(t *testing.T, e *Engine, p *ScheduleParams) *store.Schedule {
+func createSchedule(t *testing.T, e *Engine, p *scheduler.Params) *store.Schedule {
 	t.Helper()
-	sc, err := e.CreateSchedule(context.Background(), p)
+	sc, err := e.Scheduler().Create(context.Background(), p)
 	require.NoError(t, err)
 	return sc
 }
 
 func getSchedule(t *testing.T, e *Engine, id string) *store.Schedule {
 	t.Helper()
-	sc, err := e.Schedule(context.Background(), id)
+	sc, err := e.Scheduler().Get(context.Background(), id)
 	require.NoError(t, err)
 	return sc
 }
@@ -77,7 +77,7 @@ func TestCronFiresOncePerSlotAcrossEngines(t *testing.T) {
 	startPool(t, b.engine, &PoolConfig{Handlers: handlers(idle), Schedules: true})
 	startPool(t, other, &PoolConfig{Handlers: handlers(idle), Schedules: true})
 
-	sc := createSchedule(t, b.engine, &ScheduleParams{
+	sc := createSchedule(t, b.engine, &scheduler.Params{
 		Name: "report", Kind: "cron", Spec: "*/5 * * * *", Task: json.RawMessage(`{"goal": "Write the report", "agent": "reporter"}`),
 		Overlap: "allow_all", // no worker runs "reporter": every firing makes a task
 	})
@@ -115,7 +115,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			b.clock.Set(time.Date(2026, 5, 6, 10, 0, 30, 0, time.UTC))
-			sc := createSchedule(t, b.engine, &ScheduleParams{
+			sc := createSchedule(t, b.engine, &scheduler.Params{
 				Name: "report", Kind: "cron", Spec: "*/5 * * * *", CatchUp: tc.catchUp,
 				Task: json.RawMessage(`{"goal": "Write the report", "agent": "reporter"}`),
 			})
@@ -171,7 +171,7 @@ func TestCronAcrossDaylightSaving(t *testing.T) {
 			b := setup(t)
 			b.clock.Set(tc.start)
 			startPool(t, b.engine, &PoolConfig{Handlers: handlers(idle), Schedules: true})
-			sc := createSchedule(t, b.engine, &ScheduleParams{
+			sc := createSchedule(t, b.engine, &scheduler.Params{
 				Name: "nightly", Kind: "cron", Spec: "30 2 * * *", Timezone: "Europe/Berlin",
 				Task:    json.RawMessage(`{"goal": "Nightly", "agent": "nightly"}`),
 				Overlap: "allow_all", // no worker runs "nightly": every firing makes a task
@@ -205,11 +205,11 @@ func TestEventSchedules(t *testing.T) {
 			return taskrun.Result{}, &taskrun.Error{Code: "writer_block", Err: errors.New("no words")}
 		}),
 	}})
-	onFailure := createSchedule(t, b.engine, &ScheduleParams{
+	onFailure := createSchedule(t, b.engine, &scheduler.Params{
 		Name: "remediate", Kind: "event", Spec: `{"type": "task.failed", "match": {"agent": "research"}}`,
 		Task: json.RawMessage(`{"goal": "Find out why research failed", "agent": "fixer", "input": {"team": "data"}}`),
 	})
-	onDeploy := createSchedule(t, b.engine, &ScheduleParams{
+	onDeploy := createSchedule(t, b.engine, &scheduler.Params{
 		Name: "smoke", Kind: "event", Spec: `{"type": "deploy.finished", "match": {"env": "prod"}}`,
 		Task: json.RawMessage(`{"goal": "Smoke-test production", "agent": "tester"}`),
 	})
@@ -263,7 +263,7 @@ func TestEventSchedules(t *testing.T) {
 	require.ElementsMatch(t, []string{failed[0].ID, failed[2].ID}, heard)
 
 	// Run by hand, an event schedule fires with no event.
-	manual, err := b.engine.RunSchedule(context.Background(), onFailure.ID)
+	manual, err := b.engine.Scheduler().RunNow(context.Background(), onFailure.ID)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"team": "data", "event": null}`, string(manual.Input))
 	smoke := tasksBySource(t, b.engine, "event:"+onDeploy.ID)
@@ -282,7 +282,7 @@ func TestEventScheduleIgnoresItsOwnTasks(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	startPool(t, b.engine, &PoolConfig{Schedules: true, Handlers: handlers(idle)})
-	sc := createSchedule(t, b.engine, &ScheduleParams{
+	sc := createSchedule(t, b.engine, &scheduler.Params{
 		Name: "echo", Kind: "event", Spec: `{"type": "task.created"}`,
 		Task: json.RawMessage(`{"goal": "Echo", "agent": "echo"}`),
 	})
@@ -317,49 +317,49 @@ func TestScheduleValidation(t *testing.T) {
 	task := json.RawMessage(`{"goal": "x"}`)
 	for _, tc := range []struct {
 		name  string
-		p     ScheduleParams
+		p     scheduler.Params
 		field string
 	}{
-		{"bad cron", ScheduleParams{Name: "a", Kind: "cron", Spec: "61 * * * *", Task: task}, "spec"},
-		{"cron that never fires", ScheduleParams{Name: "a", Kind: "cron", Spec: "0 0 30 2 *", Task: task}, "spec"},
-		{"cron that never fires in short months", ScheduleParams{Name: "a", Kind: "cron", Spec: "0 0 31 4,6,9,11 *", Task: task}, "spec"},
-		{"unknown overlap", ScheduleParams{Name: "a", Kind: "interval", Spec: "1m", Overlap: "sometimes", Task: task}, "overlap"},
-		{"bad zone", ScheduleParams{Name: "a", Kind: "cron", Spec: "@hourly", Timezone: "Mars/Olympus", Task: task}, "timezone"},
-		{"short interval", ScheduleParams{Name: "a", Kind: "interval", Spec: "500ms", Task: task}, "spec"},
-		{"bad kind", ScheduleParams{Name: "a", Kind: "weekly", Spec: "1h", Task: task}, "kind"},
-		{"bad catch-up", ScheduleParams{Name: "a", Kind: "interval", Spec: "1h", CatchUp: "all", Task: task}, "catch_up"},
-		{"bad event type", ScheduleParams{Name: "a", Kind: "event", Spec: `{"type": "task failed"}`, Task: task}, "spec.type"},
-		{"event spec not JSON", ScheduleParams{Name: "a", Kind: "event", Spec: `task.failed`, Task: task}, "spec"},
-		{"no template", ScheduleParams{Name: "a", Kind: "interval", Spec: "1h"}, "task"},
-		{"template without goal", ScheduleParams{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"agent": "x"}`)}, "task.goal"},
-		{"template unknown field", ScheduleParams{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "x", "gaol": 1}`)}, "task"},
-		{"template with parent", ScheduleParams{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "x", "parent_id": "tsk_01JH00000000000000000000"}`)}, "task.parent_id"},
-		{"prompt file on cron", ScheduleParams{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"prompt_file": "HEARTBEAT.md"}`)}, "task.prompt_file"},
-		{"active hours on cron", ScheduleParams{Name: "a", Kind: "cron", Spec: "@hourly", ActiveHours: "08:00-22:00", Task: task}, "active_hours"},
-		{"bad name", ScheduleParams{Name: "a b", Kind: "interval", Spec: "1h", Task: task}, "name"},
-		{"bad route", ScheduleParams{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "x", "result_route": "memroy"}`)}, "task.result_route"},
-		{"negative memory limit", ScheduleParams{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "x", "max_memory_tokens": -1}`)}, "task.max_memory_tokens"},
+		{"bad cron", scheduler.Params{Name: "a", Kind: "cron", Spec: "61 * * * *", Task: task}, "spec"},
+		{"cron that never fires", scheduler.Params{Name: "a", Kind: "cron", Spec: "0 0 30 2 *", Task: task}, "spec"},
+		{"cron that never fires in short months", scheduler.Params{Name: "a", Kind: "cron", Spec: "0 0 31 4,6,9,11 *", Task: task}, "spec"},
+		{"unknown overlap", scheduler.Params{Name: "a", Kind: "interval", Spec: "1m", Overlap: "sometimes", Task: task}, "overlap"},
+		{"bad zone", scheduler.Params{Name: "a", Kind: "cron", Spec: "@hourly", Timezone: "Mars/Olympus", Task: task}, "timezone"},
+		{"short interval", scheduler.Params{Name: "a", Kind: "interval", Spec: "500ms", Task: task}, "spec"},
+		{"bad kind", scheduler.Params{Name: "a", Kind: "weekly", Spec: "1h", Task: task}, "kind"},
+		{"bad catch-up", scheduler.Params{Name: "a", Kind: "interval", Spec: "1h", CatchUp: "all", Task: task}, "catch_up"},
+		{"bad event type", scheduler.Params{Name: "a", Kind: "event", Spec: `{"type": "task failed"}`, Task: task}, "spec.type"},
+		{"event spec not JSON", scheduler.Params{Name: "a", Kind: "event", Spec: `task.failed`, Task: task}, "spec"},
+		{"no template", scheduler.Params{Name: "a", Kind: "interval", Spec: "1h"}, "task"},
+		{"template without goal", scheduler.Params{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"agent": "x"}`)}, "task.goal"},
+		{"template unknown field", scheduler.Params{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "x", "gaol": 1}`)}, "task"},
+		{"template with parent", scheduler.Params{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "x", "parent_id": "tsk_01JH00000000000000000000"}`)}, "task.parent_id"},
+		{"prompt file on cron", scheduler.Params{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"prompt_file": "HEARTBEAT.md"}`)}, "task.prompt_file"},
+		{"active hours on cron", scheduler.Params{Name: "a", Kind: "cron", Spec: "@hourly", ActiveHours: "08:00-22:00", Task: task}, "active_hours"},
+		{"bad name", scheduler.Params{Name: "a b", Kind: "interval", Spec: "1h", Task: task}, "name"},
+		{"bad route", scheduler.Params{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "x", "result_route": "memroy"}`)}, "task.result_route"},
+		{"negative memory limit", scheduler.Params{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "x", "max_memory_tokens": -1}`)}, "task.max_memory_tokens"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := b.engine.CreateSchedule(context.Background(), &tc.p)
+			_, err := b.engine.Scheduler().Create(context.Background(), &tc.p)
 			var v *ValidationError
 			require.ErrorAs(t, err, &v)
 			require.Equal(t, tc.field, v.Field, "%v", err)
 			require.False(t, v.Unprocessable)
 		})
 	}
-	_, err := b.engine.CreateSchedule(context.Background(), &ScheduleParams{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "x", "agent": "ghost"}`)})
+	_, err := b.engine.Scheduler().Create(context.Background(), &scheduler.Params{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "x", "agent": "ghost"}`)})
 	var v *ValidationError
 	require.ErrorAs(t, err, &v)
 	require.Equal(t, "task.agent", v.Field)
 	require.True(t, v.Unprocessable)
 
-	all, err := b.engine.Schedules(context.Background())
+	all, err := b.engine.Scheduler().List(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, all)
 
-	createSchedule(t, b.engine, &ScheduleParams{Name: "a", Kind: "interval", Spec: "1h", Task: task})
-	_, err = b.engine.CreateSchedule(context.Background(), &ScheduleParams{Name: "a", Kind: "interval", Spec: "2h", Task: task})
+	createSchedule(t, b.engine, &scheduler.Params{Name: "a", Kind: "interval", Spec: "1h", Task: task})
+	_, err = b.engine.Scheduler().Create(context.Background(), &scheduler.Params{Name: "a", Kind: "interval", Spec: "2h", Task: task})
 	require.ErrorIs(t, err, store.ErrNameTaken)
 }
 
@@ -409,7 +409,7 @@ func TestChainRouteFollowsInTheCompletingTransaction(t *testing.T) {
 func TestChainToSchedule(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	sc := createSchedule(t, b.engine, &ScheduleParams{Name: "publish", Kind: "interval", Spec: "24h", Enabled: new(bool),
+	sc := createSchedule(t, b.engine, &scheduler.Params{Name: "publish", Kind: "interval", Spec: "24h", Enabled: new(bool),
 		Task: json.RawMessage(`{"goal": "Publish", "agent": "publisher", "input": {"channel": "blog"}}`)})
 	startPool(t, b.engine, &PoolConfig{Handlers: handlers(func(context.Context, taskrun.Run) (taskrun.Result, error) {
 		return ok("draft"), nil
@@ -463,7 +463,7 @@ func TestHeartbeatScout(t *testing.T) {
 	failed := submit(t, b.engine, &SubmitParams{Goal: "Research", Agent: "research", MaxAttempts: 1})
 	waitForStatus(t, b.engine, failed.ID, store.StatusFailed)
 
-	sc := createSchedule(t, b.engine, &ScheduleParams{
+	sc := createSchedule(t, b.engine, &scheduler.Params{
 		Name: "scout", Kind: "heartbeat", Spec: "10m", ActiveHours: "08:00-22:00",
 		Task: json.RawMessage(`{"goal": "Check on the work", "agent": "scout", "session_id": "ops"}`),
 	})
@@ -555,8 +555,8 @@ func TestScoutBadDecisionFails(t *testing.T) {
 			return taskrun.Result{Output: json.RawMessage(`{"decision": "submit_task", "tasks": [{"goal": "x", "agent": "ghost"}], "alerts": ["boo"]}`)}, nil
 		}),
 	}})
-	sc := createSchedule(t, b.engine, &ScheduleParams{Name: "scout", Kind: "heartbeat", Task: json.RawMessage(`{"goal": "Look", "agent": "scout"}`)})
-	task, err := b.engine.RunSchedule(context.Background(), sc.ID)
+	sc := createSchedule(t, b.engine, &scheduler.Params{Name: "scout", Kind: "heartbeat", Task: json.RawMessage(`{"goal": "Look", "agent": "scout"}`)})
+	task, err := b.engine.Scheduler().RunNow(context.Background(), sc.ID)
 	require.NoError(t, err)
 	waitForStatus(t, b.engine, task.ID, store.StatusFailed)
 	got, err := b.engine.Get(context.Background(), task.ID)

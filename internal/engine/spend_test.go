@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
@@ -108,7 +109,7 @@ func TestSpendLimitPausesUntilTheNextDay(t *testing.T) {
 	startPool(t, b.engine, &PoolConfig{Workers: 1, Schedules: true, Handlers: map[string]taskrun.Handler{
 		"paid": paidSteps(&started), "reporter": taskrun.HandlerFunc(idle),
 	}})
-	sc := createSchedule(t, b.engine, &ScheduleParams{Name: "tick", Kind: "interval", Spec: "1m",
+	sc := createSchedule(t, b.engine, &scheduler.Params{Name: "tick", Kind: "interval", Spec: "1m",
 		Task: json.RawMessage(`{"goal": "tick", "agent": "reporter"}`)})
 
 	task := submit(t, b.engine, &SubmitParams{Goal: "12345", Agent: "paid"})

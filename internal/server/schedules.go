@@ -10,13 +10,14 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/scheduler"
+	"github.com/errandhq/errand/internal/tasktemplate"
 	"github.com/errandhq/errand/store"
 )
 
 var (
-	templateType  = reflect.TypeFor[engine.Template]()
-	eventSpecType = reflect.TypeFor[engine.EventSpec]()
+	templateType  = reflect.TypeFor[tasktemplate.Template]()
+	eventSpecType = reflect.TypeFor[scheduler.EventSpec]()
 )
 
 // checkScheduleJSON holds the JSON a schedule carries raw (its spec object
