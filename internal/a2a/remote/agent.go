@@ -189,28 +189,30 @@ func (a *Agent) answer(ctx context.Context, run taskrun.Run, remoteTaskID string
 	return err
 }
 
-// step runs fn as a durable step, or replays it.
+// step runs fn as a durable step, or replays it. Its record is written
+// even if ctx is cancelled once fn returned (taskrun.Step.End), so a
+// message the remote agent took is replayed on resume, not sent again.
 func (a *Agent) step(ctx context.Context, run taskrun.Run, n int, tool string, fn func(key string) (any, error)) (json.RawMessage, error) {
-	rec, err := run.BeginStep(ctx, taskrun.StepSpec{Number: n, Type: taskrun.StepToolCall, Tool: tool})
+	step, err := taskrun.BeginStep(ctx, run, taskrun.StepSpec{Number: n, Type: taskrun.StepToolCall, Tool: tool})
 	if err != nil {
 		return nil, err
 	}
-	if rec.Replayed {
+	if step.Replayed() {
+		rec := step.Record()
 		if rec.Status != taskrun.StepDone {
 			return nil, fmt.Errorf("step %d (%s) failed before: %s", n, tool, rec.Output)
 		}
 		return rec.Output, nil
 	}
-	began := time.Now()
-	out, err := fn(rec.Key)
-	res := taskrun.StepResult{Status: taskrun.StepDone, Duration: time.Since(began)}
+	out, err := fn(step.Key())
+	res := taskrun.StepResult{Status: taskrun.StepDone}
 	if err == nil {
 		res.Output, err = json.Marshal(out)
 	}
 	if err != nil {
-		res = taskrun.StepResult{Status: taskrun.StepFailed, Duration: res.Duration, ErrorCode: "a2a_error", ErrorMessage: err.Error()}
+		res = taskrun.StepResult{Status: taskrun.StepFailed, ErrorCode: "a2a_error", ErrorMessage: err.Error()}
 	}
-	if endErr := run.EndStep(ctx, rec.Key, res); endErr != nil {
+	if endErr := step.End(ctx, res); endErr != nil {
 		return nil, errors.Join(err, endErr)
 	}
 	return res.Output, err

@@ -170,6 +170,24 @@ func TestASendCutOffBeforeItWasRecordedMakesNoSecondTask(t *testing.T) {
 	require.Len(t, p.remoteTasks(t), 1, "and taken as the same request")
 }
 
+func TestASendCutOffAfterItReturnedIsRecordedAndNotSentAgain(t *testing.T) {
+	p := newPeer(t)
+	ctx, cancel := context.WithCancelCause(t.Context())
+	run := newFakeRun("Feed the cat")
+	// The daemon stops after the remote agent took the message, before
+	// the step's record is written.
+	run.beforeEnd = func() { cancel(taskrun.ErrShutdown) }
+	_, err := p.agent(t, "").Handle(ctx, run)
+	require.ErrorIs(t, err, context.Canceled)
+	require.EqualValues(t, 1, p.sends.Load())
+
+	res, err := p.agent(t, "").Handle(t.Context(), run.resume())
+	require.NoError(t, err)
+	require.JSONEq(t, `"done: Feed the cat"`, string(res.Output))
+	require.EqualValues(t, 1, p.sends.Load(), "the resumed attempt replays the recorded send")
+	require.Len(t, p.remoteTasks(t), 1)
+}
+
 func TestARemoteFailureFailsTheTask(t *testing.T) {
 	p := newPeer(t)
 	_, err := p.agent(t, "fail").Handle(t.Context(), newFakeRun("Roll the dice"))
@@ -245,6 +263,8 @@ type fakeRun struct {
 	dropEnd, ends int
 	// checkpointed, when set, is told of each checkpoint.
 	checkpointed chan struct{}
+	// beforeEnd, when set, runs as EndStep is called, before its write.
+	beforeEnd func()
 }
 
 var errCrashed = errors.New("crashed")
@@ -260,15 +280,18 @@ func newFakeRun(goal string) *fakeRun {
 func (r *fakeRun) resume() *fakeRun {
 	next := *r
 	next.info.Attempt++
-	next.dropEnd, next.ends = 0, 0
+	next.dropEnd, next.ends, next.beforeEnd = 0, 0, nil
 	return &next
 }
 
 func (r *fakeRun) Task() *taskrun.Info { return &r.info }
 
-func (r *fakeRun) Checkpoint(_ context.Context, state json.RawMessage) error {
+func (r *fakeRun) Checkpoint(ctx context.Context, state json.RawMessage) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err // a store's write fails under a cancelled ctx
+	}
 	r.info.Checkpoint = state
 	if r.checkpointed != nil {
 		r.checkpointed <- struct{}{}
@@ -288,9 +311,15 @@ func (r *fakeRun) BeginStep(_ context.Context, spec taskrun.StepSpec) (*taskrun.
 	return &taskrun.StepRecord{Key: key}, nil
 }
 
-func (r *fakeRun) EndStep(_ context.Context, key string, res taskrun.StepResult) error {
+func (r *fakeRun) EndStep(ctx context.Context, key string, res taskrun.StepResult) error {
+	if r.beforeEnd != nil {
+		r.beforeEnd()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err // a store's write fails under a cancelled ctx
+	}
 	if r.ends++; r.ends == r.dropEnd {
 		return errCrashed
 	}
