@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand/internal/config"
-	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
@@ -73,13 +73,13 @@ type MemoryLimits struct {
 }
 
 // engineLimits is l as the engine takes it; nil stays nil (the defaults).
-func (l *MemoryLimits) engineLimits() *engine.MemoryLimits {
+func (l *MemoryLimits) engineLimits() *memory.Limits {
 	if l == nil {
 		return nil
 	}
-	return &engine.MemoryLimits{
-		User: engine.MemoryLimit(l.User), Agent: engine.MemoryLimit(l.Agent), Schedule: engine.MemoryLimit(l.Schedule),
-		Event: engine.MemoryLimit(l.Event), Heartbeat: engine.MemoryLimit(l.Heartbeat),
+	return &memory.Limits{
+		User: memory.Limit(l.User), Agent: memory.Limit(l.Agent), Schedule: memory.Limit(l.Schedule),
+		Event: memory.Limit(l.Event), Heartbeat: memory.Limit(l.Heartbeat),
 	}
 }
 
@@ -117,9 +117,9 @@ type RecallParams struct {
 }
 
 // engineParams is p as the engine takes it.
-func (p *RecallParams) engineParams() *engine.RecallParams {
-	return &engine.RecallParams{
-		Query: p.Query, Limit: p.Limit, Limits: (*engine.MemoryLimit)(p.Limits), IncludeFlagged: p.IncludeFlagged, TaskID: p.TaskID,
+func (p *RecallParams) engineParams() *memory.RecallParams {
+	return &memory.RecallParams{
+		Query: p.Query, Limit: p.Limit, Limits: (*memory.Limit)(p.Limits), IncludeFlagged: p.IncludeFlagged, TaskID: p.TaskID,
 	}
 }
 
@@ -136,7 +136,7 @@ type RecallResult struct {
 }
 
 // recallResult is the engine's answer as the caller sees it.
-func recallResult(r *engine.RecallResult) *RecallResult {
+func recallResult(r *memory.RecallResult) *RecallResult {
 	return &RecallResult{Memories: r.Memories, EstimatedTokens: r.EstimatedTokens, Limit: MemoryLimit(r.Limit), Supersedes: r.Supersedes}
 }
 
@@ -175,7 +175,7 @@ type MemoryPurgeParams struct {
 // 4,000 tokens and 25 entries, an agent's 3,000/20, a schedule's 2,000/15,
 // an event's 1,500/10, a heartbeat's 500/5.
 func DefaultMemoryLimits() MemoryLimits {
-	d := engine.DefaultMemoryLimits()
+	d := memory.DefaultLimits()
 	return MemoryLimits{
 		User: MemoryLimit(d.User), Agent: MemoryLimit(d.Agent), Schedule: MemoryLimit(d.Schedule),
 		Event: MemoryLimit(d.Event), Heartbeat: MemoryLimit(d.Heartbeat),
@@ -216,8 +216,8 @@ type MemoryTrust struct {
 }
 
 // engineTrust is t as the engine takes it.
-func (t MemoryTrust) engineTrust() engine.MemoryTrust {
-	return engine.MemoryTrust{HalfLives: t.HalfLives, MinConfidence: t.MinConfidence, Embedder: t.Embedder, ClassifierAgent: t.ClassifierAgent}
+func (t MemoryTrust) engineTrust() memory.Trust {
+	return memory.Trust{HalfLives: t.HalfLives, MinConfidence: t.MinConfidence, Embedder: t.Embedder, ClassifierAgent: t.ClassifierAgent}
 }
 
 // Embedder turns texts into vectors for hybrid recall, one per text, in
@@ -264,7 +264,7 @@ func memoryTrust(own *MemoryTrust, file *config.Config, lookup func(string) (str
 // programs, and records what p says (default: no task, source user). A
 // bad field is a *ValidationError and nothing is written.
 func (c *Client) Remember(ctx context.Context, p *RememberParams) (*Memory, error) {
-	return engineResult(c.engine.Remember(ctx, (*engine.RememberParams)(p)))
+	return engineResult(c.engine.Memories().Remember(ctx, (*memory.RememberParams)(p)))
 }
 
 // Recall returns the memories best matching the query's words, best first,
@@ -273,7 +273,7 @@ func (c *Client) Recall(ctx context.Context, p *RecallParams) (*RecallResult, er
 	if p == nil {
 		p = &RecallParams{}
 	}
-	res, err := c.engine.Recall(ctx, p.engineParams())
+	res, err := c.engine.Memories().Recall(ctx, p.engineParams())
 	if err != nil {
 		return nil, engineError(err)
 	}
@@ -286,7 +286,7 @@ func (c *Client) ListMemories(ctx context.Context, p *MemoryListParams) (*Memory
 	if p == nil {
 		p = &MemoryListParams{}
 	}
-	page, err := c.engine.ListMemories(ctx, (*engine.MemoryListParams)(p))
+	page, err := c.engine.Memories().List(ctx, (*memory.ListParams)(p))
 	if err != nil {
 		return nil, engineError(err)
 	}
@@ -295,25 +295,25 @@ func (c *Client) ListMemories(ctx context.Context, p *MemoryListParams) (*Memory
 
 // Memory returns one memory; an unknown id matches ErrNotFound.
 func (c *Client) Memory(ctx context.Context, id string) (*Memory, error) {
-	return engineResult(c.engine.GetMemory(ctx, id))
+	return engineResult(c.engine.Memories().Get(ctx, id))
 }
 
 // ReleaseMemory releases a quarantined memory: recall finds it again. The
 // release is journaled (memory.released, with the flag it had); a memory
 // not flagged comes back as it is. An unknown id matches ErrNotFound.
 func (c *Client) ReleaseMemory(ctx context.Context, id string) (*Memory, error) {
-	return engineResult(c.engine.ReleaseMemory(ctx, id, store.ActorUser))
+	return engineResult(c.engine.Memories().Release(ctx, id, store.ActorUser))
 }
 
 // DeleteMemory removes one memory; an unknown id matches ErrNotFound.
 func (c *Client) DeleteMemory(ctx context.Context, id string) error {
-	return engineError(c.engine.DeleteMemory(ctx, id, store.ActorUser))
+	return engineError(c.engine.Memories().Delete(ctx, id, store.ActorUser))
 }
 
 // PurgeMemories removes everything one task, agent or source wrote (name
 // exactly one) and returns how many memories went.
 func (c *Client) PurgeMemories(ctx context.Context, p *MemoryPurgeParams) (int64, error) {
-	return engineResult(c.engine.PurgeMemories(ctx, (*engine.MemoryPurgeParams)(p)))
+	return engineResult(c.engine.Memories().Purge(ctx, (*memory.PurgeParams)(p)))
 }
 
 type (

@@ -10,8 +10,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/id"
+	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/internal/schedule"
 	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/store"
@@ -420,7 +420,7 @@ func checkImportedMemory(m *store.Memory) error {
 		// Lists page by memory id, and their cursors hold only real ids.
 		return fmt.Errorf("memory %q: not a memory id (mem_ and 26 base32 digits)", m.ID)
 	}
-	if _, err := engine.CheckMemory(m.Text, m.Tags); err != nil {
+	if _, err := memory.Check(m.Text, m.Tags); err != nil {
 		return fmt.Errorf("memory %s: %w", m.ID, engineError(err))
 	}
 	if !store.ValidMemorySource(m.Source) {

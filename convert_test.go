@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/memory"
 )
 
 // The public types converted to the engine's field by field carry every
@@ -41,7 +42,7 @@ func TestConversionsKeepEveryField(t *testing.T) {
 			return p, p.engineParams()
 		}},
 		{"RecallResult", func(t *testing.T) (any, any) {
-			r := filled[engine.RecallResult](t)
+			r := filled[memory.RecallResult](t)
 			return r, recallResult(r)
 		}},
 		{"SpendHistory", func(t *testing.T) (any, any) {
@@ -60,7 +61,7 @@ func TestConversionsKeepEveryField(t *testing.T) {
 			require.JSONEq(t, string(want), string(got))
 		})
 	}
-	require.Equal(t, exportedFields(reflect.TypeFor[*engine.MemoryLimits]()), exportedFields(reflect.TypeFor[*MemoryLimits]()))
+	require.Equal(t, exportedFields(reflect.TypeFor[*memory.Limits]()), exportedFields(reflect.TypeFor[*MemoryLimits]()))
 	require.Equal(t, DefaultMemoryLimits(), MemoryLimits{
 		User: MemoryLimit{4000, 25}, Agent: MemoryLimit{3000, 20}, Schedule: MemoryLimit{2000, 15},
 		Event: MemoryLimit{1500, 10}, Heartbeat: MemoryLimit{500, 5},

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
@@ -44,7 +45,7 @@ fi
 	require.Equal(t, store.StatusCompleted, done.Status, "%+v", done.Error)
 	require.Equal(t, []string{"1", "1", "2"}, readLines(t, filepath.Join(dir, "runs")), "step 1 ran twice")
 
-	page, err := b.engine.ListMemories(context.Background(), &engine.MemoryListParams{TaskID: task.ID})
+	page, err := b.engine.Memories().List(context.Background(), &memory.ListParams{TaskID: task.ID})
 	require.NoError(t, err)
 	require.Len(t, page.Memories, 2, "stored once")
 	byText := map[string]*store.Memory{}

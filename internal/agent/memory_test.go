@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/store"
 )
@@ -32,7 +33,7 @@ func TestLLMRemembersAndRecalls(t *testing.T) {
 	writer, err := b.engine.Submit(ctx, &engine.SubmitParams{Goal: "note the port"})
 	require.NoError(t, err)
 	require.Equal(t, store.StatusCompleted, b.waitEnd(t, writer.ID).Status)
-	page, err := b.engine.ListMemories(ctx, &engine.MemoryListParams{})
+	page, err := b.engine.Memories().List(ctx, &memory.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, page.Memories, 1)
 	m := page.Memories[0]
@@ -116,7 +117,7 @@ func TestLLMRememberIsNotRepeatedOnResume(t *testing.T) {
 	done := b.waitEnd(t, task.ID)
 	require.Equal(t, store.StatusCompleted, done.Status, "%+v", done.Error)
 	require.Equal(t, 3, model.calls(), "step 1 was not asked again")
-	page, err := b.engine.ListMemories(context.Background(), &engine.MemoryListParams{TaskID: task.ID})
+	page, err := b.engine.Memories().List(context.Background(), &memory.ListParams{TaskID: task.ID})
 	require.NoError(t, err)
 	require.Len(t, page.Memories, 1)
 	require.Equal(t, "only once", page.Memories[0].Text)
@@ -143,7 +144,7 @@ func TestLLMRememberRefusesBadText(t *testing.T) {
 	require.Equal(t, store.StepFailed, steps[1].Status)
 	require.Equal(t, CodeToolFailed, steps[1].ErrorCode)
 	require.Contains(t, steps[1].ErrorMessage, "text")
-	page, err := b.engine.ListMemories(context.Background(), &engine.MemoryListParams{})
+	page, err := b.engine.Memories().List(context.Background(), &memory.ListParams{})
 	require.NoError(t, err)
 	require.Empty(t, page.Memories)
 }

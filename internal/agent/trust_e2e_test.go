@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
@@ -95,7 +96,7 @@ func TestPlantedInstructionInAResultIsNeverObeyed(t *testing.T) {
 	writer, err := b.engine.Submit(ctx, &engine.SubmitParams{Goal: "report on invoices", Agent: "researcher", ResultRoute: "memory"})
 	require.NoError(t, err)
 	require.Equal(t, store.StatusCompleted, b.waitEnd(t, writer.ID).Status)
-	page, err := b.engine.ListMemories(ctx, &engine.MemoryListParams{TaskID: writer.ID})
+	page, err := b.engine.Memories().List(ctx, &memory.ListParams{TaskID: writer.ID})
 	require.NoError(t, err)
 	require.Len(t, page.Memories, 1)
 	mem := page.Memories[0]

@@ -68,10 +68,10 @@ type Config struct {
 	// never removes memories.
 	MemoryRetention time.Duration
 	// MemoryLimits bound what recall returns, by the task's source; nil
-	// takes DefaultMemoryLimits.
-	MemoryLimits *MemoryLimits
+	// takes memory.DefaultLimits.
+	MemoryLimits *memory.Limits
 	// MemoryTrust sets decay, the confidence floor and embeddings.
-	MemoryTrust MemoryTrust
+	MemoryTrust memory.Trust
 	// SessionLanes puts every top-level task with a session in the lane
 	// of its session: one runs at a time per session (config lanes: session).
 	SessionLanes bool
@@ -104,7 +104,7 @@ func (c *Config) withDefaults() *Config {
 	out.MaxInputBytes = cmp.Or(out.MaxInputBytes, DefaultMaxInputBytes)
 	out.MaxSubtaskDepth = cmp.Or(out.MaxSubtaskDepth, DefaultMaxSubtaskDepth)
 	if out.MemoryLimits == nil {
-		lim := DefaultMemoryLimits()
+		lim := memory.DefaultLimits()
 		out.MemoryLimits = &lim
 	}
 	if out.Clock == nil {

@@ -101,7 +101,7 @@ func BenchmarkRecall(b *testing.B) {
 						}
 						ctx := context.Background()
 						for b.Loop() {
-							res, err := e.Recall(ctx, &RecallParams{Query: "what is the w0040 of the w0100 and w0007"})
+							res, err := e.Memories().Recall(ctx, &memory.RecallParams{Query: "what is the w0040 of the w0100 and w0007"})
 							if err != nil {
 								b.Fatal(err)
 							}

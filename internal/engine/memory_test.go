@@ -9,20 +9,21 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
 
-func listMemories(t *testing.T, e *Engine, p *MemoryListParams) []*store.Memory {
+func listMemories(t *testing.T, e *Engine, p *memory.ListParams) []*store.Memory {
 	t.Helper()
-	page, err := e.ListMemories(context.Background(), p)
+	page, err := e.Memories().List(context.Background(), p)
 	require.NoError(t, err)
 	return page.Memories
 }
 
-func remember(t *testing.T, e *Engine, p *RememberParams) *store.Memory {
+func remember(t *testing.T, e *Engine, p *memory.RememberParams) *store.Memory {
 	t.Helper()
-	m, err := e.Remember(context.Background(), p)
+	m, err := e.Memories().Remember(context.Background(), p)
 	require.NoError(t, err)
 	return m
 }
@@ -53,7 +54,7 @@ func TestMemoryRoute(t *testing.T) {
 	waitForStatus(t, b.engine, object.ID, store.StatusCompleted)
 	waitForStatus(t, b.engine, failed.ID, store.StatusFailed)
 
-	got := listMemories(t, b.engine, &MemoryListParams{TaskID: text.ID})
+	got := listMemories(t, b.engine, &memory.ListParams{TaskID: text.ID})
 	require.Len(t, got, 1)
 	m := got[0]
 	require.Equal(t, "The deploy window is Tuesday 10:00", m.Text)
@@ -65,12 +66,12 @@ func TestMemoryRoute(t *testing.T) {
 	types := eventTypes(t, b.engine, text.ID)
 	require.Equal(t, []string{store.EventTaskCompleted, store.EventMemoryCreated}, types[len(types)-2:], "one transaction, completion first")
 
-	got = listMemories(t, b.engine, &MemoryListParams{TaskID: object.ID})
+	got = listMemories(t, b.engine, &memory.ListParams{TaskID: object.ID})
 	require.Len(t, got, 1)
 	require.JSONEq(t, `{"window":"Tuesday","hour":10}`, got[0].Text, "a JSON output is kept as its text")
 	require.Equal(t, store.SourceSchedule, got[0].Source)
 
-	require.Empty(t, listMemories(t, b.engine, &MemoryListParams{TaskID: failed.ID}))
+	require.Empty(t, listMemories(t, b.engine, &memory.ListParams{TaskID: failed.ID}))
 	notes, err := b.engine.store.NotificationList(context.Background(), &store.NotificationListParams{SessionID: "s1", Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, notes, 1, "the completion goes to memory, not the inbox")
@@ -117,20 +118,20 @@ func TestRunRememberAndRecall(t *testing.T) {
 	require.NoError(t, w.err)
 	require.Equal(t, w.first, w.again)
 	waitForStatus(t, b.engine, writer.ID, store.StatusCompleted)
-	m, err := b.engine.GetMemory(context.Background(), w.first.ID)
+	m, err := b.engine.Memories().Get(context.Background(), w.first.ID)
 	require.NoError(t, err)
 	require.Equal(t, writer.ID, m.TaskID)
 	require.Equal(t, "writer", m.Agent)
 	require.Equal(t, store.SourceUser, m.Source)
 	require.Equal(t, []string{"billing"}, m.Tags)
-	require.Len(t, listMemories(t, b.engine, &MemoryListParams{}), 1)
+	require.Len(t, listMemories(t, b.engine, &memory.ListParams{}), 1)
 	ev := waitEvent(t, b.engine, writer.ID, store.EventMemoryCreated)
 	require.Equal(t, store.AgentActor(writer.ID), ev.Actor)
 
 	// A heartbeat recalls within 500 tokens and 5 entries; a person's task
 	// within 4,000 and 25.
 	for i := range 8 {
-		remember(t, b.engine, &RememberParams{Text: "invoice note " + strings.Repeat("x", 3*40) + string(rune('a'+i))})
+		remember(t, b.engine, &memory.RememberParams{Text: "invoice note " + strings.Repeat("x", 3*40) + string(rune('a'+i))})
 	}
 	query := json.RawMessage(`{"query": "invoices"}`)
 	submit(t, b.engine, &SubmitParams{Goal: "read", Input: query, Agent: "reader", Source: store.SourceHeartbeat})
@@ -167,10 +168,10 @@ func TestRecallFillsTheBudgetInRankOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	big := remember(t, b.engine, &RememberParams{Text: strings.Repeat("rollback ", 100)})
-	best := remember(t, b.engine, &RememberParams{Text: "rollback rollback procedure"})
-	small := remember(t, b.engine, &RememberParams{Text: "rollback is manual, see the runbook"})
-	remember(t, b.engine, &RememberParams{Text: "nothing to do with it"})
+	big := remember(t, b.engine, &memory.RememberParams{Text: strings.Repeat("rollback ", 100)})
+	best := remember(t, b.engine, &memory.RememberParams{Text: "rollback rollback procedure"})
+	small := remember(t, b.engine, &memory.RememberParams{Text: "rollback is manual, see the runbook"})
+	remember(t, b.engine, &memory.RememberParams{Text: "nothing to do with it"})
 	ranked, err := b.engine.store.MemorySearch(ctx, &store.MemorySearchParams{Query: "rollback", Limit: 10})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{big.ID, best.ID, small.ID}, memoryIDsOf(ranked))
@@ -184,20 +185,20 @@ func TestRecallFillsTheBudgetInRankOrder(t *testing.T) {
 		return ids
 	}
 
-	res, err := b.engine.Recall(ctx, &RecallParams{Query: "rollback", Limits: &MemoryLimit{MaxTokens: 60, MaxEntries: 5}})
+	res, err := b.engine.Memories().Recall(ctx, &memory.RecallParams{Query: "rollback", Limits: &memory.Limit{MaxTokens: 60, MaxEntries: 5}})
 	require.NoError(t, err)
 	require.Equal(t, without(big.ID), memoryIDsOf(res.Memories), "the big one does not fit; the others do, in rank order")
 	require.Equal(t, best.EstimatedTokens+small.EstimatedTokens, res.EstimatedTokens)
 
-	res, err = b.engine.Recall(ctx, &RecallParams{Query: "rollback", Limits: &MemoryLimit{MaxTokens: 1000, MaxEntries: 5}})
+	res, err = b.engine.Memories().Recall(ctx, &memory.RecallParams{Query: "rollback", Limits: &memory.Limit{MaxTokens: 1000, MaxEntries: 5}})
 	require.NoError(t, err)
 	require.Equal(t, memoryIDsOf(ranked), memoryIDsOf(res.Memories))
 
-	res, err = b.engine.Recall(ctx, &RecallParams{Query: "rollback", Limit: 1})
+	res, err = b.engine.Memories().Recall(ctx, &memory.RecallParams{Query: "rollback", Limit: 1})
 	require.NoError(t, err)
 	require.Equal(t, memoryIDsOf(ranked)[:1], memoryIDsOf(res.Memories), "the caller's limit narrows the entries")
 
-	res, err = b.engine.Recall(ctx, &RecallParams{Query: "rollback", Limits: &MemoryLimit{}})
+	res, err = b.engine.Memories().Recall(ctx, &memory.RecallParams{Query: "rollback", Limits: &memory.Limit{}})
 	require.NoError(t, err)
 	require.Empty(t, res.Memories, "zero limits recall nothing")
 }
@@ -218,82 +219,82 @@ func TestPurgeMemoriesByProvenance(t *testing.T) {
 	ctx := context.Background()
 	t1 := submit(t, b.engine, &SubmitParams{Goal: "one", Agent: "elsewhere"})
 	t2 := submit(t, b.engine, &SubmitParams{Goal: "two", Agent: "elsewhere"})
-	remember(t, b.engine, &RememberParams{Text: "from one", TaskID: t1.ID, Agent: "a"})
-	remember(t, b.engine, &RememberParams{Text: "from one again", TaskID: t1.ID, Agent: "a"})
-	fromTwo := remember(t, b.engine, &RememberParams{Text: "from two", TaskID: t2.ID, Agent: "a"})
-	scout := remember(t, b.engine, &RememberParams{Text: "a scout's", Agent: "scout", Source: store.SourceHeartbeat})
+	remember(t, b.engine, &memory.RememberParams{Text: "from one", TaskID: t1.ID, Agent: "a"})
+	remember(t, b.engine, &memory.RememberParams{Text: "from one again", TaskID: t1.ID, Agent: "a"})
+	fromTwo := remember(t, b.engine, &memory.RememberParams{Text: "from two", TaskID: t2.ID, Agent: "a"})
+	scout := remember(t, b.engine, &memory.RememberParams{Text: "a scout's", Agent: "scout", Source: store.SourceHeartbeat})
 
-	n, err := b.engine.PurgeMemories(ctx, &MemoryPurgeParams{TaskID: t1.ID})
+	n, err := b.engine.Memories().Purge(ctx, &memory.PurgeParams{TaskID: t1.ID})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n)
-	require.Equal(t, []string{scout.ID, fromTwo.ID}, memoryIDsOf(listMemories(t, b.engine, &MemoryListParams{})))
+	require.Equal(t, []string{scout.ID, fromTwo.ID}, memoryIDsOf(listMemories(t, b.engine, &memory.ListParams{})))
 	ev := waitEvent(t, b.engine, t1.ID, store.EventMemoryPurged)
 	require.Equal(t, store.ActorUser, ev.Actor)
 	require.JSONEq(t, `{"task_id":"`+t1.ID+`","count":2}`, string(ev.Data))
 
-	n, err = b.engine.PurgeMemories(ctx, &MemoryPurgeParams{Source: store.SourceHeartbeat, Actor: "agent:" + t2.ID})
+	n, err = b.engine.Memories().Purge(ctx, &memory.PurgeParams{Source: store.SourceHeartbeat, Actor: "agent:" + t2.ID})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
-	n, err = b.engine.PurgeMemories(ctx, &MemoryPurgeParams{Agent: "a"})
+	n, err = b.engine.Memories().Purge(ctx, &memory.PurgeParams{Agent: "a"})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
-	require.Empty(t, listMemories(t, b.engine, &MemoryListParams{}))
+	require.Empty(t, listMemories(t, b.engine, &memory.ListParams{}))
 }
 
 func TestMemoryValidation(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	tooManyTags := make([]string, MaxMemoryTags+1)
+	tooManyTags := make([]string, memory.MaxTags+1)
 	for i := range tooManyTags {
 		tooManyTags[i] = string(rune('a' + i))
 	}
 	for _, tc := range []struct {
 		name  string
-		p     RememberParams
+		p     memory.RememberParams
 		field string
 	}{
-		{"empty text", RememberParams{Text: " \n"}, "text"},
-		{"long text", RememberParams{Text: strings.Repeat("x", MaxMemoryTextBytes+1)}, "text"},
-		{"bad UTF-8", RememberParams{Text: "a\xffb"}, "text"},
-		{"NUL", RememberParams{Text: "a\x00b"}, "text"},
-		{"too many tags", RememberParams{Text: "x", Tags: tooManyTags}, "tags"},
-		{"long tag", RememberParams{Text: "x", Tags: []string{strings.Repeat("é", MaxMemoryTagRunes+1)}}, "tags"},
-		{"blank tag", RememberParams{Text: "x", Tags: []string{" "}}, "tags"},
-		{"control in tag", RememberParams{Text: "x", Tags: []string{"a\nb"}}, "tags"},
-		{"bad source", RememberParams{Text: "x", Source: "person"}, "source"},
-		{"bad task id", RememberParams{Text: "x", TaskID: "task-1"}, "task_id"},
+		{"empty text", memory.RememberParams{Text: " \n"}, "text"},
+		{"long text", memory.RememberParams{Text: strings.Repeat("x", memory.MaxTextBytes+1)}, "text"},
+		{"bad UTF-8", memory.RememberParams{Text: "a\xffb"}, "text"},
+		{"NUL", memory.RememberParams{Text: "a\x00b"}, "text"},
+		{"too many tags", memory.RememberParams{Text: "x", Tags: tooManyTags}, "tags"},
+		{"long tag", memory.RememberParams{Text: "x", Tags: []string{strings.Repeat("é", memory.MaxTagRunes+1)}}, "tags"},
+		{"blank tag", memory.RememberParams{Text: "x", Tags: []string{" "}}, "tags"},
+		{"control in tag", memory.RememberParams{Text: "x", Tags: []string{"a\nb"}}, "tags"},
+		{"bad source", memory.RememberParams{Text: "x", Source: "person"}, "source"},
+		{"bad task id", memory.RememberParams{Text: "x", TaskID: "task-1"}, "task_id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := b.engine.Remember(ctx, &tc.p)
+			_, err := b.engine.Memories().Remember(ctx, &tc.p)
 			var verr *ValidationError
 			require.ErrorAs(t, err, &verr)
 			require.Equal(t, tc.field, verr.Field, err.Error())
 		})
 	}
-	m := remember(t, b.engine, &RememberParams{Text: "tags once", Tags: []string{"a", "a", "b"}})
+	m := remember(t, b.engine, &memory.RememberParams{Text: "tags once", Tags: []string{"a", "a", "b"}})
 	require.Equal(t, []string{"a", "b"}, m.Tags, "a tag given twice is kept once")
 
 	for _, tc := range []struct {
 		name  string
-		p     MemoryListParams
+		p     memory.ListParams
 		field string
 	}{
-		{"bad limit", MemoryListParams{Limit: 1001}, "limit"},
-		{"bad cursor", MemoryListParams{Cursor: "nope"}, "cursor"},
-		{"search with cursor", MemoryListParams{Query: "x", Cursor: "bWVt"}, "cursor"},
-		{"blank query", MemoryListParams{Query: "  "}, "q"},
-		{"bad source", MemoryListParams{Source: "cron"}, "source"},
+		{"bad limit", memory.ListParams{Limit: 1001}, "limit"},
+		{"bad cursor", memory.ListParams{Cursor: "nope"}, "cursor"},
+		{"search with cursor", memory.ListParams{Query: "x", Cursor: "bWVt"}, "cursor"},
+		{"blank query", memory.ListParams{Query: "  "}, "q"},
+		{"bad source", memory.ListParams{Source: "cron"}, "source"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := b.engine.ListMemories(ctx, &tc.p)
+			_, err := b.engine.Memories().List(ctx, &tc.p)
 			var verr *ValidationError
 			require.ErrorAs(t, err, &verr)
 			require.Equal(t, tc.field, verr.Field, err.Error())
 		})
 	}
-	for _, p := range []MemoryPurgeParams{{}, {TaskID: "tsk_01JH0000000000000000000000", Agent: "a"}, {Source: "cron"}, {Agent: " "}} {
-		_, err := b.engine.PurgeMemories(ctx, &p)
+	for _, p := range []memory.PurgeParams{{}, {TaskID: "tsk_01JH0000000000000000000000", Agent: "a"}, {Source: "cron"}, {Agent: " "}} {
+		_, err := b.engine.Memories().Purge(ctx, &p)
 		require.ErrorIs(t, err, ErrInvalid, "%+v", p)
 	}
 	_, err := b.engine.Submit(ctx, &SubmitParams{Goal: "g", MaxMemoryEntries: -1})
@@ -301,12 +302,12 @@ func TestMemoryValidation(t *testing.T) {
 	require.ErrorAs(t, err, &verr)
 	require.Equal(t, "max_memory_entries", verr.Field)
 
-	require.ErrorIs(t, b.engine.DeleteMemory(ctx, "nope", ""), store.ErrNotFound)
-	require.ErrorIs(t, b.engine.DeleteMemory(ctx, "mem_01JH0000000000000000000000", ""), store.ErrNotFound)
-	require.NoError(t, b.engine.DeleteMemory(ctx, m.ID, ""))
-	_, err = b.engine.GetMemory(ctx, m.ID)
+	require.ErrorIs(t, b.engine.Memories().Delete(ctx, "nope", ""), store.ErrNotFound)
+	require.ErrorIs(t, b.engine.Memories().Delete(ctx, "mem_01JH0000000000000000000000", ""), store.ErrNotFound)
+	require.NoError(t, b.engine.Memories().Delete(ctx, m.ID, ""))
+	_, err = b.engine.Memories().Get(ctx, m.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	require.Len(t, listMemories(t, b.engine, &MemoryListParams{}), 0)
+	require.Len(t, listMemories(t, b.engine, &memory.ListParams{}), 0)
 }
 
 // Listing pages newest first by cursor; a search returns the best matches.
@@ -316,18 +317,18 @@ func TestListMemoriesPages(t *testing.T) {
 	ctx := context.Background()
 	var ids []string
 	for _, text := range []string{"alpha", "beta gamma", "gamma", "delta"} {
-		ids = append(ids, remember(t, b.engine, &RememberParams{Text: text}).ID)
+		ids = append(ids, remember(t, b.engine, &memory.RememberParams{Text: text}).ID)
 	}
-	page, err := b.engine.ListMemories(ctx, &MemoryListParams{Limit: 3})
+	page, err := b.engine.Memories().List(ctx, &memory.ListParams{Limit: 3})
 	require.NoError(t, err)
 	require.Equal(t, []string{ids[3], ids[2], ids[1]}, memoryIDsOf(page.Memories))
 	require.NotEmpty(t, page.NextCursor)
-	page, err = b.engine.ListMemories(ctx, &MemoryListParams{Limit: 3, Cursor: page.NextCursor})
+	page, err = b.engine.Memories().List(ctx, &memory.ListParams{Limit: 3, Cursor: page.NextCursor})
 	require.NoError(t, err)
 	require.Equal(t, []string{ids[0]}, memoryIDsOf(page.Memories))
 	require.Empty(t, page.NextCursor)
 
-	page, err = b.engine.ListMemories(ctx, &MemoryListParams{Query: "gamma"})
+	page, err = b.engine.Memories().List(ctx, &memory.ListParams{Query: "gamma"})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{ids[1], ids[2]}, memoryIDsOf(page.Memories))
 	require.Empty(t, page.NextCursor)
@@ -339,7 +340,7 @@ func TestMemoryRetention(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.engine.cfg.MemoryRetention = time.Hour
-	old := remember(t, b.engine, &RememberParams{Text: "old"})
+	old := remember(t, b.engine, &memory.RememberParams{Text: "old"})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	sub, err := b.engine.Subscribe(ctx, EventFilter{Types: []string{store.EventMemoryPurged}}, 0)
@@ -349,7 +350,7 @@ func TestMemoryRetention(t *testing.T) {
 		return ok("done"), nil
 	})})
 	b.clock.Advance(40 * time.Minute)
-	young := remember(t, b.engine, &RememberParams{Text: "young"})
+	young := remember(t, b.engine, &memory.RememberParams{Text: "young"})
 	// The job runs every minute; past 60 minutes the first memory is due,
 	// the second not before 100. The job's ticker may start after a
 	// jump, so the clock moves a minute at a time until it has run.
@@ -367,7 +368,7 @@ func TestMemoryRetention(t *testing.T) {
 	}, waitTimeout, time.Millisecond, "no memory.purged event")
 	require.Equal(t, store.ActorSystem, ev.Actor)
 	require.Contains(t, string(ev.Data), `"count":1`)
-	require.Equal(t, []string{young.ID}, memoryIDsOf(listMemories(t, b.engine, &MemoryListParams{})))
-	_, err = b.engine.GetMemory(context.Background(), old.ID)
+	require.Equal(t, []string{young.ID}, memoryIDsOf(listMemories(t, b.engine, &memory.ListParams{})))
+	_, err = b.engine.Memories().Get(context.Background(), old.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }

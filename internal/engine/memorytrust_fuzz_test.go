@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/store/sqlitestore"
 )
 
@@ -27,9 +28,9 @@ func FuzzRememberCategoryAndSubject(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, category, subject string) {
 		ctx := context.Background()
-		before := len(listMemories(t, e, &MemoryListParams{Limit: 1000}))
-		m, err := e.Remember(ctx, &RememberParams{Text: "the office closes at six", Category: category, Subject: subject})
-		after := len(listMemories(t, e, &MemoryListParams{Limit: 1000}))
+		before := len(listMemories(t, e, &memory.ListParams{Limit: 1000}))
+		m, err := e.Memories().Remember(ctx, &memory.RememberParams{Text: "the office closes at six", Category: category, Subject: subject})
+		after := len(listMemories(t, e, &memory.ListParams{Limit: 1000}))
 		if err != nil {
 			var verr *ValidationError
 			if !errors.As(err, &verr) || (verr.Field != "category" && verr.Field != "subject") {
@@ -43,7 +44,7 @@ func FuzzRememberCategoryAndSubject(f *testing.F) {
 		if m.Subject != subject || (category != "" && m.Category != category) || after != before+1 {
 			t.Fatalf("kept %q/%q as %q/%q", category, subject, m.Category, m.Subject)
 		}
-		if err := e.DeleteMemory(ctx, m.ID, ""); err != nil {
+		if err := e.Memories().Delete(ctx, m.ID, ""); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/errandhq/errand/internal/id"
+	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
@@ -327,11 +328,11 @@ func checkResultRoute(p *SubmitParams) error {
 }
 
 func checkMemoryLimits(p *SubmitParams) error {
-	if p.MaxMemoryTokens < 0 || p.MaxMemoryTokens > MaxMemoryTokensLimit {
-		return invalid("max_memory_tokens", "%d is out of range 0–%d", p.MaxMemoryTokens, MaxMemoryTokensLimit)
+	if p.MaxMemoryTokens < 0 || p.MaxMemoryTokens > memory.MaxTokensLimit {
+		return invalid("max_memory_tokens", "%d is out of range 0–%d", p.MaxMemoryTokens, memory.MaxTokensLimit)
 	}
-	if p.MaxMemoryEntries < 0 || p.MaxMemoryEntries > MaxMemoryEntriesLimit {
-		return invalid("max_memory_entries", "%d is out of range 0–%d", p.MaxMemoryEntries, MaxMemoryEntriesLimit)
+	if p.MaxMemoryEntries < 0 || p.MaxMemoryEntries > memory.MaxEntriesLimit {
+		return invalid("max_memory_entries", "%d is out of range 0–%d", p.MaxMemoryEntries, memory.MaxEntriesLimit)
 	}
 	return nil
 }
