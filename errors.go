@@ -3,8 +3,8 @@ package errand
 import (
 	"errors"
 
-	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
 
@@ -18,7 +18,7 @@ var (
 	// cancelling a finished task.
 	ErrIllegalTransition = store.ErrIllegalTransition
 	// ErrInvalid is matched by every *ValidationError.
-	ErrInvalid = engine.ErrInvalid
+	ErrInvalid = validation.ErrInvalid
 	// ErrParentEnded is returned for a child submitted to a task that has
 	// ended.
 	ErrParentEnded = store.ErrParentEnded
@@ -27,10 +27,10 @@ var (
 	ErrInputClosed = store.ErrInputClosed
 	// ErrCancelled is the context cause an agent sees when its task is
 	// cancelled.
-	ErrCancelled = engine.ErrCancelled
+	ErrCancelled = taskrun.ErrCancelled
 	// ErrShutdown is the context cause an agent sees when the engine stops
 	// before the task ends; the task resumes on the next start.
-	ErrShutdown = engine.ErrShutdown
+	ErrShutdown = taskrun.ErrShutdown
 )
 
 type (
@@ -67,7 +67,7 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 // becomes a *ValidationError, so errors.As finds it. Sentinels are shared
 // and pass as they are.
 func engineError(err error) error {
-	var ev *engine.ValidationError
+	var ev *validation.Error
 	if !errors.As(err, &ev) {
 		return err
 	}
@@ -98,7 +98,7 @@ func engineValidation(v *ValidationError) error {
 	if v == nil {
 		return nil
 	}
-	return &engine.ValidationError{Field: v.Field, Message: v.Message, Unprocessable: v.Unprocessable}
+	return &validation.Error{Field: v.Field, Message: v.Message, Unprocessable: v.Unprocessable}
 }
 
 // AskUser, returned by an agent, ends the attempt to wait for a person:

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/id"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
 
@@ -20,7 +20,7 @@ import (
 // still match ErrInvalid; other errors pass unchanged.
 func TestEngineErrorTranslatesValidation(t *testing.T) {
 	t.Parallel()
-	inner := &engine.ValidationError{Field: "agent", Message: "unknown", Unprocessable: true}
+	inner := &validation.Error{Field: "agent", Message: "unknown", Unprocessable: true}
 	for _, tt := range []struct {
 		name    string
 		err     error
@@ -55,7 +55,7 @@ func TestClientErrorsMatch(t *testing.T) {
 	require.ErrorAs(t, err, &v)
 	require.Equal(t, "priority", v.Field)
 	require.ErrorIs(t, err, ErrInvalid)
-	require.ErrorIs(t, err, engine.ErrInvalid)
+	require.ErrorIs(t, err, validation.ErrInvalid)
 
 	_, err = c.ListMemories(t.Context(), &MemoryListParams{Limit: -1})
 	require.ErrorAs(t, err, &v)

@@ -11,6 +11,7 @@ import (
 	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
 
@@ -73,9 +74,9 @@ func TestLLMAskUserAcrossRestart(t *testing.T) {
 	_, err = b.engine.Answer(context.Background(), "inp_01JH0000000000000000000000", "x", "")
 	require.ErrorIs(t, err, store.ErrNotFound)
 	_, err = b.engine.Answer(context.Background(), "nonsense", "x", "")
-	require.ErrorIs(t, err, engine.ErrInvalid)
+	require.ErrorIs(t, err, validation.ErrInvalid)
 	_, err = b.engine.Answer(context.Background(), task.ID, " ", "")
-	require.ErrorIs(t, err, engine.ErrInvalid)
+	require.ErrorIs(t, err, validation.ErrInvalid)
 }
 
 // requireEveryCallAnswered checks that each tool call in the conversation

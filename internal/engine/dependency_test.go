@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
 
@@ -60,7 +61,7 @@ func TestDependencyChain(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		_, err := b.engine.Submit(context.Background(), &SubmitParams{Goal: "x", OnDependencyFailure: "maybe"})
-		require.ErrorIs(t, err, ErrInvalid)
+		require.ErrorIs(t, err, validation.ErrInvalid)
 	})
 }
 
@@ -73,7 +74,7 @@ func TestSubtaskDepthLimit(t *testing.T) {
 		parent = submit(t, b.engine, &SubmitParams{Goal: "deeper", ParentID: parent.ID})
 	}
 	_, err := b.engine.Submit(context.Background(), &SubmitParams{Goal: "too deep", ParentID: parent.ID})
-	var verr *ValidationError
+	var verr *validation.Error
 	require.ErrorAs(t, err, &verr)
 	require.Equal(t, "parent_id", verr.Field)
 	require.Contains(t, verr.Message, "depth 4")
@@ -97,7 +98,7 @@ func TestAddDependencyAndCycles(t *testing.T) {
 	_, err := b.engine.AddDependency(ctx, chain[0].ID, chain[1].ID, "", "")
 	require.NoError(t, err)
 	_, err = b.engine.AddDependency(ctx, chain[1].ID, chain[0].ID, "", "")
-	var verr *ValidationError
+	var verr *validation.Error
 	require.ErrorAs(t, err, &verr)
 	require.Contains(t, verr.Message, "cycle")
 	// A cycle of length 5: 1→2→3→4, then 4→0 closes 0→1→2→3→4→0.
@@ -106,9 +107,9 @@ func TestAddDependencyAndCycles(t *testing.T) {
 		require.NoError(t, err)
 	}
 	_, err = b.engine.AddDependency(ctx, chain[4].ID, chain[0].ID, "related", "")
-	require.ErrorIs(t, err, ErrInvalid, "cycles are refused for every kind")
+	require.ErrorIs(t, err, validation.ErrInvalid, "cycles are refused for every kind")
 	_, err = b.engine.AddDependency(ctx, chain[2].ID, chain[2].ID, "", "")
-	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorIs(t, err, validation.ErrInvalid)
 
 	// Blocks edges hold tasks back; only the last of the chain is ready.
 	got, err := b.engine.Get(ctx, chain[0].ID)
@@ -133,7 +134,7 @@ func TestAddDependencyAndCycles(t *testing.T) {
 	require.Equal(t, store.StatusPending, got.Status)
 
 	_, err = b.engine.AddDependency(ctx, free.ID, chain[0].ID, "sometimes", "")
-	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorIs(t, err, validation.ErrInvalid)
 	_, err = b.engine.AddDependency(ctx, "tsk_01JH0000000000000000000000", chain[0].ID, "", "")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }

@@ -50,7 +50,8 @@
 // Schedules and their firing live in internal/scheduler, memories in
 // internal/memory; each reaches the engine only through the narrow hooks
 // it declares (scheduler.Engine, memory.Hooks), which the engine gives it
-// from New. A pool runs a scheduler loop when asked (PoolConfig.Schedules).
-// Requests are refused with internal/validation's error, shared by all
-// three.
+// from New; callers use them directly through Engine.Scheduler and
+// Engine.Memories. A pool runs a scheduler loop when asked
+// (PoolConfig.Schedules). Requests are refused with internal/validation's
+// error, shared by all three.
 package engine

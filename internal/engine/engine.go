@@ -76,7 +76,7 @@ type Config struct {
 	// of its session: one runs at a time per session (config lanes: session).
 	SessionLanes bool
 	// CheckAgent, when set, refuses agent names nobody runs (schedule and
-	// chain templates, a scout's tasks); it returns a *ValidationError.
+	// chain templates, a scout's tasks); it returns a *validation.Error.
 	CheckAgent func(name string) error
 	// BaseDir is where a relative prompt_file is found; default the
 	// working directory.

@@ -18,6 +18,7 @@ import (
 	"github.com/errandhq/errand/internal/clock"
 	"github.com/errandhq/errand/internal/faultstore"
 	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 	"github.com/errandhq/errand/store/sqlitestore"
 )
@@ -247,9 +248,9 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.engine.Submit(ctx, &tc.params)
-			var verr *ValidationError
+			var verr *validation.Error
 			require.ErrorAs(t, err, &verr)
-			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, validation.ErrInvalid)
 			require.Equal(t, tc.field, verr.Field, err.Error())
 			require.NotEmpty(t, verr.Message)
 		})
@@ -532,6 +533,6 @@ func TestListPages(t *testing.T) {
 	for _, bad := range []*ListParams{{Limit: -1}, {Limit: MaxListLimit + 1}, {Cursor: "%%%"}, {Cursor: "dGFzaw"}, {Statuses: []store.Status{"done"}},
 		{Text: "a\x00b"}, {Text: "\xff"}, {Agent: "a\x1bb"}, {Text: strings.Repeat("a", MaxListTextBytes+1)}} {
 		_, err := b.engine.List(ctx, bad)
-		require.ErrorIs(t, err, ErrInvalid, "%+v", bad)
+		require.ErrorIs(t, err, validation.ErrInvalid, "%+v", bad)
 	}
 }

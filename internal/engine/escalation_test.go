@@ -12,6 +12,7 @@ import (
 
 	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
 
@@ -53,7 +54,7 @@ func TestEscalationSettings(t *testing.T) {
 			Task: json.RawMessage(`{"goal": "x"}`)}, "escalate_to"},
 	} {
 		_, err := b.engine.Scheduler().Create(ctx, tc.p)
-		var v *ValidationError
+		var v *validation.Error
 		require.ErrorAs(t, err, &v, tc.name)
 		require.Equal(t, tc.field, v.Field, tc.name)
 	}

@@ -58,7 +58,7 @@ func (p *Pool) launch(ctx context.Context, t *store.Task, claimedAt time.Time) {
 	p.running[t.ID] = x
 	p.mu.Unlock()
 	if !t.CancelRequestedAt.IsZero() || p.e.cancelNoted(x.lease) {
-		x.cancel(ErrCancelled)
+		x.cancel(taskrun.ErrCancelled)
 	}
 	p.execs.Add(2)
 	go func() {
@@ -136,7 +136,7 @@ func (p *Pool) cancelTask(lease store.Lease) {
 	x := p.running[lease.TaskID]
 	p.mu.Unlock()
 	if x != nil && x.lease == lease {
-		x.cancel(ErrCancelled)
+		x.cancel(taskrun.ErrCancelled)
 	}
 }
 
@@ -245,10 +245,10 @@ func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.Tas
 			fp.Status, fp.Result, fp.FollowUps, fp.Events = store.StatusFailed, nil, nil, nil
 			fp.Error = &store.TaskError{Code: code, Message: err.Error()}
 		}
-	case errors.Is(cause, ErrCancelled):
+	case errors.Is(cause, taskrun.ErrCancelled):
 		fp.Status = store.StatusCancelled
 		fp.Error = &store.TaskError{Code: "cancelled", Message: "cancelled while running"}
-	case errors.Is(cause, ErrShutdown):
+	case errors.Is(cause, taskrun.ErrShutdown):
 		fp.Status = store.StatusPending
 		fp.Actor = store.ActorSystem
 	case errors.Is(err, taskrun.ErrSpendLimit):
@@ -454,7 +454,7 @@ func (p *Pool) applyRenewal(x *execution, res store.LeaseRenewResult, sent time.
 		p.logger.Warn("lease lost", slog.String("task_id", x.task.ID))
 		x.loseLease()
 	case res.Err == nil && res.CancelRequested:
-		x.cancel(ErrCancelled)
+		x.cancel(taskrun.ErrCancelled)
 	case res.Err == nil:
 		x.mu.Lock()
 		x.pause = res.PauseRequested

@@ -13,7 +13,7 @@ import (
 // AddDependency records that taskID depends on blockerID. With kind
 // "blocks" (the default) a pending task becomes blocked until the blocker
 // completes; "related" and "discovered_from" are recorded only. A
-// dependency that would close a cycle is refused with a *ValidationError.
+// dependency that would close a cycle is refused with a *validation.Error.
 func (e *Engine) AddDependency(ctx context.Context, taskID, blockerID, kind, actor string) (*store.Task, error) {
 	switch kind {
 	case "", store.DependencyBlocks, store.DependencyRelated, store.DependencyDiscoveredFrom:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
 
@@ -157,7 +158,7 @@ func TestRunRememberAndRecall(t *testing.T) {
 
 	submit(t, b.engine, &SubmitParams{Goal: "read", Input: json.RawMessage(`{"query": "  "}`), Agent: "reader"})
 	r = recv(t, results)
-	var verr *ValidationError
+	var verr *validation.Error
 	require.ErrorAs(t, r.err, &verr)
 	require.Equal(t, "query", verr.Field)
 }
@@ -267,7 +268,7 @@ func TestMemoryValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := b.engine.Memories().Remember(ctx, &tc.p)
-			var verr *ValidationError
+			var verr *validation.Error
 			require.ErrorAs(t, err, &verr)
 			require.Equal(t, tc.field, verr.Field, err.Error())
 		})
@@ -288,17 +289,17 @@ func TestMemoryValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := b.engine.Memories().List(ctx, &tc.p)
-			var verr *ValidationError
+			var verr *validation.Error
 			require.ErrorAs(t, err, &verr)
 			require.Equal(t, tc.field, verr.Field, err.Error())
 		})
 	}
 	for _, p := range []memory.PurgeParams{{}, {TaskID: "tsk_01JH0000000000000000000000", Agent: "a"}, {Source: "cron"}, {Agent: " "}} {
 		_, err := b.engine.Memories().Purge(ctx, &p)
-		require.ErrorIs(t, err, ErrInvalid, "%+v", p)
+		require.ErrorIs(t, err, validation.ErrInvalid, "%+v", p)
 	}
 	_, err := b.engine.Submit(ctx, &SubmitParams{Goal: "g", MaxMemoryEntries: -1})
-	var verr *ValidationError
+	var verr *validation.Error
 	require.ErrorAs(t, err, &verr)
 	require.Equal(t, "max_memory_entries", verr.Field)
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
 
@@ -85,7 +86,7 @@ func TestClassifierAgentReviewsMemoriesBeforeTheyAreWritten(t *testing.T) {
 	require.Empty(t, notes, "a review's completion goes to memory, not the inbox")
 
 	_, err = b.engine.Submit(ctx, &SubmitParams{Goal: "x", ResultRoute: store.ResultRouteMemoryReview})
-	var verr *ValidationError
+	var verr *validation.Error
 	require.ErrorAs(t, err, &verr, "clients cannot ask for errand's own route")
 	require.Equal(t, "result_route", verr.Field)
 }

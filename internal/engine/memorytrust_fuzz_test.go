@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/errandhq/errand/internal/memory"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store/sqlitestore"
 )
 
 // Any category and subject a model or a client sends is either refused
-// with a ValidationError, writing nothing, or kept as sent.
+// with a validation.Error, writing nothing, or kept as sent.
 func FuzzRememberCategoryAndSubject(f *testing.F) {
 	f.Add("fact", "billing.api_base_url")
 	f.Add("Team-Norm", "")
@@ -32,7 +33,7 @@ func FuzzRememberCategoryAndSubject(f *testing.F) {
 		m, err := e.Memories().Remember(ctx, &memory.RememberParams{Text: "the office closes at six", Category: category, Subject: subject})
 		after := len(listMemories(t, e, &memory.ListParams{Limit: 1000}))
 		if err != nil {
-			var verr *ValidationError
+			var verr *validation.Error
 			if !errors.As(err, &verr) || (verr.Field != "category" && verr.Field != "subject") {
 				t.Fatalf("not a validation error naming the field: %v", err)
 			}

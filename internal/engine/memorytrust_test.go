@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand/internal/memory"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
 
@@ -254,7 +255,7 @@ func TestRememberValidatesCategoryAndSubject(t *testing.T) {
 		{memory.RememberParams{Text: "x", Subject: "bad \xff"}, "subject"},
 	} {
 		_, err := b.engine.Memories().Remember(context.Background(), &tc.p)
-		var verr *ValidationError
+		var verr *validation.Error
 		require.ErrorAs(t, err, &verr, "%+v", tc.p)
 		require.Equal(t, tc.field, verr.Field)
 	}

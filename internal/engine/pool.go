@@ -25,15 +25,8 @@ const (
 	maxFinishBatch = 512
 )
 
-var (
-	// ErrCancelled is the context cause when a running task is cancelled.
-	ErrCancelled = taskrun.ErrCancelled
-	// ErrShutdown is the context cause when the pool stops before a task
-	// ends; the task's lease is handed back and it resumes on the next start.
-	ErrShutdown = taskrun.ErrShutdown
-	// ErrPoolStopped is returned by Start after Stop.
-	ErrPoolStopped = errors.New("errand: worker pool already stopped")
-)
+// ErrPoolStopped is returned by Start after Stop.
+var ErrPoolStopped = errors.New("errand: worker pool already stopped")
 
 // PoolConfig tunes a Pool.
 type PoolConfig struct {
@@ -269,7 +262,7 @@ func (p *Pool) shutdown() {
 	timer.Stop()
 	p.mu.Lock()
 	for _, x := range p.running {
-		x.cancel(ErrShutdown)
+		x.cancel(taskrun.ErrShutdown)
 	}
 	p.mu.Unlock()
 

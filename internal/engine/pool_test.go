@@ -224,7 +224,7 @@ func TestCancelRunningTask(t *testing.T) {
 	got, err := b.engine.Cancel(context.Background(), task.ID, "changed my mind", "")
 	require.NoError(t, err)
 	require.Equal(t, store.StatusRunning, got.Status, "it stops when its agent returns")
-	require.ErrorIs(t, recv(t, cause), ErrCancelled)
+	require.ErrorIs(t, recv(t, cause), taskrun.ErrCancelled)
 	waitForStatus(t, b.engine, task.ID, store.StatusCancelled)
 
 	got, err = b.engine.Get(context.Background(), task.ID)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/errandhq/errand/internal/clock"
 	"github.com/errandhq/errand/internal/scheduler"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 	"github.com/errandhq/errand/store/sqlitestore"
 )
@@ -73,7 +74,7 @@ func FuzzScheduleParams(f *testing.F) {
 		ctx := context.Background()
 		sc, err := b.engine.Scheduler().Create(ctx, &scheduler.Params{Name: "fuzz", Kind: kind, Spec: spec, Timezone: zone, Task: json.RawMessage(task)})
 		if err != nil {
-			var v *ValidationError
+			var v *validation.Error
 			if !errors.As(err, &v) || v.Field == "" {
 				t.Fatalf("refused without a field: %v", err)
 			}

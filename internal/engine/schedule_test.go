@@ -13,6 +13,7 @@ import (
 	"github.com/errandhq/errand/internal/faultstore"
 	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
 
@@ -342,14 +343,14 @@ func TestScheduleValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := b.engine.Scheduler().Create(context.Background(), &tc.p)
-			var v *ValidationError
+			var v *validation.Error
 			require.ErrorAs(t, err, &v)
 			require.Equal(t, tc.field, v.Field, "%v", err)
 			require.False(t, v.Unprocessable)
 		})
 	}
 	_, err := b.engine.Scheduler().Create(context.Background(), &scheduler.Params{Name: "a", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "x", "agent": "ghost"}`)})
-	var v *ValidationError
+	var v *validation.Error
 	require.ErrorAs(t, err, &v)
 	require.Equal(t, "task.agent", v.Field)
 	require.True(t, v.Unprocessable)
@@ -421,7 +422,7 @@ func TestChainToSchedule(t *testing.T) {
 	require.JSONEq(t, `{"channel": "blog", "previous_task_id": "`+first.ID+`"}`, string(next[0].Input))
 
 	_, err := b.engine.Submit(context.Background(), &SubmitParams{Goal: "x", ResultRoute: store.ResultRouteChain, Chain: &store.Chain{Schedule: "nope"}})
-	var v *ValidationError
+	var v *validation.Error
 	require.ErrorAs(t, err, &v)
 	require.Equal(t, "result_route.schedule", v.Field)
 	require.True(t, v.Unprocessable)
@@ -588,7 +589,7 @@ func TestSubtaskForUnknownAgentIsRefused(t *testing.T) {
 		return ok("done"), nil
 	})})
 	parent := submit(t, b.engine, &SubmitParams{Goal: "parent"})
-	var v *ValidationError
+	var v *validation.Error
 	require.ErrorAs(t, recv(t, errs), &v)
 	require.Equal(t, "agent", v.Field)
 	waitForStatus(t, b.engine, parent.ID, store.StatusCompleted)
@@ -604,7 +605,7 @@ func TestPostEventRefusesErrandsOwnTypes(t *testing.T) {
 	b := setup(t)
 	for _, typ := range []string{"task.completed", "Task.completed", "memory.created", "memory.purged", "a2a.push_config_set", "budget.alert", "alert", "schedule.fired", "task.deferred"} {
 		_, err := b.engine.PostEvent(context.Background(), typ, nil)
-		var ve *ValidationError
+		var ve *validation.Error
 		require.ErrorAs(t, err, &ve, typ)
 		require.Equal(t, "type", ve.Field)
 	}

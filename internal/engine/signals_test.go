@@ -113,7 +113,7 @@ func TestCancelSignalReachesRunningTask(t *testing.T) {
 	require.NoError(t, err)
 	send(t, st.sigs, store.Signal{Kind: store.SignalCancel, TaskID: "tsk_not_here"}) // another process's task
 	send(t, st.sigs, store.Signal{Kind: store.SignalCancel, TaskID: task.ID})
-	require.ErrorIs(t, recv(t, cause), ErrCancelled)
+	require.ErrorIs(t, recv(t, cause), taskrun.ErrCancelled)
 	waitForStatus(t, e, task.ID, store.StatusCancelled)
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
 
@@ -16,12 +17,12 @@ func (e *Engine) SpendGuard(ctx context.Context) (*store.SpendGuard, error) {
 
 // SetSpendLimits replaces the guard's settings; declared marks the ones of
 // the configuration file, applied only when they changed since the file
-// last declared them. A bad setting is a *ValidationError naming it.
+// last declared them. A bad setting is a *validation.Error naming it.
 func (e *Engine) SetSpendLimits(ctx context.Context, l store.SpendLimits, declared bool, actor string) (*store.SpendGuard, bool, error) {
 	g, changed, err := e.store.SpendGuardSet(ctx, &store.SpendGuardSetParams{Limits: l, Declared: declared, Actor: actor, Now: e.now()})
 	var bad *store.SpendLimitsError
 	if errors.As(err, &bad) {
-		return nil, false, &ValidationError{Field: bad.Field, Message: bad.Message}
+		return nil, false, &validation.Error{Field: bad.Field, Message: bad.Message}
 	}
 	if err != nil {
 		return nil, false, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
 )
 
@@ -308,7 +309,7 @@ func TestSpendLimitsValidation(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	_, _, err := b.engine.SetSpendLimits(context.Background(), store.SpendLimits{OnLimit: "stop"}, false, store.ActorUser)
-	var ve *ValidationError
+	var ve *validation.Error
 	require.True(t, errors.As(err, &ve), "%v", err)
 	require.Equal(t, "on_limit", ve.Field)
 }
@@ -351,7 +352,7 @@ func TestSpendHistory(t *testing.T) {
 	require.InDelta(t, 3*stepCost, total, 1e-9, "only today's hours")
 
 	_, err = b.engine.SpendHistory(ctx, 0)
-	var ve *ValidationError
+	var ve *validation.Error
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "days", ve.Field)
 }

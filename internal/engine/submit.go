@@ -17,18 +17,11 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-// ErrInvalid is matched (errors.Is) by every *ValidationError.
-var ErrInvalid = validation.ErrInvalid
-
-// ValidationError names the field of a request that is wrong and why.
-// Nothing was written.
-type ValidationError = validation.Error
-
-func invalid(field, format string, args ...any) *ValidationError {
+func invalid(field, format string, args ...any) *validation.Error {
 	return validation.Invalid(field, format, args...)
 }
 
-func unprocessable(field, format string, args ...any) *ValidationError {
+func unprocessable(field, format string, args ...any) *validation.Error {
 	return validation.Unprocessable(field, format, args...)
 }
 
@@ -416,7 +409,7 @@ func defaultTitle(goal string) string {
 }
 
 // Submit validates p and stores a new task, or returns the task that
-// already has p's idempotency key. A bad request is a *ValidationError and
+// already has p's idempotency key. A bad request is a *validation.Error and
 // nothing is written.
 func (e *Engine) Submit(ctx context.Context, p *SubmitParams) (*store.Task, error) {
 	t, _, err := e.SubmitResult(ctx, p)

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/internal/validation"
 )
 
 // TestValidateNamesFieldsInFixedOrder: a request wrong in several fields
@@ -28,9 +30,9 @@ func TestValidateNamesFieldsInFixedOrder(t *testing.T) {
 			t.Parallel()
 			for range 50 {
 				_, err := e.validate(&tc.params)
-				var verr *ValidationError
+				var verr *validation.Error
 				require.ErrorAs(t, err, &verr)
-				require.ErrorIs(t, err, ErrInvalid)
+				require.ErrorIs(t, err, validation.ErrInvalid)
 				require.Equal(t, tc.field, verr.Field)
 			}
 		})

@@ -69,19 +69,16 @@ func ParamsFromBody(body *tasktemplate.CreateTask) (*SubmitParams, error) {
 	return p, nil
 }
 
-// Template is what a schedule or a chain makes tasks from.
-type Template = tasktemplate.Template
-
 // parseTemplate decodes a template strictly. Errors name field, the
 // template's own field ("task"), with the field inside it after a dot.
-func parseTemplate(field string, raw json.RawMessage) (*Template, error) {
+func parseTemplate(field string, raw json.RawMessage) (*tasktemplate.Template, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, invalid(field, "must be a JSON object (a POST /api/tasks body)")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	var t Template
+	var t tasktemplate.Template
 	if err := dec.Decode(&t); err != nil {
 		return nil, invalid(field, "%v", err)
 	}
@@ -96,7 +93,7 @@ func parseTemplate(field string, raw json.RawMessage) (*Template, error) {
 // tasks of its own each time: parent_id, depends_on, run_at and
 // idempotency_key have no meaning in it. promptFileOK allows prompt_file
 // (heartbeats), whose path is made absolute against the engine's BaseDir.
-func (e *Engine) templateParams(ctx context.Context, field string, raw json.RawMessage, promptFileOK bool, depth int) (*Template, *SubmitParams, error) {
+func (e *Engine) templateParams(ctx context.Context, field string, raw json.RawMessage, promptFileOK bool, depth int) (*tasktemplate.Template, *SubmitParams, error) {
 	t, err := parseTemplate(field, raw)
 	if err != nil {
 		return nil, nil, err
@@ -135,7 +132,7 @@ func (e *Engine) templateParams(ctx context.Context, field string, raw json.RawM
 }
 
 // templateSubmitParams is the submit request of a checked template.
-func templateSubmitParams(field string, t *Template) (*SubmitParams, error) {
+func templateSubmitParams(field string, t *tasktemplate.Template) (*SubmitParams, error) {
 	p, err := ParamsFromBody(&t.CreateTask)
 	if err != nil {
 		return nil, prefixField(field, err)
@@ -187,7 +184,7 @@ func (e *Engine) checkChain(ctx context.Context, p *SubmitParams, depth int) err
 }
 
 // readPrompt reads a heartbeat's checklist file, bounded like a goal. A
-// file it cannot use is a *ValidationError for field.
+// file it cannot use is a *validation.Error for field.
 func readPrompt(field, path string) (string, error) {
 	s, err := tasktemplate.ReadPromptFile(path)
 	if err != nil {

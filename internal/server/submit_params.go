@@ -6,6 +6,7 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/validation"
 )
 
 // SubmitParams turns a POST /api/tasks body into a submit request, as a
@@ -14,7 +15,7 @@ import (
 func SubmitParams(body *api.CreateTask) (*errand.SubmitParams, error) {
 	p, err := engine.ParamsFromBody(body)
 	if err != nil {
-		var v *engine.ValidationError
+		var v *validation.Error
 		if errors.As(err, &v) {
 			return nil, &errand.ValidationError{Field: v.Field, Message: v.Message, Unprocessable: v.Unprocessable}
 		}
