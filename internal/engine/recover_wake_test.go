@@ -67,7 +67,7 @@ func TestRecoveredLeaseWakesAnotherDaemon(t *testing.T) {
 		return ok("done"), nil
 	})})
 	require.Zero(t, recv(t, watched.claims), "the lease is live: the first claim finds nothing")
-	require.NoError(t, idleClock.WaitForTimers(ctx, 3)) // idle, waiting for a wake or its hourly poll
+	waitForPoolTickers(t, idleClock, idle) // idle, waiting for a wake or its hourly poll
 
 	require.NoError(t, recoverer.Recover(ctx, nil))
 	require.Equal(t, task.ID, recv(t, started))
