@@ -24,7 +24,6 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/clock"
-	"github.com/errandhq/errand/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -309,7 +308,7 @@ func (f *fixture) send(msg map[string]any, config map[string]any) *v1Task {
 
 // waitStatus waits until the errand task is in status, looking again at
 // each of its events: every change of status is journaled.
-func (f *fixture) waitStatus(taskID string, status store.Status) *errand.Task {
+func (f *fixture) waitStatus(taskID string, status errand.Status) *errand.Task {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()

@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/config"
-	"github.com/errandhq/errand/store"
 )
 
 func TestDeliverRetriesThenSucceeds(t *testing.T) {
@@ -29,7 +29,7 @@ func TestDeliverRetriesThenSucceeds(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	})
 	b.startAt(rc.url(), 0)
-	events := b.journal.add(store.EventTaskCompleted, store.EventTaskFailed)
+	events := b.journal.add(errand.EventTaskCompleted, errand.EventTaskFailed)
 	cursor := CursorName(rc.url())
 	b.start(t, b.config(t, rc.hook()))
 
@@ -92,7 +92,7 @@ func TestBackoffGrowsToCap(t *testing.T) {
 	b := setup(t)
 	rc := newReceiver(t, answer(http.StatusServiceUnavailable))
 	b.startAt(rc.url(), 0)
-	b.journal.add(store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted)
 	cfg := b.config(t, rc.hook())
 	cfg.BackoffBase, cfg.BackoffCap = 7*time.Second, 30*time.Second
 	b.start(t, cfg)
@@ -143,7 +143,7 @@ func TestRestartResendsNothingDelivered(t *testing.T) {
 	})
 	cursor := CursorName(rc.url())
 	b.startAt(rc.url(), 0)
-	b.journal.add(store.EventTaskCreated, store.EventTaskStarted, store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCreated, errand.EventTaskStarted, errand.EventTaskCompleted)
 	stop := b.start(t, b.config(t, rc.hook()))
 
 	b.delivered(t, rc.url(), 1)
@@ -158,7 +158,7 @@ func TestRestartResendsNothingDelivered(t *testing.T) {
 	}
 
 	// While it was down, event 4 was written; the receiver is fixed.
-	b.journal.add(store.EventTaskFailed)
+	b.journal.add(errand.EventTaskFailed)
 	rc.setRespond(answer(http.StatusOK))
 	b.start(t, b.config(t, rc.hook()))
 	b.delivered(t, rc.url(), 3)
@@ -174,7 +174,7 @@ func TestNewHookStartsAtNewestEvent(t *testing.T) {
 	b := setup(t)
 	rc := newReceiver(t, nil)
 	cursor := CursorName(rc.url())
-	b.journal.add(store.EventTaskCreated, store.EventTaskCompleted, store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCreated, errand.EventTaskCompleted, errand.EventTaskCompleted)
 	b.start(t, b.config(t, rc.hook()))
 
 	select {
@@ -185,7 +185,7 @@ func TestNewHookStartsAtNewestEvent(t *testing.T) {
 	}
 	require.Equal(t, int64(3), b.journal.cursor(t, cursor))
 
-	b.journal.add(store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted)
 	b.delivered(t, rc.url(), 4)
 	require.Equal(t, int64(4), rc.next(t).eventID(t))
 	require.Equal(t, 1, rc.count())
@@ -198,17 +198,17 @@ func TestFilteredEventsMoveTheCursor(t *testing.T) {
 	cursor := CursorName(rc.url())
 	b.startAt(rc.url(), 0)
 	b.journal.add(
-		store.EventTaskCreated,   // 1 skipped
-		store.EventTaskStarted,   // 2 skipped
-		store.EventTaskStep,      // 3 skipped: the third in a row saves the cursor
-		store.EventTaskCompleted, // 4 delivered, saved
-		store.EventTaskCreated,   // 5 skipped
-		store.EventTaskStarted,   // 6 skipped
-		store.EventTaskFailed,    // 7 delivered, saved
-		store.EventTaskCreated,   // 8 skipped, saved at shutdown
+		errand.EventTaskCreated,   // 1 skipped
+		errand.EventTaskStarted,   // 2 skipped
+		errand.EventTaskStep,      // 3 skipped: the third in a row saves the cursor
+		errand.EventTaskCompleted, // 4 delivered, saved
+		errand.EventTaskCreated,   // 5 skipped
+		errand.EventTaskStarted,   // 6 skipped
+		errand.EventTaskFailed,    // 7 delivered, saved
+		errand.EventTaskCreated,   // 8 skipped, saved at shutdown
 	)
 	hook := rc.hook()
-	hook.Events = []string{store.EventTaskCompleted, store.EventTaskFailed}
+	hook.Events = []string{errand.EventTaskCompleted, errand.EventTaskFailed}
 	cfg := b.config(t, hook)
 	cfg.CursorEvery = 3
 	stop := b.start(t, cfg)
@@ -231,7 +231,7 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 		http.Redirect(w, r, target.url(), http.StatusTemporaryRedirect)
 	})
 	b.startAt(rc.url(), 0)
-	b.journal.add(store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted)
 	b.start(t, b.config(t, rc.hook()))
 
 	a := b.nextAttempt(t)
@@ -254,7 +254,7 @@ func TestTimeoutFailsTheAttempt(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	})
 	b.startAt(rc.url(), 0)
-	b.journal.add(store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted)
 	cfg := b.config(t, rc.hook())
 	cfg.Timeout = 3 * time.Second
 	b.start(t, cfg)
@@ -296,7 +296,7 @@ func TestConnectionErrorIsRetried(t *testing.T) {
 	})
 	u := "http://" + l.Addr().String() + "/hook"
 	b.startAt(u, 0)
-	b.journal.add(store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted)
 	b.start(t, b.config(t, Hook{URL: u, AllowPrivate: true}))
 
 	for range 2 {
@@ -317,7 +317,7 @@ func TestSlowHookDoesNotDelayOthers(t *testing.T) {
 	for _, rc := range []*receiver{slow, down, fast} {
 		b.startAt(rc.url(), 0)
 	}
-	b.journal.add(store.EventTaskCreated, store.EventTaskCompleted, store.EventTaskFailed)
+	b.journal.add(errand.EventTaskCreated, errand.EventTaskCompleted, errand.EventTaskFailed)
 	b.start(t, b.config(t, slow.hook(), down.hook(), fast.hook()))
 
 	slow.next(t)
@@ -350,7 +350,7 @@ func TestFollowFailureIsRetried(t *testing.T) {
 	rc := newReceiver(t, nil)
 	b.startAt(rc.url(), 0)
 	b.journal.followErrs = 2
-	b.journal.add(store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted)
 	b.start(t, b.config(t, rc.hook()))
 
 	for _, d := range []time.Duration{time.Second, 2 * time.Second} {
@@ -366,7 +366,7 @@ func TestUnsignedHook(t *testing.T) {
 	b := setup(t)
 	rc := newReceiver(t, nil)
 	b.startAt(rc.url(), 0)
-	b.journal.add(store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted)
 	b.start(t, b.config(t, Hook{URL: rc.url(), AllowPrivate: true}))
 
 	b.delivered(t, rc.url(), 1)
@@ -433,7 +433,7 @@ func TestPrivateAddressRefusedAtConnect(t *testing.T) {
 			require.NoError(t, err)
 			u := "http://hook.errand.test.:" + port + "/hook"
 			b.startAt(u, 0)
-			b.journal.add(store.EventTaskCompleted)
+			b.journal.add(errand.EventTaskCompleted)
 			cfg := b.config(t, Hook{URL: u, Key: testKey, AllowPrivate: allow})
 			cfg.resolver = loopbackResolver()
 			b.start(t, cfg)
@@ -487,7 +487,7 @@ func TestRunTwice(t *testing.T) {
 	b := setup(t)
 	rc := newReceiver(t, nil)
 	b.startAt(rc.url(), 0)
-	b.journal.add(store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted)
 	d, err := New(b.config(t, rc.hook()))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -520,13 +520,13 @@ func TestHooksFromConfig(t *testing.T) {
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 
 	hooks, err := HooksFromConfig([]config.Webhook{
-		{URL: "https://a.example/", Secret: "raw", Events: []string{store.EventTaskCompleted}},
+		{URL: "https://a.example/", Secret: "raw", Events: []string{errand.EventTaskCompleted}},
 		{URL: "https://b.example/", SecretEnv: "HOOK_SECRET", AllowPrivate: true},
 		{URL: "https://c.example/", Events: []string{"*"}},
 	}, lookup)
 	require.NoError(t, err)
 	require.Equal(t, []Hook{
-		{URL: "https://a.example/", Key: []byte("raw"), Events: []string{store.EventTaskCompleted}},
+		{URL: "https://a.example/", Key: []byte("raw"), Events: []string{errand.EventTaskCompleted}},
 		{URL: "https://b.example/", Key: []byte("secret"), AllowPrivate: true},
 		{URL: "https://c.example/"},
 	}, hooks)

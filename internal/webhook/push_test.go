@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand"
 )
 
 // fakeSource pushes, for each event, what its function returns; calls
@@ -26,11 +26,11 @@ type fakeSource struct {
 	mu     sync.Mutex
 	calls  []int64
 	fail   int // fail this many more calls
-	pushes func(ev *store.Event) []*Push
+	pushes func(ev *errand.Event) []*Push
 	asked  chan int64
 }
 
-func (s *fakeSource) Pushes(_ context.Context, ev *store.Event) ([]*Push, error) {
+func (s *fakeSource) Pushes(_ context.Context, ev *errand.Event) ([]*Push, error) {
 	s.mu.Lock()
 	s.calls = append(s.calls, ev.ID)
 	fail := s.fail > 0
@@ -55,9 +55,9 @@ func (s *fakeSource) called() []int64 {
 
 // pushTo makes, for every event of type completed, one push to each url,
 // each url its own queue.
-func pushTo(urls ...string) func(ev *store.Event) []*Push {
-	return func(ev *store.Event) []*Push {
-		if ev.Type != store.EventTaskCompleted {
+func pushTo(urls ...string) func(ev *errand.Event) []*Push {
+	return func(ev *errand.Event) []*Push {
+		if ev.Type != errand.EventTaskCompleted {
 			return nil
 		}
 		var out []*Push
@@ -123,7 +123,7 @@ func TestPushDeliversSignedWithHeaders(t *testing.T) {
 	b := setup(t)
 	rc := newReceiver(t, nil)
 	b.pushFrom(0)
-	b.journal.add(store.EventTaskCreated, store.EventTaskCompleted, store.EventTaskStep)
+	b.journal.add(errand.EventTaskCreated, errand.EventTaskCompleted, errand.EventTaskStep)
 	src := &fakeSource{pushes: pushTo(rc.url())}
 	stop := b.startPush(t, b.pushConfig(t, src))
 
@@ -147,7 +147,7 @@ func TestPushFirstRunStartsAtNewestEvent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	rc := newReceiver(t, nil)
-	b.journal.add(store.EventTaskCompleted, store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted, errand.EventTaskCompleted)
 	src := &fakeSource{pushes: pushTo(rc.url())}
 	b.startPush(t, b.pushConfig(t, src))
 	select {
@@ -156,7 +156,7 @@ func TestPushFirstRunStartsAtNewestEvent(t *testing.T) {
 	case <-time.After(waitTimeout):
 		require.FailNow(t, "the cursor was not saved")
 	}
-	b.journal.add(store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted)
 	b.delivered(t, rc.url(), 3)
 	require.Equal(t, 1, rc.count())
 	require.Equal(t, []int64{3}, src.called())
@@ -168,7 +168,7 @@ func TestPushQueueOrderAndIndependence(t *testing.T) {
 	down := newReceiver(t, answer(http.StatusServiceUnavailable))
 	up := newReceiver(t, nil)
 	b.pushFrom(0)
-	b.journal.add(store.EventTaskCompleted, store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted, errand.EventTaskCompleted)
 	src := &fakeSource{pushes: pushTo(down.url(), up.url())}
 	cfg := b.pushConfig(t, src)
 	stop := b.startPush(t, cfg)
@@ -196,7 +196,7 @@ func TestPushDroppedAfterMaxAttempts(t *testing.T) {
 	b := setup(t)
 	rc := newReceiver(t, answer(http.StatusInternalServerError))
 	b.pushFrom(0)
-	b.journal.add(store.EventTaskCompleted, store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted, errand.EventTaskCompleted)
 	src := &fakeSource{pushes: pushTo(rc.url())}
 	cfg := b.pushConfig(t, src)
 	cfg.MaxAttempts = 3
@@ -226,7 +226,7 @@ func TestPushSourceErrorIsRetried(t *testing.T) {
 	b := setup(t)
 	rc := newReceiver(t, nil)
 	b.pushFrom(0)
-	b.journal.add(store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted)
 	src := &fakeSource{pushes: pushTo(rc.url()), fail: 1, asked: make(chan int64, 10)}
 	b.startPush(t, b.pushConfig(t, src))
 	require.Equal(t, int64(1), <-src.asked)
@@ -241,7 +241,7 @@ func TestPushPrivateAddressRefused(t *testing.T) {
 	b := setup(t)
 	rc := newReceiver(t, nil)
 	b.pushFrom(0)
-	b.journal.add(store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted)
 	cfg := b.pushConfig(t, &fakeSource{pushes: pushTo(rc.url())})
 	cfg.AllowPrivate = false
 	b.startPush(t, cfg)
@@ -256,14 +256,14 @@ func TestPushRestartResumesFromCursor(t *testing.T) {
 	b := setup(t)
 	rc := newReceiver(t, nil)
 	b.pushFrom(0)
-	b.journal.add(store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted)
 	src := &fakeSource{pushes: pushTo(rc.url())}
 	stop := b.startPush(t, b.pushConfig(t, src))
 	b.delivered(t, rc.url(), 1)
 	stop()
 	require.Equal(t, int64(1), b.journal.cursor(t, PushCursor))
 
-	b.journal.add(store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted)
 	b.startPush(t, b.pushConfig(t, src))
 	b.delivered(t, rc.url(), 2)
 	require.Equal(t, 2, rc.count(), "nothing sent twice")
@@ -281,7 +281,7 @@ func TestPushMaxPendingHoldsTheJournal(t *testing.T) {
 	})
 	t.Cleanup(free) // before the receiver closes: it waits for its handlers
 	b.pushFrom(0)
-	b.journal.add(store.EventTaskCompleted, store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted, errand.EventTaskCompleted)
 	src := &fakeSource{pushes: pushTo(rc.url()), asked: make(chan int64, 10)}
 	cfg := b.pushConfig(t, src)
 	cfg.MaxPending = 1
@@ -312,7 +312,7 @@ func TestPushOneHolderOfTheLease(t *testing.T) {
 	second.Owner = "b"
 	b.startPush(t, second)
 	require.False(t, b.journal.waitLead(t, "b").held)
-	b.journal.add(store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted)
 	b.delivered(t, rc.url(), 1)
 	require.Equal(t, 1, rc.count())
 	require.Equal(t, "a", b.journal.holder(PushCursor))
@@ -360,7 +360,7 @@ func TestPushRefusedAtConnectIsDroppedAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	url := "http://hook.errand.test.:" + port + "/hook"
 	b.pushFrom(0)
-	b.journal.add(store.EventTaskCompleted, store.EventTaskCompleted)
+	b.journal.add(errand.EventTaskCompleted, errand.EventTaskCompleted)
 	cfg := b.pushConfig(t, &fakeSource{pushes: pushTo(url)})
 	cfg.AllowPrivate = false
 	cfg.resolver = fakeResolver(netip.MustParseAddr("127.0.0.1"))
