@@ -24,6 +24,9 @@ type (
 	Duration = store.Duration
 	// Event is one entry of the durable journal.
 	Event = store.Event
+	// TransitionData is the payload of a status change's event
+	// (task.created, task.completed…): from, to, attempt, error, result.
+	TransitionData = store.TransitionData
 	// InputRequest is a question an agent asked a person.
 	InputRequest = store.InputRequest
 	// Step is one recorded step of a task: an LLM call, a tool call, a

@@ -20,7 +20,6 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/store"
 )
 
 // now is the CLI's clock in these tests.
@@ -308,8 +307,8 @@ func streamDaemon(t *testing.T, final *api.Task, write func(w io.Writer)) *fakeD
 }
 
 func progressEvents(w io.Writer) {
-	sseEvent(w, 1, errand.EventTaskCreated, "tsk_1", store.TransitionData{To: errand.StatusPending})
-	sseEvent(w, 2, errand.EventTaskStarted, "tsk_1", store.TransitionData{From: errand.StatusPending, To: errand.StatusRunning, Attempt: 1})
+	sseEvent(w, 1, errand.EventTaskCreated, "tsk_1", errand.TransitionData{To: errand.StatusPending})
+	sseEvent(w, 2, errand.EventTaskStarted, "tsk_1", errand.TransitionData{From: errand.StatusPending, To: errand.StatusRunning, Attempt: 1})
 	sseEvent(w, 3, errand.EventTaskProgress, "tsk_1", errand.Progress{CurrentStep: 1, TotalSteps: 2, Label: "thinking", Percentage: 50})
 	sseEvent(w, 4, errand.EventTaskStep, "tsk_1", map[string]any{"step_no": 1, "type": "llm_call", "status": "done", "tokens_in": 100, "tokens_out": 20, "duration_ms": 1200})
 }
@@ -319,7 +318,7 @@ func TestAskWaitCompleted(t *testing.T) {
 	final := &api.Task{ID: "tsk_1", Status: errand.StatusCompleted, Result: json.RawMessage(`{"output":"Hello, world.","warning":null}`)}
 	f := streamDaemon(t, final, func(w io.Writer) {
 		progressEvents(w)
-		sseEvent(w, 5, errand.EventTaskCompleted, "tsk_1", store.TransitionData{From: errand.StatusRunning, To: errand.StatusCompleted})
+		sseEvent(w, 5, errand.EventTaskCompleted, "tsk_1", errand.TransitionData{From: errand.StatusRunning, To: errand.StatusCompleted})
 	})
 
 	r := cli(t, testEnv(nil), f.args("ask", "say hello", "--wait")...)
@@ -341,7 +340,7 @@ func TestAskWaitJSONOutputIndented(t *testing.T) {
 	t.Parallel()
 	final := &api.Task{ID: "tsk_1", Status: errand.StatusCompleted, Result: json.RawMessage(`{"output":{"answer":42,"items":["a"]}}`)}
 	f := streamDaemon(t, final, func(w io.Writer) {
-		sseEvent(w, 5, errand.EventTaskCompleted, "tsk_1", store.TransitionData{To: errand.StatusCompleted})
+		sseEvent(w, 5, errand.EventTaskCompleted, "tsk_1", errand.TransitionData{To: errand.StatusCompleted})
 	})
 	r := cli(t, testEnv(nil), f.args("ask", "compute", "--wait")...)
 	require.NoError(t, r.err, r.stderr)
@@ -372,7 +371,7 @@ func TestAskWaitFailed(t *testing.T) {
 			t.Parallel()
 			f := streamDaemon(t, tc.final, func(w io.Writer) {
 				progressEvents(w)
-				sseEvent(w, 5, tc.event, "tsk_1", store.TransitionData{To: tc.final.Status, Error: tc.final.Error})
+				sseEvent(w, 5, tc.event, "tsk_1", errand.TransitionData{To: tc.final.Status, Error: tc.final.Error})
 			})
 			r := cli(t, testEnv(nil), f.args("ask", "spend it all", "--wait")...)
 			require.Equal(t, 1, r.code)
@@ -388,9 +387,9 @@ func TestAskWaitInputRequired(t *testing.T) {
 	final := &api.Task{ID: "tsk_1", Status: errand.StatusCompleted, Result: json.RawMessage(`{"output":"blue it is"}`)}
 	f := streamDaemon(t, final, func(w io.Writer) {
 		progressEvents(w)
-		sseEvent(w, 5, errand.EventTaskInputRequired, "tsk_1", store.TransitionData{To: errand.StatusInputRequired, RequestID: "inp_9", Question: "Which colour?"})
+		sseEvent(w, 5, errand.EventTaskInputRequired, "tsk_1", errand.TransitionData{To: errand.StatusInputRequired, RequestID: "inp_9", Question: "Which colour?"})
 		sseEvent(w, 6, errand.EventTaskInputAnswered, "tsk_1", map[string]any{"request_id": "inp_9"})
-		sseEvent(w, 7, errand.EventTaskCompleted, "tsk_1", store.TransitionData{To: errand.StatusCompleted})
+		sseEvent(w, 7, errand.EventTaskCompleted, "tsk_1", errand.TransitionData{To: errand.StatusCompleted})
 	})
 	r := cli(t, testEnv(nil), f.args("ask", "paint it", "--wait")...)
 	require.NoError(t, r.err, r.stderr)
@@ -423,9 +422,9 @@ func TestWaitSkipsAnEndThatWasRetried(t *testing.T) {
 	})
 	f.mux.HandleFunc("GET /api/tasks/tsk_1/events", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		sseEvent(w, 1, errand.EventTaskFailed, "tsk_1", store.TransitionData{To: errand.StatusFailed, Error: &errand.TaskError{Code: "x", Message: "y"}})
-		sseEvent(w, 2, errand.EventTaskRetried, "tsk_1", store.TransitionData{From: errand.StatusFailed, To: errand.StatusPending})
-		sseEvent(w, 3, errand.EventTaskCompleted, "tsk_1", store.TransitionData{To: errand.StatusCompleted})
+		sseEvent(w, 1, errand.EventTaskFailed, "tsk_1", errand.TransitionData{To: errand.StatusFailed, Error: &errand.TaskError{Code: "x", Message: "y"}})
+		sseEvent(w, 2, errand.EventTaskRetried, "tsk_1", errand.TransitionData{From: errand.StatusFailed, To: errand.StatusPending})
+		sseEvent(w, 3, errand.EventTaskCompleted, "tsk_1", errand.TransitionData{To: errand.StatusCompleted})
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
@@ -453,7 +452,7 @@ func TestWatchJSONAndReconnect(t *testing.T) {
 			return
 		}
 		sseEvent(w, 4, errand.EventTaskStep, "tsk_1", map[string]any{"step_no": 1}) // seen already
-		sseEvent(w, 5, errand.EventTaskCompleted, "tsk_1", store.TransitionData{To: errand.StatusCompleted})
+		sseEvent(w, 5, errand.EventTaskCompleted, "tsk_1", errand.TransitionData{To: errand.StatusCompleted})
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
@@ -477,7 +476,7 @@ func TestWaitLiveProgressLine(t *testing.T) {
 	final := &api.Task{ID: "tsk_1", Status: errand.StatusCompleted, Result: json.RawMessage(`{"output":"done"}`)}
 	f := streamDaemon(t, final, func(w io.Writer) {
 		progressEvents(w)
-		sseEvent(w, 5, errand.EventTaskCompleted, "tsk_1", store.TransitionData{To: errand.StatusCompleted})
+		sseEvent(w, 5, errand.EventTaskCompleted, "tsk_1", errand.TransitionData{To: errand.StatusCompleted})
 	})
 	e := testEnv(map[string]string{"NO_COLOR": "1"})
 	e.isTerminal = func(io.Writer) bool { return true }

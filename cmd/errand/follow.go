@@ -10,7 +10,6 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/apiclient"
-	"github.com/errandhq/errand/store"
 )
 
 // follow streams a task's events until the task ends, then prints its
@@ -142,7 +141,7 @@ func errorText(e *errand.TaskError) string {
 // (the live line). "" hides the event.
 func eventText(ev *api.Event, id string, color bool) (string, bool) {
 	name := strings.TrimPrefix(ev.Type, "task.")
-	var td store.TransitionData
+	var td errand.TransitionData
 	_ = json.Unmarshal(ev.Data, &td)
 	switch ev.Type {
 	case "heartbeat":

@@ -10,7 +10,6 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
-	"github.com/errandhq/errand/store"
 )
 
 func TestBar(t *testing.T) {
@@ -111,10 +110,10 @@ func TestEventText(t *testing.T) {
 		s, _ := eventText(&api.Event{Type: typ, Data: raw(data)}, "tsk_1", false)
 		return s
 	}
-	require.Equal(t, "started (attempt 2)", txt(errand.EventTaskStarted, store.TransitionData{Attempt: 2}))
+	require.Equal(t, "started (attempt 2)", txt(errand.EventTaskStarted, errand.TransitionData{Attempt: 2}))
 	require.Equal(t, "retry scheduled: rate_limited: slow down", txt(errand.EventTaskRetryScheduled,
-		store.TransitionData{Error: &errand.TaskError{Code: "rate_limited", Message: "slow down"}}))
-	require.Equal(t, "cancelled: not needed", txt(errand.EventTaskCancelled, store.TransitionData{Reason: "not needed"}))
+		errand.TransitionData{Error: &errand.TaskError{Code: "rate_limited", Message: "slow down"}}))
+	require.Equal(t, "cancelled: not needed", txt(errand.EventTaskCancelled, errand.TransitionData{Reason: "not needed"}))
 	require.Equal(t, "step 2.1: tool_call search denied (tool_denied)", txt(errand.EventTaskStep,
 		map[string]any{"step_no": 2, "call_index": 1, "type": "tool_call", "tool": "search", "status": "denied", "error_code": "tool_denied"}))
 	require.Equal(t, `budget warning {"limit":"max_tokens"}`, txt(errand.EventTaskBudgetWarning, map[string]any{"limit": "max_tokens"}))
