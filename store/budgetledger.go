@@ -14,8 +14,7 @@ import (
 // spend guard row, so two such writes cannot wait on each other.
 type BudgetLedger interface {
 	SpendLedger
-	// CheckLease fails with ErrLeaseLost unless the lease still holds.
-	CheckLease(ctx context.Context, lease Lease) error
+	LeaseReader
 	// WithAncestors returns the task's id followed by its ancestors' ids,
 	// the parent first.
 	WithAncestors(ctx context.Context, taskID string) ([]string, error)
@@ -39,7 +38,7 @@ type BudgetLedger interface {
 // returned with a nil error, having reserved nothing and journaled why, so
 // the transaction commits that.
 func ReserveBudget(ctx context.Context, x BudgetLedger, p *TaskBudgetReserveParams, at time.Time) (refused, err error) {
-	if err := x.CheckLease(ctx, p.Lease); err != nil {
+	if err := HoldLease(ctx, x, p.Lease); err != nil {
 		return nil, err
 	}
 	chain, err := x.WithAncestors(ctx, p.Lease.TaskID)

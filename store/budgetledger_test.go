@@ -75,11 +75,8 @@ func (l *fakeLedger) AppendEvent(_ context.Context, id, typ, _ string, _ any, _ 
 	return nil
 }
 
-func (l *fakeLedger) CheckLease(context.Context, Lease) error {
-	if l.leaseLost {
-		return ErrLeaseLost
-	}
-	return nil
+func (l *fakeLedger) LeaseState(context.Context, string) (LeaseState, error) {
+	return fakeLeaseState(l.leaseLost), nil
 }
 
 func (l *fakeLedger) WithAncestors(_ context.Context, id string) ([]string, error) {

@@ -14,9 +14,7 @@ type LeaseState struct {
 
 // TaskCanceller is what CancelTree needs of a driver's write transaction.
 type TaskCanceller interface {
-	// LeaseState reads the task's state; ErrNotFound when there is no
-	// such task.
-	LeaseState(ctx context.Context, taskID string) (LeaseState, error)
+	LeaseReader
 	// RequestCancel asks a running task to stop: its worker ends it.
 	RequestCancel(ctx context.Context, taskID, reason string, at time.Time) error
 	// SetCancelled ends a task that is not running as cancelled with
@@ -89,7 +87,7 @@ func cancelOne(ctx context.Context, x TaskCanceller, id, reason, actor string, a
 
 // TaskRetrier is what RetryTask needs of a driver's write transaction.
 type TaskRetrier interface {
-	LeaseState(ctx context.Context, taskID string) (LeaseState, error)
+	LeaseReader
 	// ResetForRetry puts a failed task back in the queue at at: its
 	// result, error and cancel request cleared, its attempt count kept,
 	// and one more attempt allowed if it has none left.

@@ -11,9 +11,7 @@ import (
 
 // TaskFinisher is what FinishTask needs of a driver's write transaction.
 type TaskFinisher interface {
-	// LeaseState reads the task's state, locked where the driver locks;
-	// ErrNotFound when there is no such task.
-	LeaseState(ctx context.Context, taskID string) (LeaseState, error)
+	LeaseReader
 	// OpenChildren counts the task's children that have not ended.
 	OpenChildren(ctx context.Context, taskID string) (int, error)
 	// Escalate makes a heartbeat scout's escalations (see

@@ -26,9 +26,7 @@ type InputWriter interface {
 	// InputsDue reads, locked where the driver locks, the pending
 	// requests whose expiry is at or before at.
 	InputsDue(ctx context.Context, at time.Time) ([]DueInput, error)
-	// InputTaskState reads, locked where the driver locks, a task's
-	// status and attempt.
-	InputTaskState(ctx context.Context, taskID string) (status Status, attempt int, err error)
+	LeaseReader
 	// InputAnswered writes the request answered and its task pending,
 	// runnable at at.
 	InputAnswered(ctx context.Context, requestID, taskID, answer string, at time.Time) error
@@ -54,19 +52,19 @@ func AnswerInput(ctx context.Context, x InputWriter, p *InputAnswerParams, at ti
 	if in.Status != InputPending {
 		return nil, fmt.Errorf("request %s is %s: %w", in.ID, in.Status, ErrInputClosed)
 	}
-	status, attempt, err := x.InputTaskState(ctx, in.TaskID)
+	ls, err := x.LeaseState(ctx, in.TaskID)
 	if err != nil {
 		return nil, err
 	}
-	if status != StatusInputRequired {
-		return nil, &TransitionError{TaskID: in.TaskID, From: status, To: StatusPending, Action: ActionAnswer}
+	if ls.Status != StatusInputRequired {
+		return nil, &TransitionError{TaskID: in.TaskID, From: ls.Status, To: StatusPending, Action: ActionAnswer}
 	}
 	if err := x.InputAnswered(ctx, in.ID, in.TaskID, p.Answer, at); err != nil {
 		return nil, err
 	}
 	in.Status, in.Answer, in.AnsweredAt = InputAnswered, p.Answer, at
 	err = x.AppendEvent(ctx, in.TaskID, EventTaskInputAnswered, p.Actor, &TransitionData{
-		From: StatusInputRequired, To: StatusPending, Attempt: attempt, RequestID: in.ID, Question: in.Question,
+		From: StatusInputRequired, To: StatusPending, Attempt: ls.Attempt, RequestID: in.ID, Question: in.Question,
 	}, at)
 	if err != nil {
 		return nil, err
@@ -86,11 +84,11 @@ func ExpireInputs(ctx context.Context, x InputWriter, at time.Time) (int, error)
 	}
 	ended := 0
 	for _, d := range due {
-		status, attempt, err := x.InputTaskState(ctx, d.TaskID)
+		ls, err := x.LeaseState(ctx, d.TaskID)
 		if err != nil {
 			return 0, err
 		}
-		if status != StatusInputRequired {
+		if ls.Status != StatusInputRequired {
 			continue
 		}
 		if d.DefaultAnswer != nil {
@@ -98,7 +96,7 @@ func ExpireInputs(ctx context.Context, x InputWriter, at time.Time) (int, error)
 				return 0, err
 			}
 			if err := x.AppendEvent(ctx, d.TaskID, EventTaskInputAnswered, ActorSystem, &TransitionData{
-				From: StatusInputRequired, To: StatusPending, Attempt: attempt, RequestID: d.ID, Question: d.Question,
+				From: StatusInputRequired, To: StatusPending, Attempt: ls.Attempt, RequestID: d.ID, Question: d.Question,
 				Reason: "the question expired; the default answer was used",
 			}, at); err != nil {
 				return 0, err
@@ -110,14 +108,14 @@ func ExpireInputs(ctx context.Context, x InputWriter, at time.Time) (int, error)
 			return 0, err
 		}
 		taskErr := &TaskError{Code: CodeInputTimeout, Message: "nobody answered: " + d.Question}
-		if err := CheckTransition(d.TaskID, status, StatusFailed); err != nil {
+		if err := CheckTransition(d.TaskID, ls.Status, StatusFailed); err != nil {
 			return 0, err
 		}
 		if err := x.InputTaskFailed(ctx, d.TaskID, taskErr, at); err != nil {
 			return 0, err
 		}
 		if err := x.AppendEvent(ctx, d.TaskID, EventTaskFailed, ActorSystem, &TransitionData{
-			From: StatusInputRequired, To: StatusFailed, Attempt: attempt, Error: taskErr, RequestID: d.ID,
+			From: StatusInputRequired, To: StatusFailed, Attempt: ls.Attempt, Error: taskErr, RequestID: d.ID,
 		}, at); err != nil {
 			return 0, err
 		}

@@ -30,12 +30,12 @@ func (f *fakeInputWriter) InputsDue(context.Context, time.Time) ([]DueInput, err
 	return f.due, nil
 }
 
-func (f *fakeInputWriter) InputTaskState(_ context.Context, taskID string) (Status, int, error) {
+func (f *fakeInputWriter) LeaseState(_ context.Context, taskID string) (LeaseState, error) {
 	st, ok := f.status[taskID]
 	if !ok {
-		return "", 0, ErrNotFound
+		return LeaseState{}, ErrNotFound
 	}
-	return st, 2, nil
+	return LeaseState{FinishLease: FinishLease{Status: st}, Attempt: 2}, nil
 }
 
 func (f *fakeInputWriter) InputAnswered(_ context.Context, requestID, taskID, answer string, _ time.Time) error {

@@ -55,10 +55,7 @@ func MemoryVector(v []float32) ([]byte, error) {
 // MemoryWriter is a driver's write transaction as the memory writes use
 // it: the driver keeps the SQL, the decisions live here.
 type MemoryWriter interface {
-	// MemoryCheckLease fails with ErrLeaseLost unless the task is running
-	// under lease, and keeps the task locked where the driver locks, so
-	// that it cannot end before the memory write commits.
-	MemoryCheckLease(ctx context.Context, lease Lease) error
+	LeaseReader
 	// MemoryInsertRow writes the memory of p with est tokens, unless its
 	// idempotency key names a memory already: then it returns that one
 	// with inserted false and writes nothing.
@@ -125,7 +122,7 @@ func InsertMemory(ctx context.Context, x MemoryWriter, p *MemoryInsertParams, at
 // its Token set is current (see Store.MemoryInsert).
 func InsertMemoryFenced(ctx context.Context, x MemoryWriter, p *MemoryInsertParams, at time.Time) (*MemoryInsertResult, error) {
 	if p.Lease.Token != 0 {
-		if err := x.MemoryCheckLease(ctx, p.Lease); err != nil {
+		if err := HoldLease(ctx, x, p.Lease); err != nil {
 			return nil, err
 		}
 	}
@@ -140,7 +137,7 @@ func InsertMemoryFenced(ctx context.Context, x MemoryWriter, p *MemoryInsertPara
 // Store.MemoryRefresh).
 func RefreshMemory(ctx context.Context, x MemoryWriter, p *MemoryRefreshParams, at time.Time) (*Memory, error) {
 	if p.Lease.Token != 0 {
-		if err := x.MemoryCheckLease(ctx, p.Lease); err != nil {
+		if err := HoldLease(ctx, x, p.Lease); err != nil {
 			return nil, err
 		}
 	}

@@ -108,7 +108,9 @@ type fakeMemoryWriter struct {
 	events   []string
 }
 
-func (f *fakeMemoryWriter) MemoryCheckLease(context.Context, Lease) error { return f.leaseErr }
+func (f *fakeMemoryWriter) LeaseState(context.Context, string) (LeaseState, error) {
+	return fakeLeaseState(f.leaseErr != nil), nil
+}
 
 func (f *fakeMemoryWriter) MemoryInsertRow(_ context.Context, p *MemoryInsertParams, est int, _ time.Time) (*Memory, bool, error) {
 	for _, m := range f.memories {

@@ -29,8 +29,7 @@ type TaskPauser interface {
 	// Subtree lists a task's unfinished descendants, nearest first; a
 	// driver that locks locks them before the task itself.
 	Subtree(ctx context.Context, id string) ([]string, error)
-	// PauseState reads a task's state; ErrNotFound when it is gone.
-	PauseState(ctx context.Context, id string) (PauseState, error)
+	LeaseReader
 	// RequestPause asks a running task's worker to pause; it keeps
 	// running until then. CancelPauseRequest withdraws that.
 	RequestPause(ctx context.Context, id string, at time.Time) error
@@ -146,10 +145,11 @@ func eachPaused(ctx context.Context, x TaskPauser, p *TaskPauseParams, at time.T
 }
 
 func pauseOne(ctx context.Context, x TaskPauser, id, actor string, at time.Time, strict bool) error {
-	st, err := x.PauseState(ctx, id)
+	ls, err := x.LeaseState(ctx, id)
 	if err != nil {
 		return err
 	}
+	st := PauseState{Status: ls.Status, Attempt: ls.Attempt, PauseRequested: ls.PauseRequested}
 	action, err := PlanPause(id, st, strict)
 	switch {
 	case err != nil || action == PauseNone:
@@ -169,10 +169,11 @@ func pauseOne(ctx context.Context, x TaskPauser, id, actor string, at time.Time,
 }
 
 func resumeOne(ctx context.Context, x TaskPauser, id, actor string, at time.Time, strict bool) error {
-	st, err := x.PauseState(ctx, id)
+	ls, err := x.LeaseState(ctx, id)
 	if err != nil {
 		return err
 	}
+	st := PauseState{Status: ls.Status, Attempt: ls.Attempt, PauseRequested: ls.PauseRequested}
 	action, err := PlanResume(id, st, strict)
 	switch {
 	case err != nil || action == PauseNone:

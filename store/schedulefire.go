@@ -37,8 +37,7 @@ func ScheduleMovedOn(cur *Schedule, p *ScheduleFireParams) bool {
 // ScheduleFirer is a driver's write transaction as FireScheduleTask uses
 // it, once the firing has claimed the schedule.
 type ScheduleFirer interface {
-	// ScheduleTaskByID reads a task, or ErrNotFound.
-	ScheduleTaskByID(ctx context.Context, id string) (*Task, error)
+	TaskReader
 	// ScheduleCancelTree cancels a task and its subtree.
 	ScheduleCancelTree(ctx context.Context, id, reason, actor string, at time.Time) error
 	// ScheduleInsertTask writes the firing's task.
@@ -65,7 +64,7 @@ func FireScheduleTask(ctx context.Context, x ScheduleFirer, p *ScheduleFireParam
 			return "", err
 		}
 		task, err = FireOverlap(cur, task, OverlapOps{
-			GetTask: func(id string) (*Task, error) { return x.ScheduleTaskByID(ctx, id) },
+			GetTask: func(id string) (*Task, error) { return x.TaskByID(ctx, id) },
 			Skip: func(data *OverlapSkippedData) error {
 				out.OverlapSkipped = true
 				return x.AppendEvent(ctx, "", EventScheduleSkipped, p.Actor, data, at)

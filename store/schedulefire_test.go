@@ -62,7 +62,7 @@ type fakeFirer struct {
 	writes    []string
 }
 
-func (f *fakeFirer) ScheduleTaskByID(_ context.Context, id string) (*Task, error) {
+func (f *fakeFirer) TaskByID(_ context.Context, id string) (*Task, error) {
 	t, ok := f.tasks[id]
 	if !ok {
 		return nil, ErrNotFound

@@ -19,9 +19,7 @@ func CheckLease(status Status, token int64, lease Lease) error {
 // StepWriter is a driver's write transaction as StartStep and FinishStep
 // use it: the driver keeps the SQL, the decisions live here.
 type StepWriter interface {
-	// StepCheckLease fails with ErrLeaseLost unless the task is running
-	// under lease (locking the task where the driver locks).
-	StepCheckLease(ctx context.Context, lease Lease) error
+	LeaseReader
 	// StepByKey reads the step with an idempotency key, or ErrNotFound.
 	StepByKey(ctx context.Context, key string) (*Step, error)
 	// StepInsert writes a new running step. inserted is false when a
@@ -45,7 +43,7 @@ type StepWriter interface {
 // key of another task is refused, a done or denied step is returned to be
 // replayed, any other step of the key runs again.
 func StartStep(ctx context.Context, x StepWriter, p *StepStartParams, at time.Time) (*StepStartResult, error) {
-	if err := x.StepCheckLease(ctx, p.Lease); err != nil {
+	if err := HoldLease(ctx, x, p.Lease); err != nil {
 		return nil, err
 	}
 	existing, err := x.StepByKey(ctx, p.IdempotencyKey)
@@ -100,7 +98,10 @@ func CheckStepFinish(p *StepFinishParams) error {
 // FinishStep records how a step ended (see Store.StepFinish): a step that
 // ended already (a retried write) is returned as it is and counts once.
 func FinishStep(ctx context.Context, x StepWriter, p *StepFinishParams, at time.Time) (*Step, error) {
-	if err := x.StepCheckLease(ctx, p.Lease); err != nil {
+	// The task's row, locked where the driver locks, lines up the task's
+	// own writes of a key: a retried finish waits for the first, then
+	// finds the step ended, and it counts once.
+	if err := HoldLease(ctx, x, p.Lease); err != nil {
 		return nil, err
 	}
 	step, err := x.StepEnd(ctx, p, at)

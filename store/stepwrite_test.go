@@ -95,9 +95,18 @@ type fakeStepWriter struct {
 	eventTypes []string
 }
 
-func (f *fakeStepWriter) StepCheckLease(context.Context, Lease) error {
+func (f *fakeStepWriter) LeaseState(context.Context, string) (LeaseState, error) {
 	f.calls = append(f.calls, "check")
-	return f.leaseErr
+	return fakeLeaseState(f.leaseErr != nil), nil
+}
+
+// fakeLeaseState is a task running under a lease of token 1, or, lost, a
+// task that ended.
+func fakeLeaseState(lost bool) LeaseState {
+	if lost {
+		return LeaseState{FinishLease: FinishLease{Status: StatusCompleted, Token: 1}}
+	}
+	return LeaseState{FinishLease: FinishLease{Status: StatusRunning, Token: 1}}
 }
 
 func (f *fakeStepWriter) StepByKey(context.Context, string) (*Step, error) {

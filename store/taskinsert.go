@@ -29,8 +29,8 @@ type TaskInserter interface {
 	// driver locks, so it cannot end nor spend its budget while its
 	// child is written; ErrNotFound when there is no such task.
 	InsertParent(ctx context.Context, parentID string) (runID string, status Status, err error)
-	// ParentBudget is the parent's budget bookkeeping.
-	ParentBudget(ctx context.Context, parentID string) (*BudgetState, error)
+	// BudgetState is the parent's budget bookkeeping.
+	BudgetState(ctx context.Context, parentID string) (*BudgetState, error)
 	// ParentDepth is how many ancestors the task has, counted up the
 	// chain, stopping once past limit.
 	ParentDepth(ctx context.Context, parentID string, limit int) (int, error)
@@ -45,8 +45,8 @@ type TaskInserter interface {
 	// SettleInserted decides a blocked task at once for blockers that
 	// ended already (see Settle).
 	SettleInserted(ctx context.Context, taskID string, at time.Time) error
-	// InsertedTask reads the task back as written.
-	InsertedTask(ctx context.Context, taskID string) (*Task, error)
+	// TaskReader reads the task back as written.
+	TaskReader
 }
 
 // InsertTask writes the task p describes at time at, unless its
@@ -131,7 +131,7 @@ func InsertTask(ctx context.Context, x TaskInserter, p *TaskInsertParams, at tim
 	if err := x.SettleInserted(ctx, t.ID, at); err != nil {
 		return nil, err
 	}
-	inserted, err := x.InsertedTask(ctx, t.ID)
+	inserted, err := x.TaskByID(ctx, t.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func checkParent(ctx context.Context, x TaskInserter, p *TaskInsertParams, row *
 	if status.Terminal() {
 		return fmt.Errorf("%w: %s is %s", ErrParentEnded, p.ParentID, status)
 	}
-	pbs, err := x.ParentBudget(ctx, p.ParentID)
+	pbs, err := x.BudgetState(ctx, p.ParentID)
 	if err != nil {
 		return err
 	}

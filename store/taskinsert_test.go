@@ -38,7 +38,7 @@ func (f *fakeInserter) InsertParent(_ context.Context, id string) (string, Statu
 	return f.parentRun, f.parentStatus, nil
 }
 
-func (f *fakeInserter) ParentBudget(context.Context, string) (*BudgetState, error) {
+func (f *fakeInserter) BudgetState(context.Context, string) (*BudgetState, error) {
 	f.calls = append(f.calls, "budget")
 	return &BudgetState{Budget: f.parentBudget}, nil
 }
@@ -74,7 +74,7 @@ func (f *fakeInserter) SettleInserted(context.Context, string, time.Time) error 
 	return nil
 }
 
-func (f *fakeInserter) InsertedTask(_ context.Context, id string) (*Task, error) {
+func (f *fakeInserter) TaskByID(_ context.Context, id string) (*Task, error) {
 	f.calls = append(f.calls, "read")
 	return &Task{ID: id, Status: StatusBlocked}, nil
 }

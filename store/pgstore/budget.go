@@ -71,10 +71,6 @@ func (s *Store) spend(ctx context.Context, tx *txn, p *store.StepFinishParams, s
 	return store.ChargeStep(ctx, s.money(tx), p, step, at)
 }
 
-func (x moneyTx) CheckLease(ctx context.Context, lease store.Lease) error {
-	return x.s.checkLease(ctx, x.tx, lease)
-}
-
 // WithAncestors implements store.BudgetLedger, the parent first: the
 // order their rows are locked in.
 func (x moneyTx) WithAncestors(ctx context.Context, taskID string) ([]string, error) {
@@ -91,10 +87,6 @@ func (x moneyTx) WithAncestors(ctx context.Context, taskID string) ([]string, er
 		return nil, err
 	}
 	return append([]string{taskID}, ancestors...), nil
-}
-
-func (x moneyTx) BudgetState(ctx context.Context, taskID string) (*store.BudgetState, error) {
-	return x.s.budgetState(ctx, x.tx, taskID)
 }
 
 func (x moneyTx) SetBudgetReserved(ctx context.Context, taskID string, reserved []byte) error {
@@ -116,8 +108,4 @@ func (x moneyTx) SetStepUsage(ctx context.Context, taskID string, consumed, rese
 func (x moneyTx) SetAncestorUsage(ctx context.Context, taskID string, consumed, reserved []byte) error {
 	_, err := x.tx.Exec(ctx, `UPDATE tasks SET consumed = $1, reserved = $2 WHERE id = $3`, string(consumed), string(reserved), taskID)
 	return err
-}
-
-func (x moneyTx) AppendEvent(_ context.Context, taskID, typ, actor string, data any, at time.Time) error {
-	return x.tx.appendEvent(taskID, typ, actor, data, at)
 }

@@ -185,18 +185,10 @@ func (x graphTx) WaitingState(ctx context.Context, parentID string) (store.Statu
 	return status, attempt, err
 }
 
-func (x graphTx) OpenChildren(ctx context.Context, parentID string) (int, error) {
-	return x.s.openChildren(ctx, x.tx, parentID)
-}
-
 func (x graphTx) SubtasksDone(ctx context.Context, parentID string, at time.Time) error {
 	_, err := x.tx.Exec(ctx, `UPDATE tasks SET status = 'pending', run_at = $1, updated_at = $1 WHERE id = $2`,
 		at, parentID)
 	return err
-}
-
-func (x graphTx) AppendEvent(_ context.Context, taskID, typ, actor string, data any, at time.Time) error {
-	return x.tx.appendEvent(taskID, typ, actor, data, at)
 }
 
 // EdgeEnds implements store.DependencyAdder. It takes graphLock, then
@@ -247,19 +239,9 @@ func (x graphTx) Block(ctx context.Context, taskID string) error {
 // TaskDependencyAdd implements store.Store.
 func (s *Store) TaskDependencyAdd(ctx context.Context, p *store.TaskDependencyAddParams) (*store.Task, error) {
 	at := s.now(p.Now)
-	var t *store.Task
-	err := s.writeTx(ctx, func(tx *txn) error {
-		if err := store.AddDependency(ctx, s.graph(tx), p, at); err != nil {
-			return err
-		}
-		var err error
-		t, err = getTask(ctx, tx, p.TaskID)
-		return err
+	return writeExec(ctx, s, "add dependency of "+p.TaskID+" on "+p.DependsOnID, func(x execTx) (*store.Task, error) {
+		return store.ChangeTask(ctx, x, p.TaskID, func() error { return store.AddDependency(ctx, graphTx{x}, p, at) })
 	})
-	if err != nil {
-		return nil, fmt.Errorf("add dependency of %s on %s: %w", p.TaskID, p.DependsOnID, err)
-	}
-	return t, nil
 }
 
 // DependencyList implements store.Store.

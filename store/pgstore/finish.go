@@ -106,7 +106,7 @@ func (e *leaseEnds) take() *pgx.QueuedQuery {
 // finishState is a finishing task's lease, and whether its end has a
 // parent or dependents to tell.
 type finishState struct {
-	leaseState
+	store.LeaseState
 	hasParent, hasDependents bool
 }
 
@@ -137,9 +137,9 @@ func finishStates(ctx context.Context, tx *txn, ids []string) (map[string]*finis
 		st finishState
 		it inboxTarget
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &st.status, &st.token, &st.attempt, &st.cancelRequested,
-		&st.cancelReason, &st.pauseRequested, &st.hasParent, &it.topLevel, &it.session, &it.title, &it.route}, func() error {
-		states[id] = &finishState{leaseState: st.leaseState, hasParent: st.hasParent, hasDependents: st.hasParent}
+	_, err = pgx.ForEachRow(rows, []any{&id, &st.Status, &st.Token, &st.Attempt, &st.CancelRequested,
+		&st.CancelReason, &st.PauseRequested, &st.hasParent, &it.topLevel, &it.session, &it.title, &it.route}, func() error {
+		states[id] = &finishState{LeaseState: st.LeaseState, hasParent: st.hasParent, hasDependents: st.hasParent}
 		tx.knowTarget(id, it) // the finish events' notifications need no second read
 		return nil
 	})
@@ -177,13 +177,14 @@ func (x finishTx) LeaseState(context.Context, string) (store.LeaseState, error) 
 	if x.state == nil {
 		return store.LeaseState{}, store.ErrNotFound
 	}
-	return x.state.export(), nil
+	return x.state.LeaseState, nil
 }
 
-// OpenChildren implements store.TaskFinisher. The task is locked, and a
-// child that ends locks its parent before it looks at it: a child ending
-// now either counts as ended or finds the task waiting.
-func (x finishTx) OpenChildren(ctx context.Context, id string) (int, error) {
+// OpenChildren implements store.TaskFinisher and store.TaskGraph. For a
+// finish the task is locked, and a child that ends locks its parent
+// before it looks at it: a child ending now either counts as ended or
+// finds the task waiting.
+func (x execTx) OpenChildren(ctx context.Context, id string) (int, error) {
 	return x.s.openChildren(ctx, x.tx, id)
 }
 
@@ -220,7 +221,7 @@ func (x finishTx) WriteFinish(_ context.Context, p *store.TaskFinishParams, plan
 	}
 	x.ends.add(p.Lease, plan.To, nullJSON(plan.Result), errCode, errMessage, toNull(plan.RunAt), nullJSON(p.Checkpoint),
 		plan.Released, finished, at, pausedFrom)
-	x.state.status = plan.To
+	x.state.Status = plan.To
 	return nil
 }
 
@@ -260,7 +261,7 @@ func (s *Store) leaseWrite(ctx context.Context, tx *txn, sql, id string, args ..
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
-	if _, err := s.leaseState(ctx, tx, id); err != nil {
+	if _, err := (execTx{s, tx}).LeaseState(ctx, id); err != nil {
 		return err
 	}
 	return store.ErrLeaseLost
@@ -299,51 +300,10 @@ func (s *Store) TaskProgress(ctx context.Context, p *store.TaskProgressParams) e
 	return nil
 }
 
-// TaskCancel implements store.Store. It cancels the task's unfinished
-// descendants too, in the same transaction.
-func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*store.Task, error) {
-	at := s.now(p.Now)
-	var t *store.Task
-	err := s.writeTx(ctx, func(tx *txn) error {
-		if err := s.cancelTree(ctx, tx, p.ID, p.Reason, p.Actor, at); err != nil {
-			return err
-		}
-		var err error
-		t, err = getTask(ctx, tx, p.ID)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cancel task %s: %w", p.ID, err)
-	}
-	return t, nil
-}
-
-// cancelTree cancels a task that has not ended and every unfinished task
-// below it (see store.CancelTree).
-func (s *Store) cancelTree(ctx context.Context, tx *txn, id, reason, actor string, at time.Time) error {
-	return store.CancelTree(ctx, execTx{s, tx}, id, reason, actor, at)
-}
-
 var (
 	_ store.TaskCanceller = execTx{}
 	_ store.TaskRetrier   = execTx{}
 )
-
-// LeaseState implements store.TaskCanceller. The task stays locked until
-// the transaction ends.
-func (x execTx) LeaseState(ctx context.Context, id string) (store.LeaseState, error) {
-	ls, err := x.s.leaseState(ctx, x.tx, id)
-	if err != nil {
-		return store.LeaseState{}, err
-	}
-	return ls.export(), nil
-}
-
-// export is ls as package store's decisions read it.
-func (ls *leaseState) export() store.LeaseState {
-	return store.LeaseState{Attempt: ls.attempt, FinishLease: store.FinishLease{Status: ls.status, Token: ls.token,
-		CancelRequested: ls.cancelRequested, CancelReason: ls.cancelReason, PauseRequested: ls.pauseRequested}}
-}
 
 // RequestCancel implements store.TaskCanceller.
 func (x execTx) RequestCancel(ctx context.Context, id, reason string, at time.Time) error {
@@ -395,24 +355,6 @@ func (x execTx) EachOpenDescendant(ctx context.Context, id string, f func(id str
 		}
 	}
 	return nil
-}
-
-// TaskRetry implements store.Store.
-func (s *Store) TaskRetry(ctx context.Context, p *store.TaskRetryParams) (*store.Task, error) {
-	at := s.now(p.Now)
-	var t *store.Task
-	err := s.writeTx(ctx, func(tx *txn) error {
-		if err := store.RetryTask(ctx, execTx{s, tx}, p.ID, p.Actor, at); err != nil {
-			return err
-		}
-		var err error
-		t, err = getTask(ctx, tx, p.ID)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("retry task %s: %w", p.ID, err)
-	}
-	return t, nil
 }
 
 // ResetForRetry implements store.TaskRetrier.

@@ -124,15 +124,7 @@ func (s *Store) claim(ctx context.Context, owner string, agents []string, limit 
 		}
 		// RETURNING gives no order; callers expect claim order.
 		slices.SortFunc(claimed, store.ClaimOrder)
-		for _, t := range claimed {
-			err := tx.appendEvent(t.ID, store.EventTaskStarted, store.ActorSystem, &store.TransitionData{
-				From: from[t.ID], To: store.StatusRunning, Attempt: t.Attempt, Owner: owner,
-			}, at)
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return store.AppendStarted(ctx, execTx{s, tx}, claimed, from, owner, at)
 	})
 	return claimed, err
 }
@@ -210,21 +202,6 @@ func (s *Store) LeaseRenewMany(ctx context.Context, p *store.LeaseRenewManyParam
 		results[i] = store.LeaseRenewResult{TaskID: l.TaskID, ExpiresAt: expires, CancelRequested: r.cancel, PauseRequested: r.pause}
 	}
 	return results, nil
-}
-
-// TaskRecover implements store.Store.
-func (s *Store) TaskRecover(ctx context.Context, p *store.TaskRecoverParams) ([]*store.Task, error) {
-	at := s.now(p.Now)
-	var recovered []*store.Task
-	err := s.writeTx(ctx, func(tx *txn) error {
-		var err error
-		recovered, err = store.RecoverLeases(ctx, execTx{s, tx}, p.Owners, at)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("recover leases: %w", err)
-	}
-	return recovered, nil
 }
 
 var _ store.LeaseRecoverer = execTx{}

@@ -68,12 +68,6 @@ func (s *Store) insertMemory(ctx context.Context, tx *txn, p *store.MemoryInsert
 	return store.InsertMemory(ctx, execTx{s, tx}, p, at)
 }
 
-// MemoryCheckLease implements store.MemoryWriter. The task stays locked:
-// it cannot end before the memory its lease fences in commits.
-func (x execTx) MemoryCheckLease(ctx context.Context, lease store.Lease) error {
-	return x.s.checkLease(ctx, x.tx, lease)
-}
-
 // MemoryInsertRow implements store.MemoryWriter. A key another
 // transaction writes at the same time is no error: the insert waits for
 // it to commit and does nothing, and the read that follows, a statement
@@ -148,14 +142,6 @@ func (x execTx) MemoryDeleteRow(ctx context.Context, id string) (string, string,
 		return "", "", store.ErrNotFound
 	}
 	return taskID, source, err
-}
-
-// MemoryInsert implements store.Store.
-func (s *Store) MemoryInsert(ctx context.Context, p *store.MemoryInsertParams) (*store.MemoryInsertResult, error) {
-	at := s.now(p.Now)
-	return writeExec(ctx, s, "insert memory", func(x execTx) (*store.MemoryInsertResult, error) {
-		return store.InsertMemoryFenced(ctx, x, p, at)
-	})
 }
 
 // MemoryGetByID implements store.Store.
@@ -312,50 +298,6 @@ func (s *Store) MemoryNearest(ctx context.Context, p *store.MemoryNearestParams)
 		return nil, fmt.Errorf("nearest memories: %w", err)
 	}
 	return store.PairNearest(best, ms), nil
-}
-
-// MemoryRefresh implements store.Store.
-func (s *Store) MemoryRefresh(ctx context.Context, p *store.MemoryRefreshParams) (*store.Memory, error) {
-	at := s.now(p.Now)
-	return writeExec(ctx, s, "refresh memory "+p.ID, func(x execTx) (*store.Memory, error) {
-		return store.RefreshMemory(ctx, x, p, at)
-	})
-}
-
-// MemoryFlag implements store.Store.
-func (s *Store) MemoryFlag(ctx context.Context, p *store.MemoryFlagParams) (*store.Memory, error) {
-	at := s.now(p.Now)
-	return writeExec(ctx, s, "flag memory "+p.ID, func(x execTx) (*store.Memory, error) {
-		return store.FlagMemory(ctx, x, p, at)
-	})
-}
-
-// MemoryRelease implements store.Store.
-func (s *Store) MemoryRelease(ctx context.Context, p *store.MemoryReleaseParams) (*store.Memory, error) {
-	at := s.now(p.Now)
-	return writeExec(ctx, s, "release memory "+p.ID, func(x execTx) (*store.Memory, error) {
-		return store.ReleaseMemory(ctx, x, p, at)
-	})
-}
-
-// MemoryConflictRecord implements store.Store.
-func (s *Store) MemoryConflictRecord(ctx context.Context, p *store.MemoryConflictParams) (bool, error) {
-	if err := store.CheckMemoryConflict(p); err != nil {
-		return false, fmt.Errorf("record memory conflict: %w", err)
-	}
-	at := s.now(p.Now)
-	return writeExec(ctx, s, "record memory conflict "+p.NewerID+" over "+p.OlderID, func(x execTx) (bool, error) {
-		return store.RecordMemoryConflict(ctx, x, p, at)
-	})
-}
-
-// MemoryDelete implements store.Store.
-func (s *Store) MemoryDelete(ctx context.Context, p *store.MemoryDeleteParams) error {
-	at := s.now(p.Now)
-	_, err := writeExec(ctx, s, "delete memory "+p.ID, func(x execTx) (struct{}, error) {
-		return struct{}{}, store.DeleteMemory(ctx, x, p, at)
-	})
-	return err
 }
 
 // MemoryPurge implements store.Store.

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,31 +50,13 @@ func (s *Store) pauseOrResume(ctx context.Context, p *store.TaskPauseParams,
 	apply func(context.Context, store.TaskPauser, *store.TaskPauseParams, time.Time) error, verb string,
 ) (*store.Task, error) {
 	at := s.now(p.Now)
-	var t *store.Task
-	err := s.writeTx(ctx, func(tx *txn) error {
-		if err := apply(ctx, s.graph(tx), p, at); err != nil {
-			return err
-		}
-		var err error
-		t, err = getTask(ctx, tx, p.ID)
-		return err
+	return writeExec(ctx, s, verb+" task "+p.ID, func(x execTx) (*store.Task, error) {
+		return store.ChangeTask(ctx, x, p.ID, func() error { return apply(ctx, graphTx{x}, p, at) })
 	})
-	if err != nil {
-		return nil, fmt.Errorf("%s task %s: %w", verb, p.ID, err)
-	}
-	return t, nil
 }
 
 func (x graphTx) Subtree(ctx context.Context, id string) ([]string, error) {
 	return subtree(ctx, x.tx, id)
-}
-
-func (x graphTx) PauseState(ctx context.Context, id string) (store.PauseState, error) {
-	ls, err := x.s.leaseState(ctx, x.tx, id)
-	if err != nil {
-		return store.PauseState{}, err
-	}
-	return store.PauseState{Status: ls.status, Attempt: ls.attempt, PauseRequested: ls.pauseRequested}, nil
 }
 
 func (x graphTx) RequestPause(ctx context.Context, id string, at time.Time) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/errandhq/errand/store"
 	"github.com/errandhq/errand/store/internal/migration"
 )
 
@@ -41,6 +42,10 @@ type Config struct {
 
 // Store is the PostgreSQL store.
 type Store struct {
+	// Decisions gives the methods that are one of package store's
+	// decisions in one write transaction.
+	store.Decisions[execTx]
+
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 	// channel carries signals between the processes sharing the schema.
@@ -75,6 +80,7 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	s := &Store{pool: pool, logger: cfg.Logger, clock: newDBClock(cfg.LocalClock)}
+	s.Decisions = store.Decisions[execTx]{Write: s.runExec, Now: s.now}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}

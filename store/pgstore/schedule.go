@@ -186,14 +186,9 @@ var (
 	_ store.EscalationCounter = execTx{}
 )
 
-// ScheduleTaskByID implements store.ScheduleFirer.
-func (x execTx) ScheduleTaskByID(ctx context.Context, id string) (*store.Task, error) {
-	return getTask(ctx, x.tx, id)
-}
-
 // ScheduleCancelTree implements store.ScheduleFirer.
 func (x execTx) ScheduleCancelTree(ctx context.Context, id, reason, actor string, at time.Time) error {
-	return x.s.cancelTree(ctx, x.tx, id, reason, actor, at)
+	return store.CancelTree(ctx, x, id, reason, actor, at)
 }
 
 // ScheduleInsertTask implements store.ScheduleFirer.

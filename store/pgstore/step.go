@@ -38,30 +38,7 @@ func scanStep(r pgx.Row) (*store.Step, error) {
 	return &st, nil
 }
 
-// writeExec runs one of package store's decisions in a write
-// transaction; its error is wrapped with what.
-func writeExec[T any](ctx context.Context, s *Store, what string, decide func(execTx) (T, error)) (T, error) {
-	var out T
-	err := s.writeTx(ctx, func(tx *txn) error {
-		var err error
-		out, err = decide(execTx{s, tx})
-		return err
-	})
-	if err != nil {
-		var zero T
-		return zero, fmt.Errorf("%s: %w", what, err)
-	}
-	return out, nil
-}
-
 var _ store.StepWriter = execTx{}
-
-// StepCheckLease implements store.StepWriter. The task's row, locked by
-// it, lines up the task's own writes of a key, and a retried finish waits
-// for the first and then finds the step ended: it counts once.
-func (x execTx) StepCheckLease(ctx context.Context, lease store.Lease) error {
-	return x.s.checkLease(ctx, x.tx, lease)
-}
 
 // StepByKey implements store.StepWriter.
 func (x execTx) StepByKey(ctx context.Context, key string) (*store.Step, error) {
@@ -120,25 +97,6 @@ func (x execTx) StepOfTask(ctx context.Context, key, taskID string) (*store.Step
 // StepSpend implements store.StepWriter.
 func (x execTx) StepSpend(ctx context.Context, p *store.StepFinishParams, step *store.Step, at time.Time) error {
 	return x.s.spend(ctx, x.tx, p, step, at)
-}
-
-// StepStart implements store.Store.
-func (s *Store) StepStart(ctx context.Context, p *store.StepStartParams) (*store.StepStartResult, error) {
-	at := s.now(p.Now)
-	return writeExec(ctx, s, "start step "+p.IdempotencyKey, func(x execTx) (*store.StepStartResult, error) {
-		return store.StartStep(ctx, x, p, at)
-	})
-}
-
-// StepFinish implements store.Store.
-func (s *Store) StepFinish(ctx context.Context, p *store.StepFinishParams) (*store.Step, error) {
-	if err := store.CheckStepFinish(p); err != nil {
-		return nil, fmt.Errorf("finish step %s: %w", p.IdempotencyKey, err)
-	}
-	at := s.now(p.Now)
-	return writeExec(ctx, s, "finish step "+p.IdempotencyKey, func(x execTx) (*store.Step, error) {
-		return store.FinishStep(ctx, x, p, at)
-	})
 }
 
 // StepListByTask implements store.Store.

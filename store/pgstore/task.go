@@ -156,8 +156,8 @@ func (x execTx) InsertParent(ctx context.Context, id string) (runID string, stat
 	return runID, status, err
 }
 
-// ParentBudget implements store.TaskInserter.
-func (x execTx) ParentBudget(ctx context.Context, id string) (*store.BudgetState, error) {
+// BudgetState implements store.TaskInserter and store.BudgetLedger.
+func (x execTx) BudgetState(ctx context.Context, id string) (*store.BudgetState, error) {
 	return x.s.budgetState(ctx, x.tx, id)
 }
 
@@ -215,8 +215,10 @@ func (x execTx) SettleInserted(ctx context.Context, id string, at time.Time) err
 	return x.s.settle(ctx, x.tx, id, at)
 }
 
-// InsertedTask implements store.TaskInserter.
-func (x execTx) InsertedTask(ctx context.Context, id string) (*store.Task, error) {
+var _ store.TaskReader = execTx{}
+
+// TaskByID implements store.TaskReader.
+func (x execTx) TaskByID(ctx context.Context, id string) (*store.Task, error) {
 	return getTask(ctx, x.tx, id)
 }
 
@@ -290,40 +292,17 @@ func (s *Store) TaskCountByStatus(ctx context.Context) (map[store.Status]int, er
 	return counts, nil
 }
 
-// leaseState is what a worker write must check before it changes a task.
-type leaseState struct {
-	status          store.Status
-	token           int64
-	attempt         int
-	cancelRequested bool
-	cancelReason    string
-	pauseRequested  bool
-}
-
-// leaseState reads a task's lease and locks its row until tx ends, so what
-// the write decides from it stays true until it commits.
-func (s *Store) leaseState(ctx context.Context, tx *txn, id string) (*leaseState, error) {
-	var ls leaseState
-	err := tx.QueryRow(ctx, `SELECT status, lease_token, attempt, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, ''),
+// LeaseState implements store.LeaseReader: the task's row stays locked
+// until the transaction ends.
+func (x execTx) LeaseState(ctx context.Context, id string) (store.LeaseState, error) {
+	var ls store.LeaseState
+	err := x.tx.QueryRow(ctx, `SELECT status, lease_token, attempt, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, ''),
 		pause_requested_at IS NOT NULL FROM tasks WHERE id = $1 FOR UPDATE`, id).
-		Scan(&ls.status, &ls.token, &ls.attempt, &ls.cancelRequested, &ls.cancelReason, &ls.pauseRequested)
+		Scan(&ls.Status, &ls.Token, &ls.Attempt, &ls.CancelRequested, &ls.CancelReason, &ls.PauseRequested)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, store.ErrNotFound
+		return ls, store.ErrNotFound
 	}
-	return &ls, err
-}
-
-// checkLease fails with store.ErrLeaseLost unless lease is the task's
-// current one and it is running; the row stays locked until tx ends.
-func (s *Store) checkLease(ctx context.Context, tx *txn, lease store.Lease) error {
-	ls, err := s.leaseState(ctx, tx, lease.TaskID)
-	if err != nil {
-		return err
-	}
-	if ls.status != store.StatusRunning || ls.token != lease.Token || lease.Token == 0 {
-		return store.ErrLeaseLost
-	}
-	return nil
+	return ls, err
 }
 
 // AppendEvent appends an event to the task's journal; it goes out at

@@ -65,10 +65,6 @@ func (s *Store) spend(ctx context.Context, tx *sql.Tx, p *store.StepFinishParams
 	return store.ChargeStep(ctx, s.money(tx), p, step, at)
 }
 
-func (x moneyTx) CheckLease(ctx context.Context, lease store.Lease) error {
-	return x.s.checkLease(ctx, x.tx, lease)
-}
-
 // WithAncestors implements store.BudgetLedger.
 func (x moneyTx) WithAncestors(ctx context.Context, taskID string) ([]string, error) {
 	rows, err := x.tx.QueryContext(ctx, `WITH RECURSIVE up(id, depth) AS (
@@ -90,10 +86,6 @@ func (x moneyTx) WithAncestors(ctx context.Context, taskID string) ([]string, er
 	return append([]string{taskID}, ancestors...), nil
 }
 
-func (x moneyTx) BudgetState(ctx context.Context, taskID string) (*store.BudgetState, error) {
-	return x.s.budgetState(ctx, x.tx, taskID)
-}
-
 func (x moneyTx) SetBudgetReserved(ctx context.Context, taskID string, reserved []byte) error {
 	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET reserved = ? WHERE id = ?`, string(reserved), taskID)
 	return err
@@ -113,8 +105,4 @@ func (x moneyTx) SetStepUsage(ctx context.Context, taskID string, consumed, rese
 func (x moneyTx) SetAncestorUsage(ctx context.Context, taskID string, consumed, reserved []byte) error {
 	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET consumed = ?, reserved = ? WHERE id = ?`, string(consumed), string(reserved), taskID)
 	return err
-}
-
-func (x moneyTx) AppendEvent(ctx context.Context, taskID, typ, actor string, data any, at time.Time) error {
-	return x.s.appendEvent(ctx, x.tx, taskID, typ, actor, data, at)
 }

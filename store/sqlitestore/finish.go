@@ -29,24 +29,17 @@ const (
 		WHERE id = ?3 AND lease_token = ?4 AND status = 'running'`
 )
 
-// leaseState is what a worker write must check before it changes a task.
-type leaseState struct {
-	status          store.Status
-	token           int64
-	attempt         int
-	cancelRequested bool
-	cancelReason    string
-	pauseRequested  bool
-}
+var _ store.LeaseReader = execTx{}
 
-func (s *Store) leaseState(ctx context.Context, tx *sql.Tx, id string) (*leaseState, error) {
-	var ls leaseState
-	err := tx.StmtContext(ctx, s.stmts.leaseState).QueryRowContext(ctx, id).
-		Scan(&ls.status, &ls.token, &ls.attempt, &ls.cancelRequested, &ls.cancelReason, &ls.pauseRequested)
+// LeaseState implements store.LeaseReader.
+func (x execTx) LeaseState(ctx context.Context, id string) (store.LeaseState, error) {
+	var ls store.LeaseState
+	err := x.tx.StmtContext(ctx, x.s.stmts.leaseState).QueryRowContext(ctx, id).
+		Scan(&ls.Status, &ls.Token, &ls.Attempt, &ls.CancelRequested, &ls.CancelReason, &ls.PauseRequested)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, store.ErrNotFound
+		return ls, store.ErrNotFound
 	}
-	return &ls, err
+	return ls, err
 }
 
 // TaskFinishMany implements store.Store.
@@ -144,7 +137,7 @@ func (s *Store) leaseWrite(ctx context.Context, tx *sql.Tx, stmt *sql.Stmt, id s
 	if n, _ := res.RowsAffected(); n == 1 {
 		return nil
 	}
-	if _, err := s.leaseState(ctx, tx, id); err != nil {
+	if _, err := (execTx{s, tx}).LeaseState(ctx, id); err != nil {
 		return err
 	}
 	return store.ErrLeaseLost
@@ -183,50 +176,10 @@ func (s *Store) TaskProgress(ctx context.Context, p *store.TaskProgressParams) e
 	return nil
 }
 
-// TaskCancel implements store.Store. It cancels the task's unfinished
-// descendants too, in the same transaction.
-func (s *Store) TaskCancel(ctx context.Context, p *store.TaskCancelParams) (*store.Task, error) {
-	at := now(p.Now)
-	var t *store.Task
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		if err := s.cancelTree(ctx, tx, p.ID, p.Reason, p.Actor, at); err != nil {
-			return err
-		}
-		var err error
-		t, err = getTask(ctx, tx, p.ID)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cancel task %s: %w", p.ID, err)
-	}
-	return t, nil
-}
-
-// cancelTree cancels a task that has not ended and every unfinished task
-// below it (see store.CancelTree).
-func (s *Store) cancelTree(ctx context.Context, tx *sql.Tx, id, reason, actor string, at time.Time) error {
-	return store.CancelTree(ctx, execTx{s, tx}, id, reason, actor, at)
-}
-
 var (
 	_ store.TaskCanceller = execTx{}
 	_ store.TaskRetrier   = execTx{}
 )
-
-// LeaseState implements store.TaskCanceller.
-func (x execTx) LeaseState(ctx context.Context, id string) (store.LeaseState, error) {
-	ls, err := x.s.leaseState(ctx, x.tx, id)
-	if err != nil {
-		return store.LeaseState{}, err
-	}
-	return ls.export(), nil
-}
-
-// export is ls as package store's decisions read it.
-func (ls *leaseState) export() store.LeaseState {
-	return store.LeaseState{Attempt: ls.attempt, FinishLease: store.FinishLease{Status: ls.status, Token: ls.token,
-		CancelRequested: ls.cancelRequested, CancelReason: ls.cancelReason, PauseRequested: ls.pauseRequested}}
-}
 
 // RequestCancel implements store.TaskCanceller.
 func (x execTx) RequestCancel(ctx context.Context, id, reason string, at time.Time) error {
@@ -246,21 +199,7 @@ func (x execTx) SetCancelled(ctx context.Context, id, reason string, taskErr *st
 // EachOpenDescendant implements store.TaskCanceller: the whole tree is
 // read first, nearest first.
 func (x execTx) EachOpenDescendant(ctx context.Context, id string, f func(id string) error) error {
-	rows, err := x.tx.QueryContext(ctx, `WITH RECURSIVE tree(id, depth) AS (
-			SELECT id, 1 FROM tasks WHERE parent_id = ?1
-			UNION ALL
-			SELECT t.id, tree.depth + 1 FROM tasks t JOIN tree ON t.parent_id = tree.id
-		)
-		SELECT tree.id FROM tree JOIN tasks ON tasks.id = tree.id
-		WHERE tasks.status NOT IN ('completed', 'failed', 'cancelled')
-		ORDER BY tree.depth, tree.id`, id)
-	if err != nil {
-		return err
-	}
-	descendants, err := collect(rows, func(r rowScanner) (string, error) {
-		var id string
-		return id, r.Scan(&id)
-	})
+	descendants, err := subtree(ctx, x.tx, id)
 	if err != nil {
 		return err
 	}
@@ -270,24 +209,6 @@ func (x execTx) EachOpenDescendant(ctx context.Context, id string, f func(id str
 		}
 	}
 	return nil
-}
-
-// TaskRetry implements store.Store.
-func (s *Store) TaskRetry(ctx context.Context, p *store.TaskRetryParams) (*store.Task, error) {
-	at := now(p.Now)
-	var t *store.Task
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		if err := store.RetryTask(ctx, execTx{s, tx}, p.ID, p.Actor, at); err != nil {
-			return err
-		}
-		var err error
-		t, err = getTask(ctx, tx, p.ID)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("retry task %s: %w", p.ID, err)
-	}
-	return t, nil
 }
 
 // ResetForRetry implements store.TaskRetrier.

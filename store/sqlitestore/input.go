@@ -71,15 +71,6 @@ func (x execTx) InputsDue(ctx context.Context, at time.Time) ([]store.DueInput, 
 	})
 }
 
-// InputTaskState implements store.InputWriter.
-func (x execTx) InputTaskState(ctx context.Context, taskID string) (store.Status, int, error) {
-	ls, err := x.s.leaseState(ctx, x.tx, taskID)
-	if err != nil {
-		return "", 0, err
-	}
-	return ls.status, ls.attempt, nil
-}
-
 // InputAnswered implements store.InputWriter.
 func (x execTx) InputAnswered(ctx context.Context, requestID, taskID, answer string, at time.Time) error {
 	if _, err := x.tx.ExecContext(ctx, `UPDATE input_requests SET status = 'answered', answer = ?1, answered_at = ?2 WHERE id = ?3`,
@@ -102,14 +93,6 @@ func (x execTx) InputTaskFailed(ctx context.Context, taskID string, e *store.Tas
 	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET status = 'failed', error_code = ?1, error_message = ?2,
 		finished_at = ?3, updated_at = ?3 WHERE id = ?4`, e.Code, e.Message, micros(at), taskID)
 	return err
-}
-
-// InputAnswer implements store.Store.
-func (s *Store) InputAnswer(ctx context.Context, p *store.InputAnswerParams) (*store.InputRequest, error) {
-	at := now(p.Now)
-	return writeExec(ctx, s, "answer input", func(x execTx) (*store.InputRequest, error) {
-		return store.AnswerInput(ctx, x, p, at)
-	})
 }
 
 // InputList implements store.Store.
@@ -135,12 +118,4 @@ func (s *Store) InputList(ctx context.Context, p *store.InputListParams) ([]*sto
 		return nil, fmt.Errorf("list input requests: %w", err)
 	}
 	return out, nil
-}
-
-// InputExpire implements store.Store.
-func (s *Store) InputExpire(ctx context.Context, nowp *time.Time) (int, error) {
-	at := now(nowp)
-	return writeExec(ctx, s, "expire input requests", func(x execTx) (int, error) {
-		return store.ExpireInputs(ctx, x, at)
-	})
 }

@@ -114,15 +114,7 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		for _, t := range claimed {
-			err := s.appendEvent(ctx, tx, t.ID, store.EventTaskStarted, store.ActorSystem, &store.TransitionData{
-				From: claimedFrom[t.ID], To: store.StatusRunning, Attempt: t.Attempt, Owner: p.Owner,
-			}, at)
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return store.AppendStarted(ctx, execTx{s, tx}, claimed, claimedFrom, p.Owner, at)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lease tasks: %w", err)
@@ -167,21 +159,6 @@ func (s *Store) LeaseRenewMany(ctx context.Context, p *store.LeaseRenewManyParam
 		return nil, fmt.Errorf("renew leases: %w", err)
 	}
 	return results, nil
-}
-
-// TaskRecover implements store.Store.
-func (s *Store) TaskRecover(ctx context.Context, p *store.TaskRecoverParams) ([]*store.Task, error) {
-	at := now(p.Now)
-	var recovered []*store.Task
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		recovered, err = store.RecoverLeases(ctx, execTx{s, tx}, p.Owners, at)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("recover leases: %w", err)
-	}
-	return recovered, nil
 }
 
 var _ store.LeaseRecoverer = execTx{}

@@ -109,14 +109,6 @@ func (x execTx) NotificationAckUpTo(ctx context.Context, upTo int64, session str
 	return res.RowsAffected()
 }
 
-// NotificationAck implements store.Store.
-func (s *Store) NotificationAck(ctx context.Context, p *store.NotificationAckParams) (int, error) {
-	at := now(p.Now)
-	return writeExec(ctx, s, "ack notifications", func(x execTx) (int, error) {
-		return store.AckNotifications(ctx, x, p, at)
-	})
-}
-
 // CursorGet implements store.Store.
 func (s *Store) CursorGet(ctx context.Context, name string) (int64, bool, error) {
 	var id int64

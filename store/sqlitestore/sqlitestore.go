@@ -101,6 +101,10 @@ var ErrClosed = errors.New("errand: sqlite store is closed")
 
 // Store is the SQLite driver of store.Store.
 type Store struct {
+	// Decisions gives the methods that are one of package store's
+	// decisions in one write transaction.
+	store.Decisions[execTx]
+
 	path   string
 	writer *sql.DB // exactly one connection
 	reader *sql.DB
@@ -148,6 +152,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		return fail(err)
 	}
 	s := &Store{path: path, writer: writer, lock: acquireFileLock(path)}
+	s.Decisions = store.Decisions[execTx]{Write: s.runExec, Now: now}
 	// Check before migrating: a damaged file is not written to.
 	if !cfg.SkipIntegrityCheck {
 		checkCtx, cancel := context.WithTimeout(ctx, cfg.IntegrityCheckTimeout)

@@ -37,37 +37,7 @@ func scanStep(r rowScanner) (*store.Step, error) {
 	return &st, nil
 }
 
-// checkLease fails unless the task is running under the lease.
-func (s *Store) checkLease(ctx context.Context, tx *sql.Tx, lease store.Lease) error {
-	ls, err := s.leaseState(ctx, tx, lease.TaskID)
-	if err != nil {
-		return err
-	}
-	return store.CheckLease(ls.status, ls.token, lease)
-}
-
-// writeExec runs one of package store's decisions in a write
-// transaction; its error is wrapped with what.
-func writeExec[T any](ctx context.Context, s *Store, what string, decide func(execTx) (T, error)) (T, error) {
-	var out T
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = decide(execTx{s, tx})
-		return err
-	})
-	if err != nil {
-		var zero T
-		return zero, fmt.Errorf("%s: %w", what, err)
-	}
-	return out, nil
-}
-
 var _ store.StepWriter = execTx{}
-
-// StepCheckLease implements store.StepWriter.
-func (x execTx) StepCheckLease(ctx context.Context, lease store.Lease) error {
-	return x.s.checkLease(ctx, x.tx, lease)
-}
 
 // StepByKey implements store.StepWriter.
 func (x execTx) StepByKey(ctx context.Context, key string) (*store.Step, error) {
@@ -123,25 +93,6 @@ func (x execTx) StepOfTask(ctx context.Context, key, taskID string) (*store.Step
 // StepSpend implements store.StepWriter.
 func (x execTx) StepSpend(ctx context.Context, p *store.StepFinishParams, step *store.Step, at time.Time) error {
 	return x.s.spend(ctx, x.tx, p, step, at)
-}
-
-// StepStart implements store.Store.
-func (s *Store) StepStart(ctx context.Context, p *store.StepStartParams) (*store.StepStartResult, error) {
-	at := now(p.Now)
-	return writeExec(ctx, s, "start step "+p.IdempotencyKey, func(x execTx) (*store.StepStartResult, error) {
-		return store.StartStep(ctx, x, p, at)
-	})
-}
-
-// StepFinish implements store.Store.
-func (s *Store) StepFinish(ctx context.Context, p *store.StepFinishParams) (*store.Step, error) {
-	if err := store.CheckStepFinish(p); err != nil {
-		return nil, fmt.Errorf("finish step %s: %w", p.IdempotencyKey, err)
-	}
-	at := now(p.Now)
-	return writeExec(ctx, s, "finish step "+p.IdempotencyKey, func(x execTx) (*store.Step, error) {
-		return store.FinishStep(ctx, x, p, at)
-	})
 }
 
 // StepListByTask implements store.Store.

@@ -201,8 +201,8 @@ func (x execTx) InsertParent(ctx context.Context, id string) (runID string, stat
 	return runID, status, err
 }
 
-// ParentBudget implements store.TaskInserter.
-func (x execTx) ParentBudget(ctx context.Context, id string) (*store.BudgetState, error) {
+// BudgetState implements store.TaskInserter and store.BudgetLedger.
+func (x execTx) BudgetState(ctx context.Context, id string) (*store.BudgetState, error) {
 	return x.s.budgetState(ctx, x.tx, id)
 }
 
@@ -265,8 +265,10 @@ func (x execTx) SettleInserted(ctx context.Context, id string, at time.Time) err
 	return x.s.settle(ctx, x.tx, id, at)
 }
 
-// InsertedTask implements store.TaskInserter.
-func (x execTx) InsertedTask(ctx context.Context, id string) (*store.Task, error) {
+var _ store.TaskReader = execTx{}
+
+// TaskByID implements store.TaskReader.
+func (x execTx) TaskByID(ctx context.Context, id string) (*store.Task, error) {
 	return getTask(ctx, x.tx, id)
 }
 

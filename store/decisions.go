@@ -1,0 +1,159 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// WriteTx is a driver's write transaction as a whole: every small call
+// that the decisions Decisions runs are written against.
+type WriteTx interface {
+	TaskReader
+	TaskCanceller
+	TaskRetrier
+	LeaseRecoverer
+	StepWriter
+	MemoryWriter
+	InputWriter
+	NotificationAcker
+}
+
+// Decisions implements the Store methods that are one of this package's
+// decisions and nothing else, in one write transaction, so that a driver
+// need not forward each: a driver embeds it in its Store and sets Write
+// and Now. X is the driver's view of a write transaction.
+type Decisions[X WriteTx] struct {
+	// Write runs f in a write transaction, again when the driver retries
+	// one.
+	Write func(ctx context.Context, f func(X) error) error
+	// Now is the time a write happens at: pinned when it is set, else
+	// the driver's now.
+	Now func(pinned *time.Time) time.Time
+}
+
+// decide runs f in a write transaction of d; an error is wrapped with
+// what.
+func decide[X WriteTx, T any](ctx context.Context, d Decisions[X], what string, f func(X) (T, error)) (T, error) {
+	return WriteIn(what, f, func(run func(X) error) error { return d.Write(ctx, run) })
+}
+
+// TaskCancel implements Store. It cancels the task's unfinished
+// descendants too, in the same transaction.
+func (d Decisions[X]) TaskCancel(ctx context.Context, p *TaskCancelParams) (*Task, error) {
+	at := d.Now(p.Now)
+	return decide(ctx, d, "cancel task "+p.ID, func(x X) (*Task, error) {
+		return ChangeTask(ctx, x, p.ID, func() error { return CancelTree(ctx, x, p.ID, p.Reason, p.Actor, at) })
+	})
+}
+
+// TaskRetry implements Store.
+func (d Decisions[X]) TaskRetry(ctx context.Context, p *TaskRetryParams) (*Task, error) {
+	at := d.Now(p.Now)
+	return decide(ctx, d, "retry task "+p.ID, func(x X) (*Task, error) {
+		return ChangeTask(ctx, x, p.ID, func() error { return RetryTask(ctx, x, p.ID, p.Actor, at) })
+	})
+}
+
+// TaskRecover implements Store.
+func (d Decisions[X]) TaskRecover(ctx context.Context, p *TaskRecoverParams) ([]*Task, error) {
+	at := d.Now(p.Now)
+	return decide(ctx, d, "recover leases", func(x X) ([]*Task, error) {
+		return RecoverLeases(ctx, x, p.Owners, at)
+	})
+}
+
+// StepStart implements Store.
+func (d Decisions[X]) StepStart(ctx context.Context, p *StepStartParams) (*StepStartResult, error) {
+	at := d.Now(p.Now)
+	return decide(ctx, d, "start step "+p.IdempotencyKey, func(x X) (*StepStartResult, error) {
+		return StartStep(ctx, x, p, at)
+	})
+}
+
+// StepFinish implements Store.
+func (d Decisions[X]) StepFinish(ctx context.Context, p *StepFinishParams) (*Step, error) {
+	if err := CheckStepFinish(p); err != nil {
+		return nil, fmt.Errorf("finish step %s: %w", p.IdempotencyKey, err)
+	}
+	at := d.Now(p.Now)
+	return decide(ctx, d, "finish step "+p.IdempotencyKey, func(x X) (*Step, error) {
+		return FinishStep(ctx, x, p, at)
+	})
+}
+
+// MemoryInsert implements Store.
+func (d Decisions[X]) MemoryInsert(ctx context.Context, p *MemoryInsertParams) (*MemoryInsertResult, error) {
+	at := d.Now(p.Now)
+	return decide(ctx, d, "insert memory", func(x X) (*MemoryInsertResult, error) {
+		return InsertMemoryFenced(ctx, x, p, at)
+	})
+}
+
+// MemoryRefresh implements Store.
+func (d Decisions[X]) MemoryRefresh(ctx context.Context, p *MemoryRefreshParams) (*Memory, error) {
+	at := d.Now(p.Now)
+	return decide(ctx, d, "refresh memory "+p.ID, func(x X) (*Memory, error) {
+		return RefreshMemory(ctx, x, p, at)
+	})
+}
+
+// MemoryFlag implements Store.
+func (d Decisions[X]) MemoryFlag(ctx context.Context, p *MemoryFlagParams) (*Memory, error) {
+	at := d.Now(p.Now)
+	return decide(ctx, d, "flag memory "+p.ID, func(x X) (*Memory, error) {
+		return FlagMemory(ctx, x, p, at)
+	})
+}
+
+// MemoryRelease implements Store.
+func (d Decisions[X]) MemoryRelease(ctx context.Context, p *MemoryReleaseParams) (*Memory, error) {
+	at := d.Now(p.Now)
+	return decide(ctx, d, "release memory "+p.ID, func(x X) (*Memory, error) {
+		return ReleaseMemory(ctx, x, p, at)
+	})
+}
+
+// MemoryConflictRecord implements Store.
+func (d Decisions[X]) MemoryConflictRecord(ctx context.Context, p *MemoryConflictParams) (bool, error) {
+	if err := CheckMemoryConflict(p); err != nil {
+		return false, fmt.Errorf("record memory conflict: %w", err)
+	}
+	at := d.Now(p.Now)
+	return decide(ctx, d, "record memory conflict "+p.NewerID+" over "+p.OlderID, func(x X) (bool, error) {
+		return RecordMemoryConflict(ctx, x, p, at)
+	})
+}
+
+// MemoryDelete implements Store.
+func (d Decisions[X]) MemoryDelete(ctx context.Context, p *MemoryDeleteParams) error {
+	at := d.Now(p.Now)
+	_, err := decide(ctx, d, "delete memory "+p.ID, func(x X) (struct{}, error) {
+		return struct{}{}, DeleteMemory(ctx, x, p, at)
+	})
+	return err
+}
+
+// InputAnswer implements Store.
+func (d Decisions[X]) InputAnswer(ctx context.Context, p *InputAnswerParams) (*InputRequest, error) {
+	at := d.Now(p.Now)
+	return decide(ctx, d, "answer input", func(x X) (*InputRequest, error) {
+		return AnswerInput(ctx, x, p, at)
+	})
+}
+
+// InputExpire implements Store.
+func (d Decisions[X]) InputExpire(ctx context.Context, now *time.Time) (int, error) {
+	at := d.Now(now)
+	return decide(ctx, d, "expire input requests", func(x X) (int, error) {
+		return ExpireInputs(ctx, x, at)
+	})
+}
+
+// NotificationAck implements Store.
+func (d Decisions[X]) NotificationAck(ctx context.Context, p *NotificationAckParams) (int, error) {
+	at := d.Now(p.Now)
+	return decide(ctx, d, "ack notifications", func(x X) (int, error) {
+		return AckNotifications(ctx, x, p, at)
+	})
+}
