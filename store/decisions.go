@@ -17,6 +17,24 @@ type WriteTx interface {
 	MemoryWriter
 	InputWriter
 	NotificationAcker
+	// Money is the transaction as the ledger of budgets and spend.
+	Money() MoneyTx
+	// Graph is the transaction as the graph of tasks.
+	Graph() GraphTx
+}
+
+// MoneyTx is a write transaction as the ledger of budgets and spend and
+// of the spend guard.
+type MoneyTx interface {
+	BudgetLedger
+	SpendGuardWriter
+}
+
+// GraphTx is a write transaction as the graph of tasks: pauses and
+// dependencies.
+type GraphTx interface {
+	TaskPauser
+	DependencyAdder
 }
 
 // Decisions implements the Store methods that are one of this package's
@@ -155,5 +173,72 @@ func (d Decisions[X]) NotificationAck(ctx context.Context, p *NotificationAckPar
 	at := d.Now(p.Now)
 	return decide(ctx, d, "ack notifications", func(x X) (int, error) {
 		return AckNotifications(ctx, x, p, at)
+	})
+}
+
+// TaskPause implements Store.
+func (d Decisions[X]) TaskPause(ctx context.Context, p *TaskPauseParams) (*Task, error) {
+	return d.pauseOrResume(ctx, p, PauseTasks, "pause")
+}
+
+// TaskResume implements Store.
+func (d Decisions[X]) TaskResume(ctx context.Context, p *TaskPauseParams) (*Task, error) {
+	return d.pauseOrResume(ctx, p, ResumeTasks, "resume")
+}
+
+func (d Decisions[X]) pauseOrResume(ctx context.Context, p *TaskPauseParams,
+	apply func(context.Context, TaskPauser, *TaskPauseParams, time.Time) error, verb string,
+) (*Task, error) {
+	at := d.Now(p.Now)
+	return decide(ctx, d, verb+" task "+p.ID, func(x X) (*Task, error) {
+		return ChangeTask(ctx, x, p.ID, func() error { return apply(ctx, x.Graph(), p, at) })
+	})
+}
+
+// TaskDependencyAdd implements Store.
+func (d Decisions[X]) TaskDependencyAdd(ctx context.Context, p *TaskDependencyAddParams) (*Task, error) {
+	at := d.Now(p.Now)
+	return decide(ctx, d, "add dependency of "+p.TaskID+" on "+p.DependsOnID, func(x X) (*Task, error) {
+		return ChangeTask(ctx, x, p.TaskID, func() error { return AddDependency(ctx, x.Graph(), p, at) })
+	})
+}
+
+// TaskBudgetReserve implements Store.
+func (d Decisions[X]) TaskBudgetReserve(ctx context.Context, p *TaskBudgetReserveParams) error {
+	at := d.Now(p.Now)
+	refused, err := decide(ctx, d, "reserve budget of "+p.Lease.TaskID, func(x X) (error, error) {
+		return ReserveBudget(ctx, x.Money(), p, at)
+	})
+	if err != nil {
+		return err
+	}
+	return refused
+}
+
+// SpendGuardSet implements Store.
+func (d Decisions[X]) SpendGuardSet(ctx context.Context, p *SpendGuardSetParams) (*SpendGuard, bool, error) {
+	if err := p.Limits.Validate(); err != nil {
+		return nil, false, err
+	}
+	at := d.Now(p.Now)
+	type set struct {
+		guard   *SpendGuard
+		changed bool
+	}
+	out, err := decide(ctx, d, "set spend guard", func(x X) (set, error) {
+		sg, changed, err := SetSpendGuard(ctx, x.Money(), p, at)
+		return set{sg, changed}, err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return out.guard, out.changed, nil
+}
+
+// SpendGuardResume implements Store.
+func (d Decisions[X]) SpendGuardResume(ctx context.Context, p *SpendGuardResumeParams) (*SpendGuard, error) {
+	at := d.Now(p.Now)
+	return decide(ctx, d, "resume spend guard", func(x X) (*SpendGuard, error) {
+		return ResumeSpendGuard(ctx, x.Money(), p, at)
 	})
 }

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,7 +13,7 @@ import (
 // and of the spend guard (store.BudgetLedger, store.SpendGuardWriter).
 //
 // Lock order. A write that decides from budgets or the spend guard locks,
-// in this order and only in it: the task it acts on (leaseState), then its
+// in this order and only in it: the task it acts on (LeaseState), then its
 // ancestors from the parent up to the root, then the spend_guard row, then
 // the journal (appendEvents). Along one chain every task row is locked
 // after its children, so two such writes cannot wait on each other. The
@@ -50,20 +49,8 @@ func (s *Store) budgetState(ctx context.Context, tx *txn, taskID string) (*store
 	return store.DecodeBudgetState(taskID, budget, consumed, reserved, fromNullDB(started), warned != nil)
 }
 
-// TaskBudgetReserve implements store.Store.
-func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserveParams) error {
-	at := s.now(p.Now)
-	var refused error
-	err := s.writeTx(ctx, func(tx *txn) error {
-		var err error
-		refused, err = store.ReserveBudget(ctx, s.money(tx), p, at)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("reserve budget of %s: %w", p.Lease.TaskID, err)
-	}
-	return refused
-}
+// Money implements store.WriteTx.
+func (x execTx) Money() store.MoneyTx { return x.s.money(x.tx) }
 
 // spend charges a finished step to the task's budget and those above it,
 // and its cost to the spend guard (see store.ChargeStep).

@@ -80,6 +80,9 @@ func (s *Store) endedAs(ctx context.Context, tx *txn, taskID string, at time.Tim
 
 func (s *Store) graph(tx *txn) graphTx { return graphTx{execTx{s: s, tx: tx}} }
 
+// Graph implements store.WriteTx.
+func (x execTx) Graph() store.GraphTx { return graphTx{x} }
+
 // openChildren counts a task's children that have not ended. The caller
 // holds the parent's lock: a child that ends locks its parent (see ended)
 // and a child insert locks it too, so the count holds until commit.
@@ -234,14 +237,6 @@ func (x graphTx) AddBlocker(ctx context.Context, taskID, dependsOnID string, at 
 func (x graphTx) Block(ctx context.Context, taskID string) error {
 	_, err := x.tx.Exec(ctx, `UPDATE tasks SET status = 'blocked' WHERE id = $1`, taskID)
 	return err
-}
-
-// TaskDependencyAdd implements store.Store.
-func (s *Store) TaskDependencyAdd(ctx context.Context, p *store.TaskDependencyAddParams) (*store.Task, error) {
-	at := s.now(p.Now)
-	return writeExec(ctx, s, "add dependency of "+p.TaskID+" on "+p.DependsOnID, func(x execTx) (*store.Task, error) {
-		return store.ChangeTask(ctx, x, p.TaskID, func() error { return store.AddDependency(ctx, graphTx{x}, p, at) })
-	})
 }
 
 // DependencyList implements store.Store.

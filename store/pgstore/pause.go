@@ -36,25 +36,6 @@ func subtree(ctx context.Context, tx *txn, id string) ([]string, error) {
 	return ids, err
 }
 
-// TaskPause implements store.Store.
-func (s *Store) TaskPause(ctx context.Context, p *store.TaskPauseParams) (*store.Task, error) {
-	return s.pauseOrResume(ctx, p, store.PauseTasks, "pause")
-}
-
-// TaskResume implements store.Store.
-func (s *Store) TaskResume(ctx context.Context, p *store.TaskPauseParams) (*store.Task, error) {
-	return s.pauseOrResume(ctx, p, store.ResumeTasks, "resume")
-}
-
-func (s *Store) pauseOrResume(ctx context.Context, p *store.TaskPauseParams,
-	apply func(context.Context, store.TaskPauser, *store.TaskPauseParams, time.Time) error, verb string,
-) (*store.Task, error) {
-	at := s.now(p.Now)
-	return writeExec(ctx, s, verb+" task "+p.ID, func(x execTx) (*store.Task, error) {
-		return store.ChangeTask(ctx, x, p.ID, func() error { return apply(ctx, graphTx{x}, p, at) })
-	})
-}
-
 func (x graphTx) Subtree(ctx context.Context, id string) ([]string, error) {
 	return subtree(ctx, x.tx, id)
 }

@@ -84,42 +84,6 @@ func (s *Store) SpendGuardGet(ctx context.Context, nowAt *time.Time) (*store.Spe
 	return sg, nil
 }
 
-// SpendGuardSet implements store.Store.
-func (s *Store) SpendGuardSet(ctx context.Context, p *store.SpendGuardSetParams) (*store.SpendGuard, bool, error) {
-	if err := p.Limits.Validate(); err != nil {
-		return nil, false, err
-	}
-	at := s.now(p.Now)
-	var (
-		sg      *store.SpendGuard
-		changed bool
-	)
-	err := s.writeTx(ctx, func(tx *txn) error {
-		var err error
-		sg, changed, err = store.SetSpendGuard(ctx, s.money(tx), p, at)
-		return err
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("set spend guard: %w", err)
-	}
-	return sg, changed, nil
-}
-
-// SpendGuardResume implements store.Store.
-func (s *Store) SpendGuardResume(ctx context.Context, p *store.SpendGuardResumeParams) (*store.SpendGuard, error) {
-	at := s.now(p.Now)
-	var sg *store.SpendGuard
-	err := s.writeTx(ctx, func(tx *txn) error {
-		var err error
-		sg, err = store.ResumeSpendGuard(ctx, s.money(tx), p, at)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("resume spend guard: %w", err)
-	}
-	return sg, nil
-}
-
 func (x moneyTx) LockSpendGuard(ctx context.Context) (*store.SpendGuardRow, error) {
 	return x.readGuard(ctx, sqlGuardLocked)
 }

@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 
 	"github.com/errandhq/errand/store"
@@ -44,20 +43,8 @@ func nullPtr(s sql.NullString) *string {
 	return &s.String
 }
 
-// TaskBudgetReserve implements store.Store.
-func (s *Store) TaskBudgetReserve(ctx context.Context, p *store.TaskBudgetReserveParams) error {
-	at := now(p.Now)
-	var refused error
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		refused, err = store.ReserveBudget(ctx, s.money(tx), p, at)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("reserve budget of %s: %w", p.Lease.TaskID, err)
-	}
-	return refused
-}
+// Money implements store.WriteTx.
+func (x execTx) Money() store.MoneyTx { return x.s.money(x.tx) }
 
 // spend charges a finished step to the task's budget and those above it,
 // and its cost to the spend guard (see store.ChargeStep).

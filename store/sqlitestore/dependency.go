@@ -37,6 +37,9 @@ func (s *Store) ended(ctx context.Context, tx *sql.Tx, taskID string, at time.Ti
 
 func (s *Store) graph(tx *sql.Tx) graphTx { return graphTx{execTx{s: s, tx: tx}} }
 
+// Graph implements store.WriteTx.
+func (x execTx) Graph() store.GraphTx { return graphTx{x} }
+
 // openChildren counts a task's children that have not ended.
 func (s *Store) openChildren(ctx context.Context, tx *sql.Tx, parentID string) (int, error) {
 	var open int
@@ -160,14 +163,6 @@ func (x graphTx) AddBlocker(ctx context.Context, taskID, dependsOnID string, at 
 func (x graphTx) Block(ctx context.Context, taskID string) error {
 	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET status = 'blocked' WHERE id = ?`, taskID)
 	return err
-}
-
-// TaskDependencyAdd implements store.Store.
-func (s *Store) TaskDependencyAdd(ctx context.Context, p *store.TaskDependencyAddParams) (*store.Task, error) {
-	at := now(p.Now)
-	return writeExec(ctx, s, "add dependency of "+p.TaskID+" on "+p.DependsOnID, func(x execTx) (*store.Task, error) {
-		return store.ChangeTask(ctx, x, p.TaskID, func() error { return store.AddDependency(ctx, graphTx{x}, p, at) })
-	})
 }
 
 // DependencyList implements store.Store.
