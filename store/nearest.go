@@ -87,3 +87,38 @@ func PairNearest(best []NearestCandidate, ms []*Memory) []*MemoryNearest {
 	}
 	return out
 }
+
+// FindNearest answers a MemoryNearest search: it keeps the best p.Limit of
+// the vectors scan offers, by similarity to p.Vector, then reads those
+// memories with read. A search without a vector finds nothing. scan offers
+// each candidate's id, when it was written and its encoded vector, which
+// need stay valid only during the call.
+func FindNearest(p *MemoryNearestParams, scan func(offer func(id string, createdAt time.Time, vec []byte)) error,
+	read func(ids []string) ([]*Memory, error),
+) ([]*MemoryNearest, error) {
+	if len(p.Vector) == 0 {
+		return nil, nil
+	}
+	top := NewNearestTop(p.Limit)
+	err := scan(func(id string, createdAt time.Time, vec []byte) {
+		if sim, ok := DotEncoded(p.Vector, vec); ok {
+			top.Offer(NearestCandidate{ID: id, CreatedAt: createdAt, Similarity: sim})
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	best := top.Best()
+	if len(best) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(best))
+	for i, c := range best {
+		ids[i] = c.ID
+	}
+	ms, err := read(ids)
+	if err != nil {
+		return nil, err
+	}
+	return PairNearest(best, ms), nil
+}

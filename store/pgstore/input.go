@@ -113,11 +113,7 @@ func (s *Store) InputList(ctx context.Context, p *store.InputListParams) ([]*sto
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	query += ` ORDER BY created_at, id LIMIT ` + arg(max(p.Limit, 1))
-	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list input requests: %w", err)
-	}
-	out, err := collect(rows, scanInput)
+	out, err := queryAll(ctx, s.pool, scanInput, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list input requests: %w", err)
 	}

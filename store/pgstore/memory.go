@@ -197,11 +197,7 @@ func (s *Store) MemoryList(ctx context.Context, p *store.MemoryListParams) ([]*s
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	args = append(args, max(p.Limit, 1))
-	rows, err := s.pool.Query(ctx, query+fmt.Sprintf(` ORDER BY m.id %s LIMIT $%d`, order, len(args)), args...)
-	if err != nil {
-		return nil, fmt.Errorf("list memories: %w", err)
-	}
-	out, err := collect(rows, scanMemory)
+	out, err := queryAll(ctx, s.pool, scanMemory, query+fmt.Sprintf(` ORDER BY m.id %s LIMIT $%d`, order, len(args)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list memories: %w", err)
 	}
@@ -243,61 +239,42 @@ func (s *Store) MemorySearch(ctx context.Context, p *store.MemorySearchParams) (
 	args = append(args, max(p.Limit, 1))
 	query := `SELECT ` + prefixed("m.", memorySelect) + ` FROM memories m, ` + memorySearchQuery + ` AS q(q)
 		WHERE ` + strings.Join(where, ` AND `) + fmt.Sprintf(` ORDER BY ts_rank(m.search, q.q) DESC, m.id DESC LIMIT $%d`, len(args))
-	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("search memories: %w", err)
-	}
-	out, err := collect(rows, scanMemory)
+	out, err := queryAll(ctx, s.pool, scanMemory, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("search memories: %w", err)
 	}
 	return out, nil
 }
 
-// MemoryNearest implements store.Store. It streams the vectors, keeping
-// the best Limit in a heap, then reads those memories.
+// MemoryNearest implements store.Store: the vectors stream through
+// store.FindNearest, then the best are read.
 func (s *Store) MemoryNearest(ctx context.Context, p *store.MemoryNearestParams) ([]*store.MemoryNearest, error) {
-	if len(p.Vector) == 0 {
-		return nil, nil
-	}
-	where := flaggedFilter([]string{`m.embedding IS NOT NULL`}, p.Flagged)
-	rows, err := s.pool.Query(ctx, `SELECT m.id, m.created_at, m.embedding FROM memories m WHERE `+strings.Join(where, ` AND `))
-	if err != nil {
-		return nil, fmt.Errorf("nearest memories: %w", err)
-	}
-	defer rows.Close()
-	top := store.NewNearestTop(p.Limit)
-	for rows.Next() {
-		var c store.NearestCandidate
-		var vec pgtype.DriverBytes // read in place: valid until the next row
-		if err := rows.Scan(&c.ID, &c.CreatedAt, &vec); err != nil {
-			return nil, fmt.Errorf("nearest memories: %w", err)
+	out, err := store.FindNearest(p, func(offer func(string, time.Time, []byte)) error {
+		where := flaggedFilter([]string{`m.embedding IS NOT NULL`}, p.Flagged)
+		rows, err := s.pool.Query(ctx, `SELECT m.id, m.created_at, m.embedding FROM memories m WHERE `+strings.Join(where, ` AND `))
+		if err != nil {
+			return err
 		}
-		var ok bool
-		if c.Similarity, ok = store.DotEncoded(p.Vector, vec); ok {
-			top.Offer(c)
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				id      string
+				created time.Time
+				vec     pgtype.DriverBytes // read in place: valid until the next row
+			)
+			if err := rows.Scan(&id, &created, &vec); err != nil {
+				return err
+			}
+			offer(id, created, vec)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("nearest memories: %w", err)
-	}
-	best := top.Best()
-	if len(best) == 0 {
-		return nil, nil
-	}
-	ids := make([]string, len(best))
-	for i, c := range best {
-		ids[i] = c.ID
-	}
-	rows, err = s.pool.Query(ctx, `SELECT `+memorySelect+` FROM memories WHERE id = ANY($1)`, ids)
+		return rows.Err()
+	}, func(ids []string) ([]*store.Memory, error) {
+		return queryAll(ctx, s.pool, scanMemory, `SELECT `+memorySelect+` FROM memories WHERE id = ANY($1)`, ids)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("nearest memories: %w", err)
 	}
-	ms, err := collect(rows, scanMemory)
-	if err != nil {
-		return nil, fmt.Errorf("nearest memories: %w", err)
-	}
-	return store.PairNearest(best, ms), nil
+	return out, nil
 }
 
 // MemoryPurge implements store.Store.

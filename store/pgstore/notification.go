@@ -60,11 +60,7 @@ func (s *Store) NotificationList(ctx context.Context, p *store.NotificationListP
 	}
 	query += order + ` LIMIT ` + arg(max(p.Limit, 1))
 
-	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list notifications: %w", err)
-	}
-	out, err := collect(rows, scanNotification)
+	out, err := queryAll(ctx, s.pool, scanNotification, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list notifications: %w", err)
 	}

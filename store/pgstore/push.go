@@ -73,12 +73,8 @@ func (s *Store) PushConfigGet(ctx context.Context, taskID, id string) (*store.Pu
 
 // PushConfigList implements store.Store.
 func (s *Store) PushConfigList(ctx context.Context, p *store.PushConfigListParams) ([]*store.PushConfig, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+pushConfigColumns+` FROM a2a_push_configs
+	out, err := queryAll(ctx, s.pool, scanPushConfig, `SELECT `+pushConfigColumns+` FROM a2a_push_configs
 		WHERE task_id = $1 AND id > $2 ORDER BY id LIMIT $3`, p.TaskID, p.AfterID, max(p.Limit, 1))
-	if err != nil {
-		return nil, fmt.Errorf("list push configs of task %s: %w", p.TaskID, err)
-	}
-	out, err := collect(rows, scanPushConfig)
 	if err != nil {
 		return nil, fmt.Errorf("list push configs of task %s: %w", p.TaskID, err)
 	}

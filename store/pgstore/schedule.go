@@ -129,11 +129,7 @@ func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) (
 		args = append(args, p.Limit)
 		query += fmt.Sprintf(` LIMIT $%d`, len(args))
 	}
-	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list schedules: %w", err)
-	}
-	out, err := collect(rows, scanSchedule)
+	out, err := queryAll(ctx, s.pool, scanSchedule, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}

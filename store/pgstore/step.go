@@ -101,12 +101,8 @@ func (x execTx) StepSpend(ctx context.Context, p *store.StepFinishParams, step *
 
 // StepListByTask implements store.Store.
 func (s *Store) StepListByTask(ctx context.Context, p *store.StepListParams) ([]*store.Step, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+stepColumns+` FROM task_steps WHERE task_id = $1
+	steps, err := queryAll(ctx, s.pool, scanStep, `SELECT `+stepColumns+` FROM task_steps WHERE task_id = $1
 		ORDER BY step_no, call_index LIMIT $2`, p.TaskID, max(p.Limit, 1))
-	if err != nil {
-		return nil, fmt.Errorf("list steps of %s: %w", p.TaskID, err)
-	}
-	steps, err := collect(rows, scanStep)
 	if err != nil {
 		return nil, fmt.Errorf("list steps of %s: %w", p.TaskID, err)
 	}

@@ -92,6 +92,15 @@ func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) { return scan(row) })
 }
 
+// queryAll runs a query and scans each of its rows with scan.
+func queryAll[T any](ctx context.Context, q querier, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scan)
+}
+
 func getTask(ctx context.Context, q querier, id string) (*store.Task, error) {
 	t, err := scanTask(q.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -264,11 +273,7 @@ func (s *Store) TaskList(ctx context.Context, p *store.TaskListParams) ([]*store
 	}
 	query += ` ORDER BY tasks.id DESC LIMIT ` + arg(max(p.Limit, 1))
 
-	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", err)
-	}
-	tasks, err := collect(rows, scanTask)
+	tasks, err := queryAll(ctx, s.pool, scanTask, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}

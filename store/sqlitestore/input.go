@@ -109,11 +109,7 @@ func (s *Store) InputList(ctx context.Context, p *store.InputListParams) ([]*sto
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	rows, err := s.reader.QueryContext(ctx, query+` ORDER BY created_at, id LIMIT ?`, append(args, max(p.Limit, 1))...)
-	if err != nil {
-		return nil, fmt.Errorf("list input requests: %w", err)
-	}
-	out, err := collect(rows, scanInput)
+	out, err := queryAll(ctx, s.reader, scanInput, query+` ORDER BY created_at, id LIMIT ?`, append(args, max(p.Limit, 1))...)
 	if err != nil {
 		return nil, fmt.Errorf("list input requests: %w", err)
 	}

@@ -221,11 +221,7 @@ func (s *Store) MemoryList(ctx context.Context, p *store.MemoryListParams) ([]*s
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	rows, err := s.reader.QueryContext(ctx, query+` ORDER BY m.id `+order+` LIMIT ?`, append(args, max(p.Limit, 1))...)
-	if err != nil {
-		return nil, fmt.Errorf("list memories: %w", err)
-	}
-	out, err := collect(rows, scanMemory)
+	out, err := queryAll(ctx, s.reader, scanMemory, query+` ORDER BY m.id `+order+` LIMIT ?`, append(args, max(p.Limit, 1))...)
 	if err != nil {
 		return nil, fmt.Errorf("list memories: %w", err)
 	}
@@ -288,64 +284,46 @@ func (s *Store) MemorySearch(ctx context.Context, p *store.MemorySearchParams) (
 	where, args = append([]string{`memories_fts MATCH ?`}, where...), append([]any{match}, args...)
 	query := `SELECT ` + prefixed("m.", memorySelect) + ` FROM memories_fts JOIN memories m ON m.rid = memories_fts.rowid
 		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY bm25(memories_fts), m.id DESC LIMIT ?`
-	rows, err := s.reader.QueryContext(ctx, query, append(args, max(p.Limit, 1))...)
-	if err != nil {
-		return nil, fmt.Errorf("search memories: %w", err)
-	}
-	out, err := collect(rows, scanMemory)
+	out, err := queryAll(ctx, s.reader, scanMemory, query, append(args, max(p.Limit, 1))...)
 	if err != nil {
 		return nil, fmt.Errorf("search memories: %w", err)
 	}
 	return out, nil
 }
 
-// MemoryNearest implements store.Store. It streams the vectors, keeping
-// the best Limit in a heap, then reads those memories.
+// MemoryNearest implements store.Store: the vectors stream through
+// store.FindNearest, then the best are read.
 func (s *Store) MemoryNearest(ctx context.Context, p *store.MemoryNearestParams) ([]*store.MemoryNearest, error) {
-	if len(p.Vector) == 0 {
-		return nil, nil
-	}
-	where := flaggedFilter([]string{`m.embedding IS NOT NULL`}, p.Flagged)
-	rows, err := s.reader.QueryContext(ctx, `SELECT m.id, m.created_at, m.embedding FROM memories m WHERE `+strings.Join(where, ` AND `))
-	if err != nil {
-		return nil, fmt.Errorf("nearest memories: %w", err)
-	}
-	defer rows.Close()
-	top := store.NewNearestTop(p.Limit)
-	for rows.Next() {
-		var (
-			id      string
-			created int64
-			vec     sql.RawBytes // read in place: valid until the next row
-		)
-		if err := rows.Scan(&id, &created, &vec); err != nil {
-			return nil, fmt.Errorf("nearest memories: %w", err)
+	out, err := store.FindNearest(p, func(offer func(string, time.Time, []byte)) error {
+		where := flaggedFilter([]string{`m.embedding IS NOT NULL`}, p.Flagged)
+		rows, err := s.reader.QueryContext(ctx, `SELECT m.id, m.created_at, m.embedding FROM memories m WHERE `+strings.Join(where, ` AND `))
+		if err != nil {
+			return err
 		}
-		if sim, ok := store.DotEncoded(p.Vector, vec); ok {
-			top.Offer(store.NearestCandidate{ID: id, CreatedAt: fromMicros(created), Similarity: sim})
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				id      string
+				created int64
+				vec     sql.RawBytes // read in place: valid until the next row
+			)
+			if err := rows.Scan(&id, &created, &vec); err != nil {
+				return err
+			}
+			offer(id, fromMicros(created), vec)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("nearest memories: %w", err)
-	}
-	rows.Close()
-	best := top.Best()
-	if len(best) == 0 {
-		return nil, nil
-	}
-	args := make([]any, len(best))
-	for i, c := range best {
-		args[i] = c.ID
-	}
-	rows, err = s.reader.QueryContext(ctx, `SELECT `+memorySelect+` FROM memories WHERE id IN (`+placeholders(len(args))+`)`, args...)
+		return rows.Err()
+	}, func(ids []string) ([]*store.Memory, error) {
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			args[i] = id
+		}
+		return queryAll(ctx, s.reader, scanMemory, `SELECT `+memorySelect+` FROM memories WHERE id IN (`+placeholders(len(args))+`)`, args...)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("nearest memories: %w", err)
 	}
-	ms, err := collect(rows, scanMemory)
-	if err != nil {
-		return nil, fmt.Errorf("nearest memories: %w", err)
-	}
-	return store.PairNearest(best, ms), nil
+	return out, nil
 }
 
 // MemoryPurge implements store.Store.

@@ -57,11 +57,7 @@ func (s *Store) NotificationList(ctx context.Context, p *store.NotificationListP
 	query += order + ` LIMIT ?`
 	args = append(args, max(p.Limit, 1))
 
-	rows, err := s.reader.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list notifications: %w", err)
-	}
-	out, err := collect(rows, scanNotification)
+	out, err := queryAll(ctx, s.reader, scanNotification, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list notifications: %w", err)
 	}

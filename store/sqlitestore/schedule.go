@@ -132,11 +132,7 @@ func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) (
 		query += ` LIMIT ?`
 		args = append(args, p.Limit)
 	}
-	rows, err := s.reader.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list schedules: %w", err)
-	}
-	out, err := collect(rows, scanSchedule)
+	out, err := queryAll(ctx, s.reader, scanSchedule, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}

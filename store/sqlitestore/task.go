@@ -120,6 +120,15 @@ func collect[T any](rows *sql.Rows, scan func(rowScanner) (T, error)) ([]T, erro
 	return out, rows.Err()
 }
 
+// queryAll runs a query and scans each of its rows with scan.
+func queryAll[T any](ctx context.Context, q querier, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scan)
+}
+
 // querier is what reads need from a *sql.DB or *sql.Tx.
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -314,11 +323,7 @@ func (s *Store) TaskList(ctx context.Context, p *store.TaskListParams) ([]*store
 	query += ` ORDER BY tasks.id DESC LIMIT ?`
 	args = append(args, max(p.Limit, 1))
 
-	rows, err := s.reader.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", err)
-	}
-	tasks, err := collect(rows, scanTask)
+	tasks, err := queryAll(ctx, s.reader, scanTask, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
