@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -17,6 +18,7 @@ type WriteTx interface {
 	MemoryWriter
 	InputWriter
 	NotificationAcker
+	LeaseWriter
 	// Money is the transaction as the ledger of budgets and spend.
 	Money() MoneyTx
 	// Graph is the transaction as the graph of tasks.
@@ -79,6 +81,28 @@ func (d Decisions[X]) TaskRecover(ctx context.Context, p *TaskRecoverParams) ([]
 	return decide(ctx, d, "recover leases", func(x X) ([]*Task, error) {
 		return RecoverLeases(ctx, x, p.Owners, at)
 	})
+}
+
+// TaskCheckpoint implements Store.
+func (d Decisions[X]) TaskCheckpoint(ctx context.Context, p *TaskCheckpointParams) error {
+	at := d.Now(p.Now)
+	_, err := decide(ctx, d, "checkpoint task "+p.Lease.TaskID, func(x X) (struct{}, error) {
+		return struct{}{}, SaveCheckpoint(ctx, x, p, at)
+	})
+	return err
+}
+
+// TaskProgress implements Store.
+func (d Decisions[X]) TaskProgress(ctx context.Context, p *TaskProgressParams) error {
+	at := d.Now(p.Now)
+	b, err := json.Marshal(p.Progress)
+	if err != nil {
+		return fmt.Errorf("progress task %s: %w", p.Lease.TaskID, err)
+	}
+	_, err = decide(ctx, d, "progress task "+p.Lease.TaskID, func(x X) (struct{}, error) {
+		return struct{}{}, SaveProgress(ctx, x, p, b, at)
+	})
+	return err
 }
 
 // StepStart implements Store.

@@ -116,3 +116,20 @@ func FinishOutcome(err error) (outcome, fatal error) {
 	}
 	return nil, err
 }
+
+// FinishEach finishes each entry of a batch, in order, in one transaction
+// that x gives for each entry: results[i] is entry i's own outcome (see
+// FinishOutcome); any other error fails the batch. now is the driver's
+// time for an entry's Now.
+func FinishEach(ctx context.Context, params []*TaskFinishParams, results []error, now func(*time.Time) time.Time,
+	x func(p *TaskFinishParams) TaskFinisher,
+) error {
+	for i, p := range params {
+		var err error
+		results[i], err = FinishOutcome(FinishTask(ctx, x(p), p, now(p.Now)))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

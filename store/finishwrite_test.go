@@ -202,3 +202,33 @@ func TestFinishOutcome(t *testing.T) {
 		require.Equal(t, c.fatal, fatal)
 	}
 }
+
+func TestFinishEach(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	running := &LeaseState{FinishLease: FinishLease{Status: StatusRunning, Token: 1}}
+	ok := &TaskFinishParams{Lease: Lease{TaskID: "tsk_ok", Token: 1}, Status: StatusCompleted}
+	stale := &TaskFinishParams{Lease: Lease{TaskID: "tsk_stale", Token: 9}, Status: StatusCompleted}
+	gone := &TaskFinishParams{Lease: Lease{TaskID: "tsk_gone", Token: 1}, Status: StatusCompleted}
+	boom := errors.New("boom")
+	fatal := &TaskFinishParams{Lease: Lease{TaskID: "tsk_fatal", Token: 1}, Status: StatusCompleted,
+		FollowUps: []*TaskInsertParams{{ID: "tsk_f"}}}
+	finishers := map[string]*fakeFinisher{
+		"tsk_ok": {state: running}, "tsk_stale": {state: running}, "tsk_gone": {},
+		"tsk_fatal": {state: running, followUpErr: boom},
+	}
+	var nows []*time.Time
+	now := func(p *time.Time) time.Time { nows = append(nows, p); return at }
+	x := func(p *TaskFinishParams) TaskFinisher { return finishers[p.Lease.TaskID] }
+
+	results := make([]error, 3)
+	require.NoError(t, FinishEach(t.Context(), []*TaskFinishParams{ok, stale, gone}, results, now, x))
+	require.NoError(t, results[0])
+	require.ErrorIs(t, results[1], ErrLeaseLost)
+	require.ErrorIs(t, results[2], ErrNotFound)
+	require.Len(t, nows, 3)
+
+	results = make([]error, 2)
+	require.EqualError(t, FinishEach(t.Context(), []*TaskFinishParams{fatal, ok}, results, now, x), "follow-up task tsk_f: boom")
+	require.Equal(t, []error{nil, nil}, results)
+}

@@ -54,15 +54,9 @@ func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishPa
 		}
 		ends := &leaseEnds{}
 		tx.held = append(tx.held, ends)
-		for i, p := range params {
-			x := finishTx{execTx{s, tx}, ends, states[p.Lease.TaskID]}
-			var err error
-			results[i], err = store.FinishOutcome(store.FinishTask(ctx, x, p, s.now(p.Now)))
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return store.FinishEach(ctx, params, results, s.now, func(p *store.TaskFinishParams) store.TaskFinisher {
+			return finishTx{execTx{s, tx}, ends, states[p.Lease.TaskID]}
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish tasks: %w", err)
@@ -250,54 +244,18 @@ func (x finishTx) TaskEnded(ctx context.Context, id string, at time.Time) error 
 	return x.s.endedAs(ctx, x.tx, id, at, x.state.hasParent, x.state.hasDependents)
 }
 
-// leaseWrite runs one token-checked UPDATE and tells a stale lease from an
-// unknown task. The UPDATE's own WHERE is the check, so it needs no lock
-// taken before.
-func (s *Store) leaseWrite(ctx context.Context, tx *txn, sql, id string, args ...any) error {
-	tag, err := tx.Exec(ctx, sql, args...)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 1 {
-		return nil
-	}
-	if _, err := (execTx{s, tx}).LeaseState(ctx, id); err != nil {
-		return err
-	}
-	return store.ErrLeaseLost
+var _ store.LeaseWriter = execTx{}
+
+// WriteCheckpoint implements store.LeaseWriter.
+func (x execTx) WriteCheckpoint(ctx context.Context, lease store.Lease, checkpoint json.RawMessage, at time.Time) (bool, error) {
+	tag, err := x.tx.Exec(ctx, sqlCheckpoint, nullJSON(checkpoint), at, lease.TaskID, lease.Token)
+	return err == nil && tag.RowsAffected() == 1, err
 }
 
-// TaskCheckpoint implements store.Store.
-func (s *Store) TaskCheckpoint(ctx context.Context, p *store.TaskCheckpointParams) error {
-	at := s.now(p.Now)
-	err := s.writeTx(ctx, func(tx *txn) error {
-		return s.leaseWrite(ctx, tx, sqlCheckpoint, p.Lease.TaskID,
-			nullJSON(p.Checkpoint), at, p.Lease.TaskID, p.Lease.Token)
-	})
-	if err != nil {
-		return fmt.Errorf("checkpoint task %s: %w", p.Lease.TaskID, err)
-	}
-	return nil
-}
-
-// TaskProgress implements store.Store.
-func (s *Store) TaskProgress(ctx context.Context, p *store.TaskProgressParams) error {
-	at := s.now(p.Now)
-	b, err := json.Marshal(p.Progress)
-	if err != nil {
-		return fmt.Errorf("progress task %s: %w", p.Lease.TaskID, err)
-	}
-	err = s.writeTx(ctx, func(tx *txn) error {
-		err := s.leaseWrite(ctx, tx, sqlProgress, p.Lease.TaskID, string(b), at, p.Lease.TaskID, p.Lease.Token)
-		if err != nil {
-			return err
-		}
-		return tx.appendEvent(p.Lease.TaskID, store.EventTaskProgress, p.Actor, p.Progress, at)
-	})
-	if err != nil {
-		return fmt.Errorf("progress task %s: %w", p.Lease.TaskID, err)
-	}
-	return nil
+// WriteProgress implements store.LeaseWriter.
+func (x execTx) WriteProgress(ctx context.Context, lease store.Lease, progress []byte, at time.Time) (bool, error) {
+	tag, err := x.tx.Exec(ctx, sqlProgress, string(progress), at, lease.TaskID, lease.Token)
+	return err == nil && tag.RowsAffected() == 1, err
 }
 
 var (

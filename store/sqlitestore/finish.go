@@ -46,14 +46,7 @@ func (x execTx) LeaseState(ctx context.Context, id string) (store.LeaseState, er
 func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishParams) ([]error, error) {
 	results := make([]error, len(params))
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		for i, p := range params {
-			var err error
-			results[i], err = store.FinishOutcome(store.FinishTask(ctx, execTx{s, tx}, p, now(p.Now)))
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return store.FinishEach(ctx, params, results, now, func(*store.TaskFinishParams) store.TaskFinisher { return execTx{s, tx} })
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish tasks: %w", err)
@@ -127,53 +120,27 @@ func (x execTx) InsertMemory(ctx context.Context, m *store.MemoryInsertParams, a
 	return err
 }
 
-// leaseWrite runs one token-checked UPDATE and tells a stale lease from an
-// unknown task.
-func (s *Store) leaseWrite(ctx context.Context, tx *sql.Tx, stmt *sql.Stmt, id string, args ...any) error {
-	res, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		return nil
-	}
-	if _, err := (execTx{s, tx}).LeaseState(ctx, id); err != nil {
-		return err
-	}
-	return store.ErrLeaseLost
+var _ store.LeaseWriter = execTx{}
+
+// WriteCheckpoint implements store.LeaseWriter.
+func (x execTx) WriteCheckpoint(ctx context.Context, lease store.Lease, checkpoint json.RawMessage, at time.Time) (bool, error) {
+	return x.leaseWrite(ctx, x.s.stmts.checkpoint, nullJSON(checkpoint), micros(at), lease.TaskID, lease.Token)
 }
 
-// TaskCheckpoint implements store.Store.
-func (s *Store) TaskCheckpoint(ctx context.Context, p *store.TaskCheckpointParams) error {
-	at := now(p.Now)
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		return s.leaseWrite(ctx, tx, s.stmts.checkpoint, p.Lease.TaskID,
-			nullJSON(p.Checkpoint), micros(at), p.Lease.TaskID, p.Lease.Token)
-	})
-	if err != nil {
-		return fmt.Errorf("checkpoint task %s: %w", p.Lease.TaskID, err)
-	}
-	return nil
+// WriteProgress implements store.LeaseWriter.
+func (x execTx) WriteProgress(ctx context.Context, lease store.Lease, progress []byte, at time.Time) (bool, error) {
+	return x.leaseWrite(ctx, x.s.stmts.progress, string(progress), micros(at), lease.TaskID, lease.Token)
 }
 
-// TaskProgress implements store.Store.
-func (s *Store) TaskProgress(ctx context.Context, p *store.TaskProgressParams) error {
-	at := now(p.Now)
-	b, err := json.Marshal(p.Progress)
+// leaseWrite runs one token-checked UPDATE, a prepared statement, and
+// tells whether it changed the task.
+func (x execTx) leaseWrite(ctx context.Context, stmt *sql.Stmt, args ...any) (bool, error) {
+	res, err := x.tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
 	if err != nil {
-		return fmt.Errorf("progress task %s: %w", p.Lease.TaskID, err)
+		return false, err
 	}
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
-		err := s.leaseWrite(ctx, tx, s.stmts.progress, p.Lease.TaskID, string(b), micros(at), p.Lease.TaskID, p.Lease.Token)
-		if err != nil {
-			return err
-		}
-		return s.appendEvent(ctx, tx, p.Lease.TaskID, store.EventTaskProgress, p.Actor, p.Progress, at)
-	})
-	if err != nil {
-		return fmt.Errorf("progress task %s: %w", p.Lease.TaskID, err)
-	}
-	return nil
+	n, _ := res.RowsAffected()
+	return n == 1, nil
 }
 
 var (
