@@ -18,6 +18,10 @@ const (
 	SignalSchedules
 	// SignalSpend: the spend guard's settings or pause changed.
 	SignalSpend
+	// SignalMissed: the listener has just started or reconnected, so
+	// signals sent before may not have been heard, cancel and pause
+	// requests among them: look again at what they would have said.
+	SignalMissed
 )
 
 // Signal is one notice a Signaler delivers.
@@ -30,8 +34,9 @@ type Signal struct {
 // them, within milliseconds, of the others' writes: without one, a
 // process finds work written elsewhere by polling. Delivery is best
 // effort: a process that may have missed signals (its listener has just
-// started, or reconnected) receives SignalWritten, SignalReady,
-// SignalSchedules and SignalSpend, and polling stays the fallback.
+// started, or reconnected) receives SignalMissed, SignalWritten,
+// SignalReady, SignalSchedules and SignalSpend, and polling stays the
+// fallback.
 type Signaler interface {
 	// Listen calls f with each signal of a committed write, from this
 	// process or another, until ctx ends; f must not block. It returns

@@ -27,7 +27,11 @@ func (p *Pool) listen(ctx context.Context, sg store.Signaler) {
 			case <-ctx.Done():
 				return
 			case sig := <-relay:
-				p.e.relay(ctx, sig)
+				if sig.Kind == store.SignalMissed {
+					p.e.recheckRunning(ctx)
+				} else {
+					p.e.relay(ctx, sig)
+				}
 			}
 		}
 	}()
@@ -41,7 +45,7 @@ func (p *Pool) listen(ctx context.Context, sg store.Signaler) {
 			p.e.scheduleChanged()
 		case store.SignalSpend:
 			p.e.spendChanged()
-		case store.SignalCancel, store.SignalPause:
+		case store.SignalCancel, store.SignalPause, store.SignalMissed:
 			select {
 			case relay <- sig:
 			default:
@@ -68,6 +72,27 @@ func (e *Engine) relay(ctx context.Context, sig store.Signal) {
 		e.eachPool(func(p *Pool) { p.cancelTask(lease) })
 	case sig.Kind == store.SignalPause && !t.PauseRequestedAt.IsZero():
 		e.eachPool(func(p *Pool) { p.pauseTask(lease) })
+	}
+}
+
+// recheckRunning relays again the cancel and pause requests of every task
+// this engine runs: sent while the listener was not yet listening (a task
+// claimed as the engine starts, or during a reconnect), they were not
+// heard, and the next renewal may be minutes away.
+func (e *Engine) recheckRunning(ctx context.Context) {
+	var pools []*Pool
+	e.eachPool(func(p *Pool) { pools = append(pools, p) })
+	var ids []string
+	for _, p := range pools {
+		p.mu.Lock()
+		for id := range p.running {
+			ids = append(ids, id)
+		}
+		p.mu.Unlock()
+	}
+	for _, id := range ids {
+		e.relay(ctx, store.Signal{Kind: store.SignalCancel, TaskID: id})
+		e.relay(ctx, store.Signal{Kind: store.SignalPause, TaskID: id})
 	}
 }
 

@@ -117,6 +117,46 @@ func TestCancelSignalReachesRunningTask(t *testing.T) {
 	waitForStatus(t, e, task.ID, store.StatusCancelled)
 }
 
+// A cancel and a pause sent while the listener was not listening (the
+// task was claimed as the engine started, or the connection was being
+// made again) reach the running tasks when the listener says it may have
+// missed signals, not at the next renewal: the clock never moves here.
+func TestMissedSignalsRecheckRunningTasks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e, st := b.signalledEngine(t)
+	runs, step := make(chan taskrun.Run, 2), make(chan struct{})
+	cause := make(chan error, 1)
+	startPool(t, e, &PoolConfig{Workers: 2, Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+		runs <- r
+		if r.Task().Goal == "to pause" {
+			<-step
+			if r.PauseRequested() {
+				return taskrun.Result{}, taskrun.Paused{}
+			}
+			return ok("not paused"), nil
+		}
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return taskrun.Result{}, ctx.Err()
+	})})
+	toCancel := submit(t, e, &SubmitParams{Goal: "to cancel"})
+	toPause := submit(t, e, &SubmitParams{Goal: "to pause"})
+	recv(t, runs)
+	recv(t, runs)
+
+	_, err := b.engine.store.TaskCancel(t.Context(), &store.TaskCancelParams{ID: toCancel.ID, Reason: "while deaf", Actor: store.ActorUser})
+	require.NoError(t, err)
+	_, err = b.engine.store.TaskPause(t.Context(), &store.TaskPauseParams{ID: toPause.ID, Actor: store.ActorUser})
+	require.NoError(t, err)
+	send(t, st.sigs, store.Signal{Kind: store.SignalMissed}) // no cancel or pause signal came
+	flush(t, st)
+	require.ErrorIs(t, recv(t, cause), taskrun.ErrCancelled)
+	close(step)
+	waitForStatus(t, e, toCancel.ID, store.StatusCancelled)
+	waitForStatus(t, e, toPause.ID, store.StatusPaused)
+}
+
 // A pause another process writes reaches the running task at its signal:
 // it stops after its step and ends paused.
 func TestPauseSignalReachesRunningTask(t *testing.T) {

@@ -139,7 +139,7 @@ func (s *Store) listen(ctx context.Context, f func(store.Signal)) (listening boo
 	// Whatever committed before LISTEN took effect was not heard: at the
 	// first start (the caller may have begun earlier) as after a
 	// reconnect, anything may have happened.
-	for _, k := range []store.SignalKind{store.SignalWritten, store.SignalReady, store.SignalSchedules, store.SignalSpend} {
+	for _, k := range []store.SignalKind{store.SignalMissed, store.SignalWritten, store.SignalReady, store.SignalSchedules, store.SignalSpend} {
 		f(store.Signal{Kind: k})
 	}
 	if s.listening != nil {
