@@ -253,6 +253,11 @@ type EventFilter struct {
 	TaskID string
 	// Types keeps events of these types (EventTaskCompleted…).
 	Types []string
+	// Live, with TaskID, also delivers the task's live output (the model's
+	// words as they stream in) as events of type EventTaskOutputDelta with
+	// ID 0: they are not journal events. Each joins a call's text at its
+	// Offset; the first for a call already under way holds the text so far.
+	Live bool
 }
 
 // Subscription delivers journal events in id order; see Client.Subscribe.

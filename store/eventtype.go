@@ -19,7 +19,7 @@ var ownEventTypes = []string{
 	EventTaskReleased, EventTaskRecovered, EventTaskBlocked, EventTaskSubtasksDone, EventTaskUnblocked,
 	EventTaskStep, EventTaskInputRequired, EventTaskInputAnswered,
 	EventTaskPaused, EventTaskPauseRequested, EventTaskResumed,
-	EventTaskBudgetWarning, EventTaskBudgetExceeded,
+	EventTaskBudgetWarning, EventTaskBudgetExceeded, EventTaskForked, EventTaskAgentChanged, EventTaskOutputDelta,
 	EventScheduleFired, EventScheduleSkipped, EventHeartbeatDecision, EventAlert,
 	EventBudgetAlert, EventBudgetResumed, EventBudgetUpdated,
 	EventMemoryCreated, EventMemoryDeleted, EventMemoryPurged,

@@ -43,8 +43,11 @@ type Step struct {
 	DurationMS     int64           `json:"duration_ms"`
 	ErrorCode      string          `json:"error_code,omitempty"`
 	ErrorMessage   string          `json:"error_message,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
+	// CopiedFrom is set on a fork's step copied from its source: the task
+	// that ran and paid for it. Its cost is shown, never counted again.
+	CopiedFrom string    `json:"copied_from,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // StepStartParams records that a step is about to run.

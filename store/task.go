@@ -54,10 +54,32 @@ type Task struct {
 	Reserved       *Amount   `json:"reserved,omitempty"`
 	Options        *Options  `json:"options,omitempty"`
 
+	// ForkedFrom is the task and step this task was forked from; nil for
+	// a task that is not a fork.
+	ForkedFrom *ForkRef `json:"forked_from,omitempty"`
+	// AgentVersion is the definition of its agent that the task's recorded
+	// work was done under; nil until a step of an attempt recorded it.
+	AgentVersion *AgentVersion `json:"agent_version,omitempty"`
+
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+}
+
+// ForkRef names the task and step a fork began from: the fork's steps
+// before StepNo are copies of TaskID's.
+type ForkRef struct {
+	TaskID string `json:"task_id"`
+	StepNo int    `json:"step_no"`
+}
+
+// AgentVersion identifies an agent's definition: Digest covers all of it,
+// Parts one digest per part (kind, model, system_prompt, tools,
+// mcp_servers, …), so a change can say what changed.
+type AgentVersion struct {
+	Digest string            `json:"digest"`
+	Parts  map[string]string `json:"parts,omitempty"`
 }
 
 // TaskError is why a task failed or was cancelled.
@@ -161,6 +183,18 @@ const (
 	EventTaskBlocked         = "task.blocked"
 	EventTaskSubtasksDone    = "task.subtasks_done"
 	EventTaskUnblocked       = "task.unblocked"
+	// EventTaskForked begins a fork's journal, in place of task.created:
+	// {"source_task_id", "from_step", "copied_steps"}.
+	EventTaskForked = "task.forked"
+	// EventTaskAgentChanged is written when a task resumes under a
+	// definition of its agent other than the one its recorded work was
+	// done under: {"old", "new", "changed": [parts], "action":
+	// "continue"|"fail"}.
+	EventTaskAgentChanged = "task.agent_changed"
+	// EventTaskOutputDelta is the type a piece of live output travels
+	// under on a task's streams. It is never written to the journal: such
+	// an event has ID 0 (see internal/live).
+	EventTaskOutputDelta = "task.output.delta"
 )
 
 // Dependency failure policies.

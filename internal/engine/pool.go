@@ -42,6 +42,13 @@ type PoolConfig struct {
 	// Handlers run tasks by agent name. The pool claims only tasks whose
 	// agent it has a handler for.
 	Handlers map[string]taskrun.Handler
+	// AgentVersions identify the definition of each agent in Handlers
+	// (kind, model, prompt, tools, MCP servers). A task whose recorded
+	// work was done under another version of its agent resumes with a
+	// task.agent_changed event, and OnAgentChange decides what follows:
+	// "continue" (default) or "fail". An agent without one is not checked.
+	AgentVersions map[string]store.AgentVersion
+	OnAgentChange string
 	// Schedules makes the pool fire due schedules too. Every pool on a
 	// database may: the store lets one claim each firing.
 	Schedules bool

@@ -12,6 +12,11 @@ import (
 type EventFilter struct {
 	TaskID string
 	Types  []string
+	// Live, with TaskID, also delivers the task's live output as events of
+	// type store.EventTaskOutputDelta with ID 0 (not journal events; data:
+	// a live.Delta), first the text so far of each live call. A piece is
+	// delivered before any journal event written after it.
+	Live bool
 }
 
 // Subscription delivers journal events in id order.

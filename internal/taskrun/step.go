@@ -17,6 +17,7 @@ const StepRecordTimeout = 30 * time.Second
 // what a refused reservation leaves behind, is decided once.
 type Step struct {
 	run      Run
+	spec     StepSpec
 	rec      *StepRecord
 	reserved Amount
 	began    time.Time
@@ -30,7 +31,25 @@ func BeginStep(ctx context.Context, run Run, spec StepSpec) (*Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Step{run: run, rec: rec, began: time.Now()}, nil
+	return &Step{run: run, spec: spec, rec: rec, began: time.Now()}, nil
+}
+
+// OutputWriter is a Run that shows watchers the text a step produces as it
+// comes (the model's words, an exec agent's output lines), before the step
+// is recorded. Output never blocks and writes nothing to the store.
+type OutputWriter interface {
+	// Output adds text to what the call at (stepNo, callIndex) produced.
+	Output(stepNo, callIndex int, text string)
+	// OutputEnded says the call's text is complete: its record holds it.
+	OutputEnded(stepNo, callIndex int)
+}
+
+// Output shows text the step is producing to whoever watches the task, if
+// the run can (see OutputWriter). A replayed step shows nothing.
+func (s *Step) Output(text string) {
+	if w, ok := s.run.(OutputWriter); ok && !s.rec.Replayed {
+		w.Output(s.spec.Number, s.spec.CallIndex, text)
+	}
 }
 
 // Key is the step's idempotency key, the same on every attempt.
@@ -75,6 +94,11 @@ func (s *Step) Reserve(ctx context.Context, amount Amount, status string) error 
 func (s *Step) End(ctx context.Context, res StepResult) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StepRecordTimeout)
 	defer cancel()
+	if w, ok := s.run.(OutputWriter); ok && !s.rec.Replayed {
+		// After the record is written, so a watcher never sees the live
+		// text vanish before the step that holds it.
+		defer w.OutputEnded(s.spec.Number, s.spec.CallIndex)
+	}
 	if s.rec.Replayed {
 		if res.Checkpoint == nil {
 			return nil

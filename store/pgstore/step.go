@@ -13,21 +13,23 @@ import (
 )
 
 const stepColumns = `task_id, step_no, call_index, type, status, tool, idempotency_key, input, output,
-	tokens_in, tokens_out, cost_usd, duration_ms, error_code, error_message, created_at, updated_at`
+	tokens_in, tokens_out, cost_usd, duration_ms, error_code, error_message, created_at, updated_at, copied_from`
 
 func scanStep(r pgx.Row) (*store.Step, error) {
 	var (
 		st                                       store.Step
 		tool, input, output, errCode, errMessage *string
+		copiedFrom                               *string
 		createdAt, updatedAt                     time.Time
 	)
 	err := r.Scan(&st.TaskID, &st.StepNo, &st.CallIndex, &st.Type, &st.Status, &tool, &st.IdempotencyKey,
 		&input, &output, &st.TokensIn, &st.TokensOut, &st.CostUSD, &st.DurationMS, &errCode, &errMessage,
-		&createdAt, &updatedAt)
+		&createdAt, &updatedAt, &copiedFrom)
 	if err != nil {
 		return nil, err
 	}
 	st.Tool, st.ErrorCode, st.ErrorMessage = deref(tool), deref(errCode), deref(errMessage)
+	st.CopiedFrom = deref(copiedFrom)
 	if input != nil {
 		st.Input = json.RawMessage(*input)
 	}

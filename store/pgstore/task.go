@@ -20,7 +20,7 @@ const taskColumns = `id, parent_id, run_id, session_id, agent, title, goal, inpu
 	priority, status, progress, result, error_code, error_message, checkpoint, attempt, max_attempts,
 	run_at, lease_owner, lease_expires_at, lease_token, cancel_requested_at, depends_on,
 	idempotency_key, budget, consumed, created_at, updated_at, started_at, finished_at, reserved, options,
-	pause_requested_at, paused_from`
+	pause_requested_at, paused_from, forked_from, forked_from_step, agent_version`
 
 func scanTask(r pgx.Row) (*store.Task, error) {
 	var (
@@ -29,6 +29,8 @@ func scanTask(r pgx.Row) (*store.Task, error) {
 		progress, result, errCode, errMessage *string
 		checkpoint, budget, consumed          *string
 		reserved, options, pausedFrom         *string
+		forkedFrom, agentVersion              *string
+		forkedFromStep                        *int64
 		input, metadata, tags, dependsOn      string
 		runAt, createdAt, updatedAt           time.Time
 		leaseExpires, cancelReq, pauseReq     *time.Time
@@ -38,9 +40,12 @@ func scanTask(r pgx.Row) (*store.Task, error) {
 		&t.Priority, &t.Status, &progress, &result, &errCode, &errMessage, &checkpoint, &t.Attempt, &t.MaxAttempts,
 		&runAt, &leaseOwner, &leaseExpires, &t.LeaseToken, &cancelReq, &dependsOn,
 		&idemKey, &budget, &consumed, &createdAt, &updatedAt, &startedAt, &finishedAt, &reserved, &options,
-		&pauseReq, &pausedFrom)
+		&pauseReq, &pausedFrom, &forkedFrom, &forkedFromStep, &agentVersion)
 	if err != nil {
 		return nil, err
+	}
+	if forkedFrom != nil && forkedFromStep != nil {
+		t.ForkedFrom = &store.ForkRef{TaskID: *forkedFrom, StepNo: int(*forkedFromStep)}
 	}
 	t.ParentID, t.LeaseOwner, t.IdempotencyKey = deref(parentID), deref(leaseOwner), deref(idemKey)
 	t.Input, t.Metadata = json.RawMessage(input), json.RawMessage(metadata)
@@ -57,6 +62,7 @@ func scanTask(r pgx.Row) (*store.Task, error) {
 	}{
 		{"progress", progress, &t.Progress}, {"budget", budget, &t.Budget}, {"consumed", consumed, &t.Consumed},
 		{"reserved", reserved, &t.Reserved}, {"options", options, &t.Options},
+		{"agent_version", agentVersion, &t.AgentVersion},
 	} {
 		if doc.raw != nil {
 			if err := json.Unmarshal([]byte(*doc.raw), doc.dst); err != nil {

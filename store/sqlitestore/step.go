@@ -12,21 +12,23 @@ import (
 )
 
 const stepColumns = `task_id, step_no, call_index, type, status, tool, idempotency_key, input, output,
-	tokens_in, tokens_out, cost_usd, duration_ms, error_code, error_message, created_at, updated_at`
+	tokens_in, tokens_out, cost_usd, duration_ms, error_code, error_message, created_at, updated_at, copied_from`
 
 func scanStep(r rowScanner) (*store.Step, error) {
 	var (
 		st                                       store.Step
 		tool, input, output, errCode, errMessage sql.NullString
+		copiedFrom                               sql.NullString
 		createdAt, updatedAt                     int64
 	)
 	err := r.Scan(&st.TaskID, &st.StepNo, &st.CallIndex, &st.Type, &st.Status, &tool, &st.IdempotencyKey,
 		&input, &output, &st.TokensIn, &st.TokensOut, &st.CostUSD, &st.DurationMS, &errCode, &errMessage,
-		&createdAt, &updatedAt)
+		&createdAt, &updatedAt, &copiedFrom)
 	if err != nil {
 		return nil, err
 	}
 	st.Tool, st.ErrorCode, st.ErrorMessage = tool.String, errCode.String, errMessage.String
+	st.CopiedFrom = copiedFrom.String
 	if input.Valid {
 		st.Input = json.RawMessage(input.String)
 	}

@@ -17,7 +17,7 @@ const taskColumns = `id, parent_id, run_id, session_id, agent, title, goal, inpu
 	priority, status, progress, result, error_code, error_message, checkpoint, attempt, max_attempts,
 	run_at, lease_owner, lease_expires_at, lease_token, cancel_requested_at, depends_on,
 	idempotency_key, budget, consumed, created_at, updated_at, started_at, finished_at, reserved, options,
-	pause_requested_at, paused_from`
+	pause_requested_at, paused_from, forked_from, forked_from_step, agent_version`
 
 type rowScanner interface {
 	Scan(dest ...any) error
@@ -30,6 +30,8 @@ func scanTask(r rowScanner) (*store.Task, error) {
 		progress, result, errCode, errMessage sql.NullString
 		checkpoint, budget, consumed          sql.NullString
 		reserved, options, pausedFrom         sql.NullString
+		forkedFrom, agentVersion              sql.NullString
+		forkedFromStep                        sql.NullInt64
 		pauseReq                              sql.NullInt64
 		input, metadata, tags, dependsOn      string
 		runAt, createdAt, updatedAt           int64
@@ -40,9 +42,18 @@ func scanTask(r rowScanner) (*store.Task, error) {
 		&t.Priority, &t.Status, &progress, &result, &errCode, &errMessage, &checkpoint, &t.Attempt, &t.MaxAttempts,
 		&runAt, &leaseOwner, &leaseExpires, &t.LeaseToken, &cancelReq, &dependsOn,
 		&idemKey, &budget, &consumed, &createdAt, &updatedAt, &startedAt, &finishedAt, &reserved, &options,
-		&pauseReq, &pausedFrom)
+		&pauseReq, &pausedFrom, &forkedFrom, &forkedFromStep, &agentVersion)
 	if err != nil {
 		return nil, err
+	}
+	if forkedFrom.Valid {
+		t.ForkedFrom = &store.ForkRef{TaskID: forkedFrom.String, StepNo: int(forkedFromStep.Int64)}
+	}
+	if agentVersion.Valid {
+		t.AgentVersion = new(store.AgentVersion)
+		if err := json.Unmarshal([]byte(agentVersion.String), t.AgentVersion); err != nil {
+			return nil, fmt.Errorf("task %s agent_version: %w", t.ID, err)
+		}
 	}
 	t.ParentID = parentID.String
 	t.LeaseOwner = leaseOwner.String

@@ -1,0 +1,10 @@
+-- A fork names the task and step it was forked from; the index lists a
+-- task's forks. A copied step names the task it was copied from: its cost
+-- was paid there and is not the fork's.
+ALTER TABLE tasks ADD COLUMN forked_from TEXT;
+ALTER TABLE tasks ADD COLUMN forked_from_step INTEGER;
+CREATE INDEX tasks_forked_from ON tasks (forked_from, id) WHERE forked_from IS NOT NULL;
+ALTER TABLE task_steps ADD COLUMN copied_from TEXT;
+-- The definition of the task's agent its recorded work was done under
+-- ({"digest", "parts"}; NULL: none recorded yet).
+ALTER TABLE tasks ADD COLUMN agent_version TEXT;
