@@ -211,6 +211,7 @@ func (s *Server) routes() {
 	api("POST /api/tasks/{id}/resume", s.resumeTask)
 	api("POST /api/tasks/{id}/dependencies", s.addDependency)
 	api("POST /api/tasks/{id}/input", s.answer)
+	api("POST /api/tasks/{id}/fork", s.forkTask)
 	api("GET /api/tasks/{id}/steps", s.steps)
 	api("GET /api/tasks/{id}/events", s.taskEvents, streamParams...)
 	api("GET /api/events", s.allEvents, streamParams...)
@@ -231,6 +232,7 @@ func (s *Server) routes() {
 	api("POST /api/inbox/ack", s.ackInbox)
 	api("GET /api/status", s.status)
 	api("GET /api/ws", s.websocket, wsParams...)
+	api("POST /api/ag-ui", s.agui)
 	// Anything else under /api is a JSON 404 (or 405), behind the token
 	// too, so probing reveals nothing.
 	s.mux.Handle("/api/", s.authed(s.unknownRoute))
