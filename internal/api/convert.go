@@ -36,6 +36,7 @@ func FromStep(s *store.Step) *Step {
 		DurationMS:     s.DurationMS,
 		ErrorCode:      optString(s.ErrorCode),
 		ErrorMessage:   optString(s.ErrorMessage),
+		CopiedFrom:     optString(s.CopiedFrom),
 		CreatedAt:      s.CreatedAt,
 	}
 }

@@ -35,7 +35,10 @@ type Step struct {
 	DurationMS     int64           `json:"duration_ms"`
 	ErrorCode      *string         `json:"error_code"`
 	ErrorMessage   *string         `json:"error_message,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
+	// CopiedFrom is, on a fork's step copied from its source, the source
+	// task that ran and paid for it; null for a step the task ran itself.
+	CopiedFrom *string   `json:"copied_from"`
+	CreatedAt  time.Time `json:"created_at"`
 }
 
 // StepList is GET /api/tasks/{id}/steps.
@@ -75,6 +78,18 @@ type InputList struct {
 type AnswerInput struct {
 	RequestID string `json:"request_id,omitempty"`
 	Answer    string `json:"answer"`
+}
+
+// ForkTask is the body of POST /api/tasks/{id}/fork: the step the fork
+// runs live from, and what it changes; absent fields keep the source's.
+type ForkTask struct {
+	FromStep *int            `json:"from_step"`
+	Goal     string          `json:"goal,omitempty"`
+	Input    json.RawMessage `json:"input,omitempty"`
+	// Answer replaces the answer given at or after FromStep.
+	Answer *string       `json:"answer,omitempty"`
+	Agent  string        `json:"agent,omitempty"`
+	Budget *store.Budget `json:"budget,omitempty"`
 }
 
 // AddDependency is the body of POST /api/tasks/{id}/dependencies.

@@ -46,6 +46,22 @@ type Task struct {
 	UpdatedAt   time.Time        `json:"updated_at"`
 	StartedAt   *time.Time       `json:"started_at"`
 	FinishedAt  *time.Time       `json:"finished_at"`
+	// ForkedFrom names the task and step this task was forked from; null
+	// for a task that is not a fork.
+	ForkedFrom *store.ForkRef `json:"forked_from"`
+	// Forks lists the tasks forked from this one, oldest first; only GET
+	// /api/tasks/{id} fills it (absent elsewhere).
+	Forks []string `json:"forks,omitempty"`
+	// AgentVersion is the digest of the agent definition the task's
+	// recorded work was done under; null until its first attempt starts.
+	AgentVersion *AgentVersion `json:"agent_version"`
+}
+
+// AgentVersion identifies an agent's definition on the wire by its digest
+// alone: the parts a digest covers are the daemon's business, and
+// task.agent_changed says which changed.
+type AgentVersion struct {
+	Digest string `json:"digest"`
 }
 
 // Template is what a schedule or a chain makes tasks from: a POST
@@ -123,6 +139,10 @@ func FromTask(t *store.Task) *Task {
 		UpdatedAt:   t.UpdatedAt,
 		StartedAt:   optTime(t.StartedAt),
 		FinishedAt:  optTime(t.FinishedAt),
+		ForkedFrom:  t.ForkedFrom,
+	}
+	if v := t.AgentVersion; v != nil {
+		w.AgentVersion = &AgentVersion{Digest: v.Digest}
 	}
 	if o := t.Options; o != nil {
 		if o.Source != "" {
