@@ -10,6 +10,9 @@
 package live
 
 import (
+	"cmp"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -39,8 +42,9 @@ type Change struct {
 
 // Limits of a Hub.
 const (
-	// DefaultMaxQueued bounds the bytes of text one subscriber may have
-	// waiting; past it the subscriber drops to the text so far.
+	// DefaultMaxQueued bounds the bytes one subscriber may have waiting
+	// (its pieces' text plus queuedOverhead each); past it the subscriber
+	// drops to the text so far.
 	DefaultMaxQueued = 256 << 10
 	// MaxCallText bounds the text kept for one call; pieces past it are
 	// dropped (no model reply comes near it).
@@ -62,7 +66,13 @@ type call struct {
 	text    []byte
 	runes   int
 	touched time.Time
+	// remote: the call runs in another process and came through Apply.
+	remote bool
 }
+
+// queuedOverhead is what a queued piece costs beyond its text, counted
+// against MaxQueued so that many tiny pieces are bounded too.
+const queuedOverhead = 64
 
 // Hub holds the text so far of every live call and fans pieces out to
 // subscribers.
@@ -111,7 +121,9 @@ func (h *Hub) Write(taskID string, stepNo, callIndex int, text string) {
 	defer h.mu.Unlock()
 	k := callKey{taskID, stepNo, callIndex}
 	c := h.calls[k]
-	if c == nil {
+	if c == nil || c.remote {
+		// A call another process ran before this one took the task over
+		// is replaced: watchers get this piece at offset 0.
 		c = &call{}
 		h.calls[k] = c
 	}
@@ -143,12 +155,13 @@ func (h *Hub) End(taskID string, stepNo, callIndex int) {
 	}
 }
 
-// EndTask forgets every live call of the task (its attempt is over).
+// EndTask forgets every live call this process's agents wrote for the
+// task (its attempt is over).
 func (h *Hub) EndTask(taskID string) {
 	h.mu.Lock()
 	var ended []callKey
-	for k := range h.calls {
-		if k.task == taskID {
+	for k, c := range h.calls {
+		if k.task == taskID && !c.remote {
 			ended = append(ended, k)
 		}
 	}
@@ -160,8 +173,10 @@ func (h *Hub) EndTask(taskID string) {
 
 // Apply takes in a piece written in another process: the call's text
 // becomes its first Offset characters followed by Text (a piece that
-// would leave a gap is dropped), and the piece goes to the subscribers.
-// end forgets the call instead.
+// would leave a gap is dropped). Subscribers get only what changed: a
+// piece that repeats text the call already has (a resent text so far)
+// sends nothing, one that extends it sends the extension. end forgets the
+// call instead. Taps do not see applied pieces.
 func (h *Hub) Apply(d Delta, end bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -170,25 +185,53 @@ func (h *Hub) Apply(d Delta, end bool) {
 		delete(h.calls, k)
 		return
 	}
+	if d.Offset < 0 || d.Text == "" {
+		return
+	}
 	c := h.calls[k]
 	if c == nil {
-		c = &call{}
+		c = &call{remote: true}
 		h.calls[k] = c
 	}
 	if d.Offset > c.runes {
 		return // a piece before it was lost: wait for the text so far
 	}
+	c.touched = h.now()
 	if d.Offset < c.runes {
-		c.text = c.text[:byteOffset(c.text, d.Offset)]
-		c.runes = d.Offset
+		at := byteOffset(c.text, d.Offset)
+		have := string(c.text[at:])
+		switch {
+		case strings.HasPrefix(have, d.Text):
+			return // nothing new
+		case strings.HasPrefix(d.Text, have):
+			// Only the part past what the call has is new.
+			d.Text, d.Offset = d.Text[len(have):], c.runes
+		default:
+			// The text differs from Offset on (a new attempt of the call):
+			// watchers replace it from there.
+			c.text = c.text[:at]
+			c.runes = d.Offset
+		}
 	}
 	if len(c.text)+len(d.Text) > MaxCallText {
 		return
 	}
 	c.text = append(c.text, d.Text...)
 	c.runes += utf8.RuneCountInString(d.Text)
-	c.touched = h.now()
 	h.fanOut(d)
+}
+
+// Forget drops the task's calls that came from another process through
+// Apply, telling no one: nobody here follows the task any more, so their
+// ends would go unheard and their text become stale.
+func (h *Hub) Forget(taskID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, c := range h.calls {
+		if k.task == taskID && c.remote {
+			delete(h.calls, k)
+		}
+	}
 }
 
 // Sweep forgets calls no piece touched since before: those of a process
@@ -230,23 +273,10 @@ func (h *Hub) soFar(taskID string) []Delta {
 			out = append(out, Delta{TaskID: taskID, StepNo: k.step, CallIndex: k.call, Text: string(c.text)})
 		}
 	}
-	sortDeltas(out)
+	slices.SortFunc(out, func(a, b Delta) int {
+		return cmp.Or(cmp.Compare(a.StepNo, b.StepNo), cmp.Compare(a.CallIndex, b.CallIndex))
+	})
 	return out
-}
-
-func sortDeltas(ds []Delta) {
-	for i := 1; i < len(ds); i++ {
-		for j := i; j > 0 && less(ds[j], ds[j-1]); j-- {
-			ds[j], ds[j-1] = ds[j-1], ds[j]
-		}
-	}
-}
-
-func less(a, b Delta) bool {
-	if a.StepNo != b.StepNo {
-		return a.StepNo < b.StepNo
-	}
-	return a.CallIndex < b.CallIndex
 }
 
 // Subscribe follows the task's pieces. The subscription first holds the
@@ -301,13 +331,14 @@ func (s *Sub) push(d Delta, max int) {
 		s.signal()
 		return // it will get the text so far
 	}
-	if s.queued+len(d.Text) > max {
+	size := len(d.Text) + queuedOverhead
+	if s.queued+size > max {
 		s.queue, s.queued, s.lagged = nil, 0, true
 		s.signal()
 		return
 	}
 	s.queue = append(s.queue, d)
-	s.queued += len(d.Text)
+	s.queued += size
 	s.signal()
 }
 
