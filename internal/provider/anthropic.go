@@ -442,13 +442,16 @@ type anthropicStreamBlock struct {
 	index    int
 	typ      string
 	id, name string
-	text     strings.Builder
 	input    json.RawMessage // from content_block_start, used when no deltas came
 	json     strings.Builder
 }
 
 type anthropicStream struct {
-	onText     func(string)
+	onText func(string)
+	// text is every piece given to onText, in the order it came: the
+	// reply's Content, so that what was streamed is what is recorded even
+	// when a broken server interleaves or retypes blocks.
+	text       strings.Builder
 	model      string
 	stopReason string
 	usage      anthropicUsage
@@ -545,12 +548,12 @@ func (st *anthropicStream) addText(b *anthropicStreamBlock, text string) {
 	if text == "" || b.typ != "text" {
 		return
 	}
-	b.text.WriteString(text)
+	st.text.WriteString(text)
 	st.onText(text)
 }
 
-// response assembles the blocks in index order, as the plain reply lists
-// them.
+// response assembles the tool calls in index order, as the plain reply
+// lists them; the text is what was streamed.
 func (st *anthropicStream) response() *Response {
 	blocks := make([]*anthropicStreamBlock, 0, len(st.blocks))
 	for _, b := range st.blocks {
@@ -558,13 +561,9 @@ func (st *anthropicStream) response() *Response {
 	}
 	slices.SortFunc(blocks, func(x, y *anthropicStreamBlock) int { return cmp.Compare(x.index, y.index) })
 
-	out := &Response{StopReason: st.stopReason, Model: st.model, Usage: st.usage.usage()}
-	var text strings.Builder
+	out := &Response{Content: st.text.String(), StopReason: st.stopReason, Model: st.model, Usage: st.usage.usage()}
 	for _, b := range blocks {
-		switch b.typ {
-		case "text":
-			text.WriteString(b.text.String())
-		case "tool_use":
+		if b.typ == "tool_use" {
 			input := b.input
 			if b.json.Len() > 0 {
 				input = json.RawMessage(b.json.String())
@@ -572,6 +571,5 @@ func (st *anthropicStream) response() *Response {
 			out.ToolCalls = append(out.ToolCalls, ToolCall{ID: b.id, Name: b.name, Arguments: anthropicObject(input)})
 		}
 	}
-	out.Content = text.String()
 	return out
 }

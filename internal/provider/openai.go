@@ -352,6 +352,11 @@ func readOpenAIStream(body io.Reader, onText func(string)) (*Response, error) {
 	if !s.sawChoice {
 		return nil, &Error{Provider: openAIName, Message: "reply has no choices"}
 	}
+	if s.content.Len() == 0 && s.refusal.Len() > 0 {
+		// The refusal becomes the reply's text (see response): it is
+		// streamed too, so that the pieces add up to the text.
+		s.onText(s.refusal.String())
+	}
 	return s.response(), nil
 }
 

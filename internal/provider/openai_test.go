@@ -813,3 +813,48 @@ func TestOpenAIDefaultBaseURL(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A reply that says something and then calls a tool streams the text and
+// still gives the same Response as the plain reply.
+func TestOpenAIStreamTextAndToolCalls(t *testing.T) {
+	t.Parallel()
+	reply := providertest.Reply{
+		Text:      "Let me look that up first.",
+		ToolCalls: []provider.ToolCall{{ID: "call_1", Name: "search", Arguments: json.RawMessage(`{"q":"errand streaming"}`)}},
+		Usage:     &provider.Usage{InputTokens: 12, OutputTokens: 9},
+	}
+	srv := providertest.NewOpenAIServer(t, reply, reply)
+	client := newOpenAI(srv)
+
+	plain, err := client.Complete(context.Background(), userRequest("find it"))
+	require.NoError(t, err)
+
+	var text textCollector
+	req := userRequest("find it")
+	req.OnText = text.OnText
+	streamed, err := client.Complete(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, providertest.SplitText(reply.Text), text.Pieces())
+	require.Equal(t, plain, streamed)
+	require.Equal(t, reply.Text, streamed.Content)
+	require.Equal(t, provider.Usage{InputTokens: 12, OutputTokens: 9}, streamed.Usage)
+	require.Len(t, streamed.ToolCalls, 1)
+	require.True(t, srv.Request(1).Stream)
+	require.True(t, srv.Request(1).IncludeUsage)
+}
+
+// A refusal is the reply's text when there is no other: it is streamed
+// too, so the pieces add up to the text.
+func TestOpenAIStreamRefusal(t *testing.T) {
+	t.Parallel()
+	client := rawServer(t, rawReply(http.StatusOK, "text/event-stream",
+		"data: {\"choices\":[{\"delta\":{\"content\":null,\"refusal\":\"I can\"}}]}\n\n"+
+			"data: {\"choices\":[{\"delta\":{\"refusal\":\"not.\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
+	var text textCollector
+	req := userRequest("hi")
+	req.OnText = text.OnText
+	resp, err := client.Complete(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, "I cannot.", resp.Content)
+	require.Equal(t, []string{"I cannot."}, text.Pieces())
+}
