@@ -59,3 +59,24 @@ func SignalOf(typ, taskID string) (Signal, bool) {
 	}
 	return Signal{}, false
 }
+
+// MaxOutputPayload bounds one payload an OutputRelay carries, under
+// PostgreSQL's 8000-byte NOTIFY limit.
+const MaxOutputPayload = 7000
+
+// An OutputRelay is a store shared by several processes that also carries
+// the live output of running tasks between them, so a watcher connected
+// to one process sees a task another runs. Nothing is stored: a payload
+// sent while a process was not listening is lost to it. The payloads are
+// the engine's; the store only carries them.
+type OutputRelay interface {
+	// RelayOutput sends payload, valid UTF-8 of at most MaxOutputPayload
+	// bytes, to every process listening, this one included, in the order
+	// sent.
+	RelayOutput(ctx context.Context, payload string) error
+	// ListenOutput calls f with each payload sent, until ctx ends; f must
+	// not block. It calls f with "" each time it starts listening (at
+	// first and after a reconnect): payloads sent before may have been
+	// missed. It returns ctx's error, or an error if it could not start.
+	ListenOutput(ctx context.Context, f func(payload string)) error
+}

@@ -106,16 +106,36 @@ const listenRetry = 5 * time.Second
 // outside the pool, and reconnects when it is lost; each time it starts
 // listening it tells f that anything may have happened before.
 func (s *Store) Listen(ctx context.Context, f func(store.Signal)) error {
+	return s.listenLoop(ctx, s.channel, func() {
+		// Whatever committed before LISTEN took effect was not heard: at
+		// the first start (the caller may have begun earlier) as after a
+		// reconnect, anything may have happened.
+		for _, k := range []store.SignalKind{store.SignalMissed, store.SignalWritten, store.SignalReady, store.SignalSchedules, store.SignalSpend} {
+			f(store.Signal{Kind: k})
+		}
+		if s.listening != nil {
+			s.listening()
+		}
+	}, func(payload string) {
+		for _, sig := range decodeSignals(payload) {
+			f(sig)
+		}
+	})
+}
+
+// listenLoop listens on channel until ctx ends, reconnecting when the
+// connection is lost; started is called each time it listens.
+func (s *Store) listenLoop(ctx context.Context, channel string, started func(), heard func(payload string)) error {
 	wait := 50 * time.Millisecond
 	for {
-		listening, err := s.listen(ctx, f)
+		listening, err := s.listen(ctx, channel, started, heard)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if listening {
 			wait = 50 * time.Millisecond // it worked for a while: retry soon
 		}
-		s.logf("listen for signals: %v; again in %s", err, wait)
+		s.logf("listen on %s: %v; again in %s", channel, err, wait)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -127,31 +147,21 @@ func (s *Store) Listen(ctx context.Context, f func(store.Signal)) error {
 
 // listen listens on one connection until it fails; listening reports
 // whether it got as far as listening.
-func (s *Store) listen(ctx context.Context, f func(store.Signal)) (listening bool, err error) {
+func (s *Store) listen(ctx context.Context, channel string, started func(), heard func(payload string)) (listening bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return false, err
 	}
-	// Whatever committed before LISTEN took effect was not heard: at the
-	// first start (the caller may have begun earlier) as after a
-	// reconnect, anything may have happened.
-	for _, k := range []store.SignalKind{store.SignalMissed, store.SignalWritten, store.SignalReady, store.SignalSchedules, store.SignalSpend} {
-		f(store.Signal{Kind: k})
-	}
-	if s.listening != nil {
-		s.listening()
-	}
+	started()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return true, err
 		}
-		for _, sig := range decodeSignals(n.Payload) {
-			f(sig)
-		}
+		heard(n.Payload)
 	}
 }
