@@ -8,6 +8,12 @@
 // events (text and tool-call arguments split across chunks, usage in a last
 // chunk, then [DONE]) for streaming ones. It also checks each request the
 // way the real API would and fails the test on a malformed one.
+//
+// A reply can be held back part way (Reply.Hold): the client has been sent
+// the first pieces of its text and waits for the rest, as it would while a
+// real model is still writing. A test waits for that point with WaitHeld,
+// acts mid-call (connects a watcher, checks what was shown so far), then
+// closes the Hold channel to let the reply finish.
 package providertest
 
 import (
@@ -58,6 +64,16 @@ type Reply struct {
 	// FinishReason defaults to "tool_calls" when there are ToolCalls and
 	// "stop" otherwise.
 	FinishReason string
+	// Hold, when set, holds the reply back until it is closed: a streamed
+	// reply after its first HoldAfter pieces of Text (SplitText's; all of
+	// them if there are fewer) have been sent and flushed, before the rest
+	// and the tool calls; a plain reply before anything is sent, after
+	// Delay. WaitHeld tells when the server is holding. A request whose
+	// context ends, or a server that closes, while held gets nothing more.
+	Hold <-chan struct{}
+	// HoldAfter is how many pieces of a streamed reply's Text go out
+	// before Hold is waited for.
+	HoldAfter int
 }
 
 // RecordedRequest is a request the server received, decoded.
@@ -90,11 +106,14 @@ type Server struct {
 	srv    *httptest.Server
 	closed chan struct{} // closed at cleanup: ends pending Delays
 
-	mu      sync.Mutex
-	script  []Reply
-	next    int
-	reqs    []RecordedRequest
-	arrived chan struct{} // closed and replaced when a request is recorded
+	mu     sync.Mutex
+	script []Reply
+	next   int
+	reqs   []RecordedRequest
+	held   int // replies that reached their Hold
+	// changed is closed and replaced when a request is recorded or a reply
+	// reaches its Hold; nil until someone waits.
+	changed chan struct{}
 }
 
 // NewOpenAIServer starts a server answering POST /v1/chat/completions from
@@ -136,22 +155,71 @@ func (s *Server) Requests() int {
 // ctx.Err(). A request counts once it is recorded, before its reply's
 // Delay, so a test can act while the server holds the reply back.
 func (s *Server) WaitRequests(ctx context.Context, n int) error {
+	return s.wait(ctx, n, "requests", func() int { return len(s.reqs) })
+}
+
+// Held is how many replies have reached their Hold (see Reply.Hold),
+// whether still held or since let go.
+func (s *Server) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
+}
+
+// WaitHeld blocks until at least n replies have reached their Hold (see
+// Held), or ctx ends, when it returns an error wrapping ctx.Err(). When it
+// returns, the pieces sent before the hold have been flushed to the
+// client; the client may not have read them yet.
+func (s *Server) WaitHeld(ctx context.Context, n int) error {
+	return s.wait(ctx, n, "held replies", func() int { return s.held })
+}
+
+// wait blocks until count(), read under the lock, is at least n.
+func (s *Server) wait(ctx context.Context, n int, what string, count func() int) error {
 	for {
 		s.mu.Lock()
-		have := len(s.reqs)
-		if s.arrived == nil {
-			s.arrived = make(chan struct{})
+		have := count()
+		if s.changed == nil {
+			s.changed = make(chan struct{})
 		}
-		arrived := s.arrived
+		changed := s.changed
 		s.mu.Unlock()
 		if have >= n {
 			return nil
 		}
 		select {
-		case <-arrived:
+		case <-changed:
 		case <-ctx.Done():
-			return fmt.Errorf("wait for %d requests, have %d: %w", n, have, ctx.Err())
+			return fmt.Errorf("wait for %d %s, have %d: %w", n, what, have, ctx.Err())
 		}
+	}
+}
+
+// signal wakes the waiters; the caller holds s.mu.
+func (s *Server) signal() {
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+}
+
+// hold waits out r's Hold, counting it as held first. It reports false
+// when the client went away or the server closed meanwhile.
+func (s *Server) hold(r *http.Request, reply Reply) bool {
+	if reply.Hold == nil {
+		return true
+	}
+	s.mu.Lock()
+	s.held++
+	s.signal()
+	s.mu.Unlock()
+	select {
+	case <-reply.Hold:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-s.closed:
+		return false
 	}
 }
 
@@ -182,10 +250,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.reqs = append(s.reqs, rec)
-	if s.arrived != nil {
-		close(s.arrived)
-		s.arrived = nil
-	}
+	s.signal()
 	n := s.next
 	s.next++
 	var reply Reply
@@ -218,7 +283,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	id := fmt.Sprintf("chatcmpl-providertest-%d", n)
 	if rec.Stream {
-		writeStream(w, id, rec, reply)
+		s.writeStream(w, r, id, rec, reply)
+		return
+	}
+	if !s.hold(r, reply) {
 		return
 	}
 	writeJSON(w, http.StatusOK, completion(id, rec.Model, reply))
@@ -475,70 +543,6 @@ func completion(id, model string, r Reply) wireCompletion {
 		Choices: []wireChoice{{Message: msg, FinishReason: finishReason(r)}},
 		Usage:   toWireUsage(r.Usage),
 	}
-}
-
-// writeStream sends r as OpenAI does: a first chunk with the role, the text
-// in pieces, each tool call's id and name and then its arguments in pieces,
-// a chunk with the finish reason, the usage chunk (empty choices) when
-// asked for, then [DONE].
-func writeStream(w http.ResponseWriter, id string, rec RecordedRequest, r Reply) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-
-	// A comment, as proxies send for keep-alive; clients must skip it.
-	if _, err := io.WriteString(w, ": providertest\n\n"); err != nil {
-		return
-	}
-	var nullUsage **wireUsage
-	if rec.IncludeUsage {
-		var none *wireUsage
-		nullUsage = &none // every chunk says "usage": null, as OpenAI does
-	}
-	chunk := func(delta *wireDelta, finish *string) wireCompletion {
-		return wireCompletion{
-			ID: id, Object: "chat.completion.chunk", Created: created, Model: rec.Model,
-			Choices: []wireChoice{{Delta: delta, FinishReason: finish}},
-			Usage:   nullUsage,
-		}
-	}
-	empty := ""
-	chunks := []wireCompletion{chunk(&wireDelta{Role: "assistant", Content: &empty}, nil)}
-	for _, piece := range SplitText(r.Text) {
-		chunks = append(chunks, chunk(&wireDelta{Content: &piece}, nil))
-	}
-	for i, c := range r.ToolCalls {
-		head := wireToolCall{Index: &i, ID: c.ID, Type: "function"}
-		head.Function.Name = c.Name
-		chunks = append(chunks, chunk(&wireDelta{ToolCalls: []wireToolCall{head}}, nil))
-		for _, piece := range splitRunes(arguments(c), argsPieceRunes) {
-			part := wireToolCall{Index: &i}
-			part.Function.Arguments = piece
-			chunks = append(chunks, chunk(&wireDelta{ToolCalls: []wireToolCall{part}}, nil))
-		}
-	}
-	chunks = append(chunks, chunk(&wireDelta{}, finishReason(r)))
-	if rec.IncludeUsage && r.Usage != nil {
-		chunks = append(chunks, wireCompletion{
-			ID: id, Object: "chat.completion.chunk", Created: created, Model: rec.Model,
-			Choices: []wireChoice{}, Usage: toWireUsage(r.Usage),
-		})
-	}
-	for _, c := range chunks {
-		data, err := json.Marshal(c)
-		if err != nil {
-			panic(err) // our own types always encode
-		}
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil {
-			return
-		}
-		if err := rc.Flush(); err != nil {
-			return
-		}
-	}
-	_, _ = io.WriteString(w, "data: [DONE]\n\n")
-	_ = rc.Flush()
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
