@@ -175,6 +175,14 @@ func (c *Client) AnswerInput(ctx context.Context, id string, p *api.AnswerInput)
 	return &out, c.do(ctx, http.MethodPost, taskPath(id, "input"), p, &out)
 }
 
+// ForkTask reruns task id from a step, as a new task: POST
+// /api/tasks/{id}/fork. The steps before p.FromStep are copied from id,
+// never run or paid for again.
+func (c *Client) ForkTask(ctx context.Context, id string, p *api.ForkTask) (*api.Task, error) {
+	var out api.Task
+	return &out, c.do(ctx, http.MethodPost, taskPath(id, "fork"), p, &out)
+}
+
 // ListSteps returns a task's step records: GET /api/tasks/{id}/steps.
 func (c *Client) ListSteps(ctx context.Context, id string) (*api.StepList, error) {
 	var out api.StepList

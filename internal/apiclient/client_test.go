@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/store"
 )
 
 func TestMain(m *testing.M) {
@@ -158,6 +159,18 @@ func TestRoutes(t *testing.T) {
 			},
 			method: "POST", path: "/api/tasks/tsk_1/input", body: `{"request_id":"inp_1","answer":"yes"}`, status: 200, resp: input,
 			check: func(t *testing.T, got any) { require.Equal(t, "yes", *got.(*api.Input).Answer) },
+		},
+		{
+			name: "ForkTask",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				three, answer := 3, "green"
+				return c.ForkTask(ctx, "tsk_1", &api.ForkTask{FromStep: &three, Answer: &answer, Agent: "careful"})
+			},
+			method: "POST", path: "/api/tasks/tsk_1/fork", body: `{"from_step":3,"answer":"green","agent":"careful"}`,
+			status: 201, resp: `{"id":"tsk_2","status":"pending","forked_from":{"task_id":"tsk_1","step_no":3}}`,
+			check: func(t *testing.T, got any) {
+				require.Equal(t, &store.ForkRef{TaskID: "tsk_1", StepNo: 3}, got.(*api.Task).ForkedFrom)
+			},
 		},
 		{
 			name:   "ListSteps",
