@@ -280,6 +280,9 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		return nil, err
 	}
 
+	// Streamed, so whoever watches the task sees the words as they come;
+	// the record below still holds the whole reply.
+	req.OnText = step.Output
 	callCtx, cancel := context.WithTimeout(ctx, a.cfg.StepTimeout)
 	resp, err := a.cfg.Provider.Complete(callCtx, req)
 	cancel()
