@@ -89,8 +89,11 @@ type StepFinishParams struct {
 	// Release is the reservation made for this step, handed back now that
 	// the step's real usage is known.
 	Release Amount
-	Actor   string
-	Now     *time.Time
+	// AgentVersion, when set, is stored as the task's agent version in the
+	// same transaction: the first step an attempt ends records it.
+	AgentVersion *AgentVersion
+	Actor        string
+	Now          *time.Time
 }
 
 // StepListParams selects a task's steps in order of position.

@@ -37,6 +37,7 @@ type StepWriter interface {
 	// budget and stores p's checkpoint.
 	StepSpend(ctx context.Context, p *StepFinishParams, step *Step, at time.Time) error
 	AppendEvent(ctx context.Context, taskID, typ, actor string, data any, at time.Time) error
+	AgentVersionWriter
 }
 
 // StartStep records that a step is about to run (see Store.StepStart): a
@@ -113,6 +114,9 @@ func FinishStep(ctx context.Context, x StepWriter, p *StepFinishParams, at time.
 		return nil, err
 	}
 	if err := x.StepSpend(ctx, p, step, at); err != nil {
+		return nil, err
+	}
+	if err := recordAgentVersion(ctx, x, p.Lease.TaskID, p.AgentVersion, at); err != nil {
 		return nil, err
 	}
 	if err := x.AppendEvent(ctx, p.Lease.TaskID, EventTaskStep, p.Actor, StepEventData(step), at); err != nil {

@@ -158,6 +158,11 @@ func (f *fakeStepWriter) AppendEvent(_ context.Context, _, typ, _ string, _ any,
 	return nil
 }
 
+func (f *fakeStepWriter) SetAgentVersion(_ context.Context, _ string, version []byte, _ time.Time) error {
+	f.calls = append(f.calls, "version "+string(version))
+	return nil
+}
+
 func TestStartStep(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -206,10 +211,13 @@ func TestFinishStep(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	p := &StepFinishParams{Lease: Lease{TaskID: "tsk_1", Token: 1}, IdempotencyKey: "k", Status: StepDone}
+	withVersion := *p
+	withVersion.AgentVersion = &AgentVersion{Digest: "sha256:a"}
 	ended := &Step{TaskID: "tsk_1", IdempotencyKey: "k", Status: StepDone}
 	for _, tc := range []struct {
 		name   string
 		w      fakeStepWriter
+		p      StepFinishParams
 		want   *Step
 		err    error
 		calls  []string
@@ -218,13 +226,19 @@ func TestFinishStep(t *testing.T) {
 		{name: "LeaseLost", w: fakeStepWriter{leaseErr: ErrLeaseLost}, err: ErrLeaseLost, calls: []string{"check"}},
 		{name: "Ends", w: fakeStepWriter{ended: ended}, want: ended,
 			calls: []string{"check", "end", "spend"}, events: []string{EventTaskStep}},
+		{name: "RecordsAgentVersion", w: fakeStepWriter{ended: ended}, p: withVersion, want: ended,
+			calls: []string{"check", "end", "spend", `version {"digest":"sha256:a"}`}, events: []string{EventTaskStep}},
 		{name: "EndedAlreadyCountsOnce", w: fakeStepWriter{ofTask: ended}, want: ended, calls: []string{"check", "end", "ofTask"}},
 		{name: "NeverStarted", w: fakeStepWriter{}, err: ErrNotFound, calls: []string{"check", "end", "ofTask"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			w := tc.w
-			got, err := FinishStep(context.Background(), &w, p, at)
+			fp := tc.p
+			if fp.IdempotencyKey == "" {
+				fp = *p
+			}
+			got, err := FinishStep(context.Background(), &w, &fp, at)
 			if tc.err != nil {
 				require.True(t, errors.Is(err, tc.err), "err %v", err)
 			} else {

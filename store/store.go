@@ -406,5 +406,6 @@ type Store interface {
 
 	// Close releases the store's connections.
 	Close() error
-	OverheadStore // learned prompt overheads: overhead.go
+	OverheadStore     // learned prompt overheads: overhead.go
+	AgentVersionStore // agent versions: agentversion.go
 }

@@ -43,6 +43,7 @@ var Points = [...]string{
 	"InputList",
 	"StepStart",
 	"StepFinish",
+	"TaskAgentChange",
 	"StepListByTask",
 	"EventList",
 	"EventLastID",
@@ -369,6 +370,11 @@ func (s *Store) StepStart(ctx context.Context, params *store.StepStartParams) (*
 // StepFinish calls the inner store's StepFinish under the faults at point "StepFinish".
 func (s *Store) StepFinish(ctx context.Context, params *store.StepFinishParams) (*store.Step, error) {
 	return call(ctx, s, "StepFinish", func() (*store.Step, error) { return s.inner.StepFinish(ctx, params) })
+}
+
+// TaskAgentChange calls the inner store's TaskAgentChange under the faults at point "TaskAgentChange".
+func (s *Store) TaskAgentChange(ctx context.Context, params *store.TaskAgentChangeParams) error {
+	return call0(ctx, s, "TaskAgentChange", func() error { return s.inner.TaskAgentChange(ctx, params) })
 }
 
 // StepListByTask calls the inner store's StepListByTask under the faults at point "StepListByTask".

@@ -110,3 +110,10 @@ func (s *Store) StepListByTask(ctx context.Context, p *store.StepListParams) ([]
 	}
 	return steps, nil
 }
+
+// SetAgentVersion implements store.AgentVersionWriter.
+func (x execTx) SetAgentVersion(ctx context.Context, taskID string, version []byte, at time.Time) error {
+	_, err := x.tx.Exec(ctx, `UPDATE tasks SET agent_version = $1::json, updated_at = $2 WHERE id = $3`,
+		string(version), at, taskID)
+	return err
+}

@@ -115,3 +115,10 @@ func (s *Store) StepListByTask(ctx context.Context, p *store.StepListParams) ([]
 	}
 	return steps, rows.Err()
 }
+
+// SetAgentVersion implements store.AgentVersionWriter.
+func (x execTx) SetAgentVersion(ctx context.Context, taskID string, version []byte, at time.Time) error {
+	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET agent_version = ?1, updated_at = ?2 WHERE id = ?3`,
+		string(version), micros(at), taskID)
+	return err
+}
