@@ -161,6 +161,8 @@ type Engine struct {
 	sched *scheduler.Scheduler
 	// mem writes, recalls and lists memories.
 	mem *memory.Keeper
+	// out carries the live output of running tasks to their watchers.
+	out *liveOutput
 
 	mu    sync.Mutex
 	pools map[*Pool]struct{}
@@ -204,6 +206,7 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 		PollInterval: cfg.PollInterval, EventPageSize: DefaultEventPageSize, MaxListLimit: MaxListLimit,
 		OnScheduleFired: cfg.OnScheduleFired, Clock: clk, Logger: cfg.Logger,
 	})
+	e.out = newLiveOutput(st, clk, cfg.Logger)
 	e.mem = memory.NewKeeper(st, memoryHooks{e}, &memory.KeeperConfig{
 		Limits: cfg.MemoryLimits, Trust: &cfg.MemoryTrust, DefaultListLimit: DefaultListLimit, MaxListLimit: MaxListLimit,
 		Clock: clk, Logger: cfg.Logger,
@@ -255,16 +258,20 @@ func (e *Engine) madeReady() {
 	e.ready.broadcast()
 }
 
+// addPool counts a started pool; while one runs, the live output relay
+// listens, to hear which of its tasks other processes follow.
 func (e *Engine) addPool(p *Pool) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.pools[p] = struct{}{}
+	e.mu.Unlock()
+	e.out.relay.acquire()
 }
 
 func (e *Engine) removePool(p *Pool) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	delete(e.pools, p)
+	e.mu.Unlock()
+	e.out.relay.release()
 }
 
 // broadcast is a level-free wake-up: wait returns a channel closed by the

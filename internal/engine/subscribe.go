@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/errandhq/errand/internal/clock"
 	"github.com/errandhq/errand/store"
 )
 
@@ -54,6 +55,11 @@ func (e *Engine) Subscribe(ctx context.Context, filter EventFilter, afterID int6
 	if afterID < 0 {
 		return nil, invalid("after", "%d must not be negative", afterID)
 	}
+	var deltas *liveFollow
+	if wantsLive(filter) {
+		// Now, so that the subscription follows the output from its start.
+		deltas = e.out.follow(filter.TaskID)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	sub := &Subscription{
 		events: make(chan *store.Event, DefaultSubscribeBuffer),
@@ -63,7 +69,8 @@ func (e *Engine) Subscribe(ctx context.Context, filter EventFilter, afterID int6
 	go func() {
 		defer close(sub.done)
 		defer close(sub.events)
-		err := e.follow(ctx, filter, afterID, sub.events)
+		defer deltas.close()
+		err := e.follow(ctx, filter, afterID, deltas, sub.events)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			sub.mu.Lock()
 			sub.err = err
@@ -73,7 +80,7 @@ func (e *Engine) Subscribe(ctx context.Context, filter EventFilter, afterID int6
 	return sub, nil
 }
 
-func (e *Engine) follow(ctx context.Context, filter EventFilter, cursor int64, out chan<- *store.Event) error {
+func (e *Engine) follow(ctx context.Context, filter EventFilter, cursor int64, deltas *liveFollow, out chan<- *store.Event) error {
 	poll := e.clock.NewTicker(e.cfg.PollInterval)
 	defer poll.Stop()
 	for {
@@ -85,6 +92,11 @@ func (e *Engine) follow(ctx context.Context, filter EventFilter, cursor int64, o
 			return err
 		}
 		for _, ev := range events {
+			// A piece is written before the record of its step commits:
+			// whatever the hub holds now goes before this event.
+			if err := deltas.send(ctx, out); err != nil {
+				return err
+			}
 			select {
 			case out <- ev:
 				cursor = ev.ID
@@ -95,9 +107,25 @@ func (e *Engine) follow(ctx context.Context, filter EventFilter, cursor int64, o
 		if len(events) == DefaultEventPageSize {
 			continue
 		}
+		if err := e.waitJournal(ctx, woken, poll, deltas, out); err != nil {
+			return err
+		}
+	}
+}
+
+// waitJournal sends live deltas as they come until the journal may have
+// grown (a wake-up or a poll tick) or ctx ends.
+func (e *Engine) waitJournal(ctx context.Context, woken <-chan struct{}, poll clock.Ticker, deltas *liveFollow, out chan<- *store.Event) error {
+	for {
 		select {
 		case <-woken:
+			return nil
 		case <-poll.C():
+			return nil
+		case <-deltas.ready():
+			if err := deltas.send(ctx, out); err != nil {
+				return err
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
