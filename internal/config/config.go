@@ -36,6 +36,7 @@ const (
 	DefaultOnLimit           = OnLimitPauseAll
 	DefaultDailyUSD          = 5.00
 	DefaultMonthlyUSD        = 50.00
+	DefaultOnAgentChange     = OnAgentChangeContinue
 )
 
 // Defaults of Agent.
@@ -83,6 +84,15 @@ const (
 const (
 	ModeReact       = "react"
 	ModePlanExecute = "plan_execute"
+)
+
+// Values of Config.OnAgentChange: what a task resumed under a changed
+// definition of its agent does, once task.agent_changed is journaled.
+const (
+	// OnAgentChangeContinue goes on under the new definition.
+	OnAgentChangeContinue = "continue"
+	// OnAgentChangeFail fails the task with code agent_changed.
+	OnAgentChangeFail = "fail"
 )
 
 // Values of Budget.OnLimit.
@@ -144,6 +154,10 @@ type Config struct {
 	// a time, or empty (or "none") for no lanes. A task's own lane applies
 	// either way.
 	Lanes string `yaml:"lanes"`
+	// OnAgentChange is what a task does when it resumes, its recorded work
+	// done under another definition of its agent (kind, model, prompt,
+	// tools, MCP servers…): "continue" (default) or "fail".
+	OnAgentChange string `yaml:"on_agent_change"`
 	// Schedules are the schedules the file declares, by name: applied at
 	// start and on SIGHUP. Default none.
 	Schedules map[string]Schedule `yaml:"schedules"`
@@ -385,10 +399,11 @@ func Default() *Config {
 			AlertThresholds: DefaultAlertThresholds(),
 			OnLimit:         DefaultOnLimit,
 		},
-		MCPServers:   map[string]MCPServer{},
-		Retention:    DefaultRetention,
-		MemoryLimits: DefaultMemoryLimits(),
-		Schedules:    map[string]Schedule{},
+		MCPServers:    map[string]MCPServer{},
+		Retention:     DefaultRetention,
+		MemoryLimits:  DefaultMemoryLimits(),
+		Schedules:     map[string]Schedule{},
+		OnAgentChange: DefaultOnAgentChange,
 	}
 }
 

@@ -68,9 +68,10 @@ func designExample() *Config {
 		MCPServers: map[string]MCPServer{
 			"files": {Command: []string{"mcp-server-filesystem", "/srv/data"}},
 		},
-		Retention:    Duration(720 * time.Hour),
-		MemoryLimits: DefaultMemoryLimits(),
-		Lanes:        "session",
+		Retention:     Duration(720 * time.Hour),
+		MemoryLimits:  DefaultMemoryLimits(),
+		Lanes:         "session",
+		OnAgentChange: "continue",
 		Schedules: map[string]Schedule{
 			"morning-scout": {
 				Kind:        "heartbeat",
@@ -120,7 +121,8 @@ func TestDefault(t *testing.T) {
 			User: MemoryLimit{4000, 25}, Agent: MemoryLimit{3000, 20}, Schedule: MemoryLimit{2000, 15},
 			Event: MemoryLimit{1500, 10}, Heartbeat: MemoryLimit{500, 5},
 		},
-		Schedules: map[string]Schedule{},
+		Schedules:     map[string]Schedule{},
+		OnAgentChange: "continue",
 	}
 	require.Equal(t, want, Default())
 	require.NoError(t, Default().Validate())
@@ -492,5 +494,26 @@ func TestA2AAgent(t *testing.T) {
 	} {
 		_, err := Parse([]byte(doc))
 		require.ErrorContains(t, err, want, doc)
+	}
+}
+
+func TestOnAgentChange(t *testing.T) {
+	t.Parallel()
+	for doc, want := range map[string]string{
+		"":                          OnAgentChangeContinue,
+		"on_agent_change: fail":     OnAgentChangeFail,
+		"on_agent_change: continue": OnAgentChangeContinue,
+	} {
+		cfg, err := Parse([]byte(doc))
+		require.NoError(t, err, doc)
+		require.Equal(t, want, cfg.OnAgentChange, doc)
+	}
+	for _, doc := range []string{"on_agent_change: stop", `on_agent_change: ""`, "on_agent_change: FAIL"} {
+		_, err := Parse([]byte(doc))
+		require.Error(t, err, doc)
+		fes := FieldErrors(err)
+		require.Len(t, fes, 1, doc)
+		require.Equal(t, "on_agent_change", fes[0].Path, doc)
+		require.Contains(t, fes[0].Message, "is not continue or fail", doc)
 	}
 }

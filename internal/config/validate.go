@@ -121,6 +121,9 @@ func (c *Config) Validate() error {
 	if c.Lanes != "" && c.Lanes != "session" && c.Lanes != "none" {
 		p.add("lanes", "%q is not session or none", c.Lanes)
 	}
+	if c.OnAgentChange != OnAgentChangeContinue && c.OnAgentChange != OnAgentChangeFail {
+		p.add("on_agent_change", "%q is not %s or %s", c.OnAgentChange, OnAgentChangeContinue, OnAgentChangeFail)
+	}
 	for _, name := range sortedKeys(c.Schedules) {
 		c.Schedules[name].validate(&p, "schedules."+name, name)
 		if to := c.Schedules[name].EscalateTo; to != "" && to != "default" {
