@@ -247,6 +247,8 @@ func (a *app) showTask(t *api.Task, steps []*api.Step, inputs []*api.Input) erro
 	if t.ParentID != nil {
 		field("Parent", *t.ParentID)
 	}
+	field("Forked from", forkedFromText(t))
+	field("Forks", strings.Join(t.Forks, ", "))
 	if t.SessionID != nil {
 		field("Session", *t.SessionID)
 	}
@@ -375,14 +377,7 @@ func stepTable(steps []*api.Step, color bool) *table {
 		if s.ErrorCode != nil {
 			errCode = *s.ErrorCode
 		}
-		st := s.Status
-		switch st {
-		case errand.StepDone:
-			st = style(color, ansiGreen, st)
-		case errand.StepFailed, errand.StepDenied:
-			st = style(color, ansiRed, st)
-		}
-		t.row(stepNo(s.StepNo, s.CallIndex), s.Type, tool, st,
+		t.row(stepNo(s.StepNo, s.CallIndex), s.Type, tool, stepStatus(s, color),
 			fmt.Sprintf("%d/%d", s.TokensIn, s.TokensOut), money(s.CostUSD), duration(s.DurationMS), errCode)
 	}
 	return t
