@@ -47,7 +47,7 @@ type Signaler interface {
 // SignalOf is the signal an event of type typ about taskID sends, if any.
 func SignalOf(typ, taskID string) (Signal, bool) {
 	switch typ {
-	case EventTaskCreated, EventTaskReleased, EventTaskRecovered, EventTaskRetried, EventTaskUnblocked,
+	case EventTaskCreated, EventTaskForked, EventTaskReleased, EventTaskRecovered, EventTaskRetried, EventTaskUnblocked,
 		EventTaskSubtasksDone, EventTaskInputAnswered, EventTaskResumed, EventTaskRetryScheduled:
 		return Signal{Kind: SignalReady}, true
 	case EventTaskCancelRequested:

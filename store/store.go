@@ -229,7 +229,8 @@ type Store interface {
 	CursorSet(ctx context.Context, params *CursorSetParams) error
 
 	// SpendSince returns the total cost_usd of the step records created at
-	// or after since.
+	// or after since, but for copies (a fork's copied steps were paid for
+	// by their source).
 	SpendSince(ctx context.Context, since time.Time) (float64, error)
 
 	// SpendGuardGet returns the global spend guard at Now: its settings, the
@@ -407,5 +408,6 @@ type Store interface {
 	// Close releases the store's connections.
 	Close() error
 	OverheadStore     // learned prompt overheads: overhead.go
+	ForkStore         // forks: fork.go
 	AgentVersionStore // agent versions: agentversion.go
 }

@@ -51,6 +51,8 @@ type TaskListParams struct {
 	ParentID  string
 	RunID     string
 	Tag       string
+	// ForkedFrom lists the forks of the task with this id.
+	ForkedFrom string
 	// Text lists tasks whose title or goal contains it (ignoring the case
 	// of ASCII letters at least), or whose id it is. It is matched
 	// literally: % and _ are not wildcards.

@@ -94,7 +94,11 @@ func ImportedDependencyPolicy(rec *TaskRecord) string {
 // TaskJSON is the JSON of a task's optional columns as an import writes
 // them: nil (NULL) for each the task does not have.
 type TaskJSON struct {
-	Progress, Budget, Consumed, Reserved, Options []byte
+	Progress, Budget, Consumed, Reserved, Options, AgentVersion []byte
+	// ForkedFrom and ForkedFromStep are the fork's source columns, nil
+	// for a task that is not a fork.
+	ForkedFrom     *string
+	ForkedFromStep *int
 }
 
 // EncodeTaskJSON encodes t's optional columns for an import.
@@ -116,6 +120,11 @@ func EncodeTaskJSON(t *Task) (TaskJSON, error) {
 		Consumed: marshal(t.Consumed, t.Consumed != nil),
 		Reserved: marshal(t.Reserved, t.Reserved != nil),
 		Options:  marshal(t.Options, t.Options != nil),
+
+		AgentVersion: marshal(t.AgentVersion, t.AgentVersion != nil),
+	}
+	if f := t.ForkedFrom; f != nil {
+		j.ForkedFrom, j.ForkedFromStep = &f.TaskID, &f.StepNo
 	}
 	if jsonErr != nil {
 		return TaskJSON{}, fmt.Errorf("task %s: %w", t.ID, jsonErr)

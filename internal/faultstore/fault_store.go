@@ -20,6 +20,7 @@ import (
 // Points names every fault point, one per store.Store method but Close.
 var Points = [...]string{
 	"TaskInsert",
+	"TaskFork",
 	"TaskGetByID",
 	"TaskList",
 	"TaskCountByStatus",
@@ -250,6 +251,11 @@ func call0(ctx context.Context, s *Store, point string, f func() error) error {
 // TaskInsert calls the inner store's TaskInsert under the faults at point "TaskInsert".
 func (s *Store) TaskInsert(ctx context.Context, params *store.TaskInsertParams) (*store.TaskInsertResult, error) {
 	return call(ctx, s, "TaskInsert", func() (*store.TaskInsertResult, error) { return s.inner.TaskInsert(ctx, params) })
+}
+
+// TaskFork calls the inner store's TaskFork under the faults at point "TaskFork".
+func (s *Store) TaskFork(ctx context.Context, params *store.TaskForkParams) (*store.Task, error) {
+	return call(ctx, s, "TaskFork", func() (*store.Task, error) { return s.inner.TaskFork(ctx, params) })
 }
 
 // TaskGetByID calls the inner store's TaskGetByID under the faults at point "TaskGetByID".

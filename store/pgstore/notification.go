@@ -125,7 +125,7 @@ func (s *Store) CursorSet(ctx context.Context, p *store.CursorSetParams) error {
 // SpendSince implements store.Store.
 func (s *Store) SpendSince(ctx context.Context, since time.Time) (float64, error) {
 	var total float64
-	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(cost_usd), 0) FROM task_steps WHERE created_at >= $1`,
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(cost_usd), 0) FROM task_steps WHERE created_at >= $1 AND copied_from IS NULL`,
 		ceilMicro(since)).Scan(&total)
 	if err != nil {
 		return 0, fmt.Errorf("spend since %s: %w", since.UTC().Format(time.RFC3339), err)

@@ -261,6 +261,7 @@ func (s *Store) TaskList(ctx context.Context, p *store.TaskListParams) ([]*store
 	}
 	for _, f := range []struct{ column, value string }{
 		{"agent", p.Agent}, {"session_id", p.SessionID}, {"parent_id", p.ParentID}, {"run_id", p.RunID},
+		{"forked_from", p.ForkedFrom},
 	} {
 		if f.value != "" {
 			where = append(where, f.column+` = `+arg(f.value))

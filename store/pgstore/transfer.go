@@ -131,17 +131,19 @@ const (
 		priority, status, progress, result, error_code, error_message, checkpoint, attempt, max_attempts,
 		run_at, lease_owner, lease_expires_at, lease_token, cancel_requested_at, cancel_reason, depends_on,
 		idempotency_key, budget, consumed, reserved, budget_warned_at, options, on_dependency_failure,
-		paused_from, pause_requested_at, created_at, updated_at, started_at, finished_at, attempt_open)
+		paused_from, pause_requested_at, created_at, updated_at, started_at, finished_at, attempt_open,
+		forked_from, forked_from_step, agent_version)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-		$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40)`
+		$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40,
+		$41, $42, $43)`
 
 	sqlImportTags = `INSERT INTO task_tags (tag, task_id) SELECT DISTINCT tag, $2 FROM unnest($1::text[]) AS tag
 		ON CONFLICT DO NOTHING`
 
 	sqlImportStep = `INSERT INTO task_steps (
 		task_id, step_no, call_index, type, status, tool, idempotency_key, input, output,
-		tokens_in, tokens_out, cost_usd, duration_ms, error_code, error_message, created_at, updated_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
+		tokens_in, tokens_out, cost_usd, duration_ms, error_code, error_message, created_at, updated_at, copied_from)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 
 	sqlImportInput = `INSERT INTO input_requests (
 		id, task_id, question, context, status, answer, created_at, answered_at, expires_at, default_answer)
@@ -246,7 +248,7 @@ func (im *importer) queueBatch(b *store.Batch) error {
 		im.queue("step "+st.IdempotencyKey, sqlImportStep,
 			st.TaskID, st.StepNo, st.CallIndex, st.Type, st.Status, nullString(st.Tool), st.IdempotencyKey,
 			nullRaw(st.Input), nullRaw(st.Output), st.TokensIn, st.TokensOut, st.CostUSD, st.DurationMS,
-			nullString(st.ErrorCode), nullString(st.ErrorMessage), st.CreatedAt, st.UpdatedAt)
+			nullString(st.ErrorCode), nullString(st.ErrorMessage), st.CreatedAt, st.UpdatedAt, nullString(st.CopiedFrom))
 	}
 	for _, rec := range b.Inputs {
 		if err := store.CheckImportInput(rec); err != nil {
@@ -340,7 +342,8 @@ func (im *importer) queueTask(rec *store.TaskRecord) error {
 		nullString(t.IdempotencyKey), nullJSON(j.Budget), nullJSON(j.Consumed), nullJSON(j.Reserved), toNull(rec.BudgetWarnedAt),
 		nullJSON(j.Options), store.ImportedDependencyPolicy(rec),
 		nullString(string(t.PausedFrom)), toNull(t.PauseRequestedAt),
-		t.CreatedAt, t.UpdatedAt, toNull(t.StartedAt), toNull(t.FinishedAt), rec.AttemptOpenOf())
+		t.CreatedAt, t.UpdatedAt, toNull(t.StartedAt), toNull(t.FinishedAt), rec.AttemptOpenOf(),
+		j.ForkedFrom, j.ForkedFromStep, nullJSON(j.AgentVersion))
 	return nil
 }
 

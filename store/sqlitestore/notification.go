@@ -147,7 +147,7 @@ func (s *Store) EventLastID(ctx context.Context) (int64, error) {
 // SpendSince implements store.Store.
 func (s *Store) SpendSince(ctx context.Context, since time.Time) (float64, error) {
 	var total float64
-	err := s.reader.QueryRowContext(ctx, `SELECT coalesce(sum(cost_usd), 0) FROM task_steps WHERE created_at >= ?`,
+	err := s.reader.QueryRowContext(ctx, `SELECT coalesce(sum(cost_usd), 0) FROM task_steps WHERE created_at >= ? AND copied_from IS NULL`,
 		ceilMicros(since)).Scan(&total)
 	if err != nil {
 		return 0, fmt.Errorf("spend since %s: %w", since.UTC().Format(time.RFC3339), err)

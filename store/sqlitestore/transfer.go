@@ -155,13 +155,14 @@ const (
 		priority, status, progress, result, error_code, error_message, checkpoint, attempt, max_attempts,
 		run_at, lease_owner, lease_expires_at, lease_token, cancel_requested_at, cancel_reason, depends_on,
 		idempotency_key, budget, consumed, reserved, budget_warned_at, options, on_dependency_failure,
-		paused_from, pause_requested_at, created_at, updated_at, started_at, finished_at, attempt_open)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		paused_from, pause_requested_at, created_at, updated_at, started_at, finished_at, attempt_open,
+		forked_from, forked_from_step, agent_version)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 	sqlImportStep = `INSERT INTO task_steps (
 		task_id, step_no, call_index, type, status, tool, idempotency_key, input, output,
-		tokens_in, tokens_out, cost_usd, duration_ms, error_code, error_message, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		tokens_in, tokens_out, cost_usd, duration_ms, error_code, error_message, created_at, updated_at, copied_from)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 	sqlImportInput = `INSERT INTO input_requests (
 		id, task_id, question, context, status, answer, created_at, answered_at, expires_at, default_answer)
@@ -252,7 +253,8 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 			err := im.exec("step "+st.IdempotencyKey,
 				st.TaskID, st.StepNo, st.CallIndex, st.Type, st.Status, nullString(st.Tool), st.IdempotencyKey,
 				nullRaw(st.Input), nullRaw(st.Output), st.TokensIn, st.TokensOut, st.CostUSD, st.DurationMS,
-				nullString(st.ErrorCode), nullString(st.ErrorMessage), micros(st.CreatedAt), micros(st.UpdatedAt))
+				nullString(st.ErrorCode), nullString(st.ErrorMessage), micros(st.CreatedAt), micros(st.UpdatedAt),
+				nullString(st.CopiedFrom))
 			if err != nil {
 				return err
 			}
@@ -393,7 +395,7 @@ func importTask(im *importer, rec *store.TaskRecord) error {
 		nullJSON(j.Options), store.ImportedDependencyPolicy(rec),
 		nullString(string(t.PausedFrom)), toNullMicros(t.PauseRequestedAt),
 		micros(t.CreatedAt), micros(t.UpdatedAt), toNullMicros(t.StartedAt), toNullMicros(t.FinishedAt),
-		rec.AttemptOpenOf())
+		rec.AttemptOpenOf(), j.ForkedFrom, j.ForkedFromStep, nullJSON(j.AgentVersion))
 }
 
 // nullRaw is a nullable JSON column's value: absent and JSON null are NULL.

@@ -58,6 +58,7 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"List", testList},
 		{"Events", testEvents},
 		{"Step", testStep},
+		{"Fork", testFork},
 		{"AgentVersion", testAgentVersion},
 		{"Budget", testBudget},
 		{"Input", testInput},
