@@ -59,6 +59,15 @@
 // read. The stream ends once the task has ended or asks a question (v0.3
 // marks that update final).
 //
+// While the task runs, its live output (the model's words as they come)
+// reaches the stream as artifact updates, one artifact per call of a step,
+// "output-<step>-<call>" (metadata errand.live_output): the first piece
+// with append false, the next with append true; a client that joins or
+// falls behind mid-call gets the call's text so far, append false, which
+// replaces what it had. An empty piece with lastChunk closes the artifact
+// once the step is recorded. These artifacts are not the task's: GetTask
+// shows only the result.
+//
 // # Push notifications
 //
 // A task's push configs (url, token, authentication) are kept in the

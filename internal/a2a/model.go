@@ -96,6 +96,8 @@ type artifact struct {
 	id, name string
 	parts    []part
 	warning  string
+	// metadata, when set, is the artifact's metadata as it is.
+	metadata json.RawMessage
 }
 
 // taskView is what A2A shows of an errand task.

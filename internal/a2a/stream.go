@@ -4,16 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/live"
 )
 
 // A stream is Server-Sent Events, each data line one JSON-RPC answer to
 // the request: the task first, then a status update each time what A2A
 // shows of its status changes (its state, or its status message: a
 // question, a progress label), with the result as an artifact update
-// just before the completion. Updates come from errand's journal, read by
+// just before the completion, and the live output as artifact updates
+// (see live.go). Updates come from errand's journal, read by
 // id from the moment before the task was read, so none is missed. The
 // stream ends after the task ends or asks a question (v0.3 marks that
 // last update final), when the client leaves, or when the daemon stops.
@@ -85,7 +88,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *request, t 
 	}
 	var sub *errand.Subscription
 	if !first.state.settled() {
-		if sub, err = s.client.Subscribe(ctx, errand.EventFilter{TaskID: t.ID, Types: statusEvents}, after); err != nil {
+		filter := errand.EventFilter{TaskID: t.ID, Types: streamEvents, Live: true}
+		if sub, err = s.client.Subscribe(ctx, filter, after); err != nil {
 			writeResponse(w, http.StatusOK, req.id, nil, s.internal(req, err))
 			return
 		}
@@ -98,7 +102,6 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *request, t 
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	d := req.method.dialect
 	write := func(b []byte) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		if _, err := w.Write(b); err != nil {
@@ -106,44 +109,43 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *request, t 
 		}
 		return rc.Flush() == nil
 	}
-	send := func(result any) bool {
-		return write(sseData(encodeResponse(req.id, result, nil)))
-	}
-	if !send(streamTask(d, first)) || first.state.settled() {
+	st := &streamState{s: s, d: req.method.dialect, taskID: t.ID, contextID: first.contextID, last: first, live: newLiveOutput()}
+	if !write(sseData(encodeResponse(req.id, streamTask(st.d, first), nil))) || first.state.settled() {
 		return
 	}
 	keepAlive := s.cfg.Clock.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
-	last := first
 	for {
 		select {
-		case _, ok := <-sub.Events():
+		case ev, ok := <-sub.Events():
+			// Take what else has arrived too, so a burst of live output
+			// goes out as few updates and one flush.
+			done := !ok
+		batch:
+			for n := 1; ok; n++ {
+				if done = st.handle(ctx, ev); done || n == maxStreamBatch {
+					break
+				}
+				select {
+				case ev, ok = <-sub.Events():
+				default:
+					break batch
+				}
+			}
+			var out []byte
+			for _, u := range st.flush() {
+				out = append(out, sseData(encodeResponse(req.id, u, nil))...)
+			}
+			if len(out) > 0 && !write(out) {
+				return
+			}
 			if !ok {
 				if err := sub.Err(); err != nil {
 					s.log.Warn("a2a stream ended", "task", t.ID, "err", err)
 				}
 				return
 			}
-			cur, err := s.client.Get(ctx, t.ID)
-			if err != nil {
-				s.log.Warn("a2a stream: read task", "task", t.ID, "err", err)
-				return
-			}
-			v, err := s.view(ctx, cur, viewOptions{artifacts: true})
-			if err != nil {
-				s.log.Warn("a2a stream: read task", "task", t.ID, "err", err)
-				return
-			}
-			if v.sameStatus(last) {
-				continue
-			}
-			last = v
-			for _, u := range updates(d, v) {
-				if !send(u) {
-					return
-				}
-			}
-			if v.state.settled() {
+			if done {
 				return
 			}
 		case <-keepAlive.C():
@@ -156,6 +158,95 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *request, t 
 			return
 		}
 	}
+}
+
+// maxStreamBatch bounds the events a stream handles before it writes.
+const maxStreamBatch = 256
+
+// streamEvents are the events a stream follows: those that may change the
+// task's status, the end of each step (which closes its live output's
+// artifact) and the live output itself.
+var streamEvents = slices.Concat(statusEvents, []string{errand.EventTaskStep, live.EventType})
+
+// streamState is what a stream knows of what it sent.
+type streamState struct {
+	s                 *Server
+	d                 dialect
+	taskID, contextID string
+	last              *taskView
+	live              *liveOutput
+	// queue holds the updates not yet written: livePiece or a ready
+	// stream event.
+	queue []any
+}
+
+// handle queues what ev tells the client; it reports whether the stream
+// ends after the queue is written.
+func (st *streamState) handle(ctx context.Context, ev *errand.Event) bool {
+	switch ev.Type {
+	case live.EventType:
+		var d live.Delta
+		if json.Unmarshal(ev.Data, &d) != nil {
+			return false
+		}
+		if p, ok := st.live.delta(d); ok {
+			st.queuePiece(p)
+		}
+		return false
+	case errand.EventTaskStep:
+		if k, ok := stepKey(ev.Data); ok {
+			if p, ok := st.live.end(k); ok {
+				st.queuePiece(p)
+			}
+		}
+		return false
+	}
+	cur, err := st.s.client.Get(ctx, st.taskID)
+	if err != nil {
+		st.s.log.Warn("a2a stream: read task", "task", st.taskID, "err", err)
+		return true
+	}
+	v, err := st.s.view(ctx, cur, viewOptions{artifacts: true})
+	if err != nil {
+		st.s.log.Warn("a2a stream: read task", "task", st.taskID, "err", err)
+		return true
+	}
+	if v.sameStatus(st.last) {
+		return false
+	}
+	st.last = v
+	if v.state.settled() {
+		for _, p := range st.live.endAll() {
+			st.queuePiece(p)
+		}
+	}
+	for _, u := range updates(st.d, v) {
+		st.queue = append(st.queue, u)
+	}
+	return v.state.settled()
+}
+
+func (st *streamState) queuePiece(p livePiece) {
+	if n := len(st.queue); n > 0 {
+		if prev, ok := st.queue[n-1].(livePiece); ok && merge(&prev, p) {
+			st.queue[n-1] = prev
+			return
+		}
+	}
+	st.queue = append(st.queue, p)
+}
+
+// flush empties the queue into stream events.
+func (st *streamState) flush() []any {
+	out := make([]any, len(st.queue))
+	for i, u := range st.queue {
+		if p, ok := u.(livePiece); ok {
+			u = liveUpdate(st.d, st.taskID, st.contextID, p)
+		}
+		out[i] = u
+	}
+	st.queue = st.queue[:0]
+	return out
 }
 
 // streamTask is the first event of a stream.

@@ -72,6 +72,7 @@ type v03ArtifactUpdate struct {
 	TaskID    string      `json:"taskId"`
 	ContextID string      `json:"contextId"`
 	Artifact  v03Artifact `json:"artifact"`
+	Append    bool        `json:"append,omitempty"`
 	LastChunk bool        `json:"lastChunk"`
 }
 
@@ -158,6 +159,9 @@ func v03ArtifactOf(a artifact) v03Artifact {
 	out := v03Artifact{ArtifactID: a.id, Name: a.name, Parts: v03PartsOf(a.parts)}
 	if a.warning != "" {
 		out.Metadata, _ = json.Marshal(map[string]string{"warning": a.warning})
+	}
+	if a.metadata != nil {
+		out.Metadata = a.metadata
 	}
 	return out
 }

@@ -89,6 +89,9 @@ func v1ArtifactOf(a artifact) v1Artifact {
 	if a.warning != "" {
 		out.Metadata, _ = json.Marshal(map[string]string{"warning": a.warning})
 	}
+	if a.metadata != nil {
+		out.Metadata = a.metadata
+	}
 	return out
 }
 

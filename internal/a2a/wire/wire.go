@@ -92,10 +92,14 @@ type StatusUpdate struct {
 	Status    TaskStatus `json:"status"`
 }
 
+// ArtifactUpdate is one piece of an artifact. Append adds its parts to
+// those of the artifact with the same id sent before; without it, the
+// piece replaces that artifact. LastChunk says the artifact is complete.
 type ArtifactUpdate struct {
 	TaskID    string   `json:"taskId"`
 	ContextID string   `json:"contextId"`
 	Artifact  Artifact `json:"artifact"`
+	Append    bool     `json:"append,omitempty"`
 	LastChunk bool     `json:"lastChunk"`
 }
 
