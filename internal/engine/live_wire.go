@@ -102,15 +102,16 @@ func packRelay(msg relayMessage, pieces []relayPiece) []string {
 	}
 	for _, p := range pieces {
 		text, end := p.Text, p.End
+		quoted := quotedLen(text) // counted once: a long text is cut many times
 		for {
 			bare := p
 			bare.Text = ""
 			// The piece without its text, plus `,"x":""` and a comma.
 			n := len(encodePiece(bare)) + len(`,"x":""`) + 1
-			if size+n+quotedLen(text)-2 <= limit {
+			if size+n+quoted-2 <= limit {
 				p.Text, p.End = text, end
 				cur.Pieces = append(cur.Pieces, p)
-				size += n + quotedLen(text) - 2
+				size += n + quoted - 2
 				break
 			}
 			room := limit - size - n
@@ -118,12 +119,13 @@ func packRelay(msg relayMessage, pieces []relayPiece) []string {
 				emit() // too little room left: cut the text in a new payload
 				continue
 			}
-			head, runes := cutQuoted(text, room)
+			head, runes, escaped := cutQuoted(text, room)
 			p.Text, p.End = head, false
 			cur.Pieces = append(cur.Pieces, p)
 			emit()
 			p.Offset += runes
 			text = text[len(head):]
+			quoted -= escaped
 		}
 	}
 	emit()
@@ -169,18 +171,19 @@ func escapedLen(r rune, size int) int {
 }
 
 // cutQuoted returns the longest head of s, cut between characters, whose
-// escaped length fits room (at least one character), and its characters.
-func cutQuoted(s string, room int) (string, int) {
-	n, i, runes := 0, 0, 0
+// escaped length fits room (at least one character), its characters and
+// its escaped length.
+func cutQuoted(s string, room int) (head string, runes, escaped int) {
+	i := 0
 	for i < len(s) {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		e := escapedLen(r, size)
-		if n+e > room && runes > 0 {
+		if escaped+e > room && runes > 0 {
 			break
 		}
-		n += e
+		escaped += e
 		i += size
 		runes++
 	}
-	return s[:i], runes
+	return s[:i], runes, escaped
 }
