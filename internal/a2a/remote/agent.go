@@ -254,7 +254,7 @@ func (a *Agent) follow(ctx context.Context, run taskrun.Run, taskID string) (tas
 					return res, err
 				}
 			case ev.ArtifactUpdate != nil:
-				artifacts = append(artifacts, ev.ArtifactUpdate.Artifact)
+				artifacts = addArtifact(artifacts, ev.ArtifactUpdate)
 			case ev.StatusUpdate != nil:
 				s := &ev.StatusUpdate.Status
 				if done, res, err := settle(&wire.Task{ID: taskID, Status: *s, Artifacts: artifacts}); done {
@@ -295,6 +295,39 @@ func settle(t *wire.Task) (bool, taskrun.Result, error) {
 		return true, taskrun.Result{}, &taskrun.Error{Code: CodeRemoteRejected, Err: errors.New(orDefault(statusText(&t.Status), "the remote agent rejected the task"))}
 	}
 	return false, taskrun.Result{}, nil
+}
+
+// addArtifact keeps an artifact update as A2A says: a piece with append
+// adds its parts to the artifact with its id, any other replaces it. The
+// live output an errand peer streams is left out: it is not the task's
+// result, which follows as its own artifact.
+func addArtifact(artifacts []wire.Artifact, u *wire.ArtifactUpdate) []wire.Artifact {
+	if isLiveOutput(u.Artifact.Metadata) {
+		return artifacts
+	}
+	for i := range artifacts {
+		if artifacts[i].ArtifactID != u.Artifact.ArtifactID {
+			continue
+		}
+		if u.Append {
+			artifacts[i].Parts = append(artifacts[i].Parts, u.Artifact.Parts...)
+		} else {
+			artifacts[i] = u.Artifact
+		}
+		return artifacts
+	}
+	return append(artifacts, u.Artifact)
+}
+
+// isLiveOutput reports whether an artifact's metadata marks it as an
+// errand peer's live output.
+func isLiveOutput(metadata json.RawMessage) bool {
+	var md struct {
+		Errand struct {
+			LiveOutput bool `json:"live_output"`
+		} `json:"errand"`
+	}
+	return json.Unmarshal(metadata, &md) == nil && md.Errand.LiveOutput
 }
 
 // outputOf is a result's output from its artifacts: the text of a single
