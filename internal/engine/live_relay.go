@@ -51,6 +51,9 @@ type relay struct {
 	origin string
 	// sent counts the payloads sent (for benchmarks).
 	sent atomic.Int64
+	// onListen, when set, is called each time the relay starts
+	// listening: a hook for tests.
+	onListen func()
 
 	mu      sync.Mutex
 	users   int
@@ -289,6 +292,9 @@ func (r *relay) listening() {
 	r.mu.Unlock()
 	for _, t := range tasks {
 		r.hub.Forget(t)
+	}
+	if r.onListen != nil {
+		r.onListen()
 	}
 }
 
