@@ -292,13 +292,26 @@ func (r *Run) end(last Event) []Event {
 	return append(out, last)
 }
 
-// Completed ends the run with the task's result.
+// Completed ends the run with the task's result: its output (a result
+// that is not an {"output": …} object as it is), a warning in the
+// metadata.
 func (r *Run) Completed(result json.RawMessage) []Event {
+	var parts struct {
+		Output  json.RawMessage `json:"output"`
+		Warning *string         `json:"warning"`
+	}
+	var meta map[string]any
+	if json.Unmarshal(result, &parts) == nil && len(parts.Output) > 0 {
+		result = parts.Output
+		if parts.Warning != nil && *parts.Warning != "" {
+			meta = map[string]any{"errand": map[string]any{"task_id": r.taskID, "warning": *parts.Warning}}
+		}
+	}
 	if bytes.Equal(bytes.TrimSpace(result), []byte("null")) {
 		result = nil
 	}
 	return r.end(&RunFinished{Type: TypeRunFinished, ThreadID: r.threadID, RunID: r.runID,
-		Result: result, Outcome: &Outcome{Type: OutcomeSuccess}})
+		Result: result, Outcome: &Outcome{Type: OutcomeSuccess}, Metadata: meta})
 }
 
 // Failed ends the run with the task's error.

@@ -112,12 +112,13 @@ func TestRunStreamsTextThenRecord(t *testing.T) {
 	require.Empty(t, r.Delta(live.Delta{StepNo: 1, Offset: 0, Text: "Hello"}))
 	require.Empty(t, r.StepEnded(llmRecord(1, store.StepDone, "Hello, wörld")))
 
-	end := r.Completed(json.RawMessage(`"done"`))
+	end := r.Completed(json.RawMessage(`{"output":"done","warning":null}`))
 	c.feed(end...)
 	require.Equal(t, []string{TypeStepFinished, TypeRunFinished}, types(end))
 	fin := end[1].(*RunFinished)
 	require.Equal(t, OutcomeSuccess, fin.Outcome.Type)
 	require.JSONEq(t, `"done"`, string(fin.Result))
+	require.Nil(t, fin.Metadata)
 	require.True(t, r.Ended())
 	require.Empty(t, r.Delta(live.Delta{StepNo: 2, Text: "x"}), "nothing after the end")
 	require.Empty(t, r.Failed(nil))
@@ -270,4 +271,19 @@ func TestRunSnapshotOnlyOnChange(t *testing.T) {
 	task.Status = store.StatusCompleted
 	require.Len(t, r.Snapshot(StateOf(task)), 1)
 	require.JSONEq(t, `{"task_id":"t","status":"pending"}`, string(StateOf(&store.Task{ID: "t", Status: store.StatusPending})))
+}
+
+func TestRunCompletedResult(t *testing.T) {
+	t.Parallel()
+	for result, want := range map[string]string{
+		`{"output":{"n":1},"warning":"spent 90%"}`: `{"type":"RUN_FINISHED","threadId":"th","runId":"r","result":{"n":1},"outcome":{"type":"success"},"metadata":{"errand":{"task_id":"tsk_1","warning":"spent 90%"}}}`,
+		`{"output":null}`:                          `{"type":"RUN_FINISHED","threadId":"th","runId":"r","outcome":{"type":"success"}}`,
+		`[1,2]`:                                    `{"type":"RUN_FINISHED","threadId":"th","runId":"r","result":[1,2],"outcome":{"type":"success"}}`,
+		``:                                         `{"type":"RUN_FINISHED","threadId":"th","runId":"r","outcome":{"type":"success"}}`,
+	} {
+		evs := NewRun("th", "r", "tsk_1").Completed(json.RawMessage(result))
+		b, err := json.Marshal(evs[0])
+		require.NoError(t, err)
+		require.JSONEq(t, want, string(b), result)
+	}
 }
