@@ -56,7 +56,13 @@ func (r *run) Answers(ctx context.Context) ([]taskrun.Answer, error) {
 	return answers, nil
 }
 
+// Subtasks lists the task's children, oldest first; a fork's begin with
+// those it kept from its source (see adoptedSubtasks).
 func (r *run) Subtasks(ctx context.Context) ([]*taskrun.TaskView, error) {
+	adopted, err := r.x.pool.e.adoptedSubtasks(ctx, r.x.task)
+	if err != nil {
+		return nil, err
+	}
 	var views []*taskrun.TaskView
 	cursor := ""
 	for {
@@ -73,7 +79,11 @@ func (r *run) Subtasks(ctx context.Context) ([]*taskrun.TaskView, error) {
 		cursor = page.NextCursor
 	}
 	slices.Reverse(views) // oldest first
-	return views, nil
+	kept := make([]*taskrun.TaskView, 0, len(adopted)+len(views))
+	for _, t := range adopted {
+		kept = append(kept, view(t))
+	}
+	return append(kept, views...), nil
 }
 
 func (r *run) TaskStatus(ctx context.Context, taskID string) (*taskrun.TaskView, error) {
