@@ -22,8 +22,8 @@ func (a *app) newMCPCmd() *cobra.Command {
 		Short: "Serve errand's tools to an MCP host over stdio, from the running daemon",
 		Long: `mcp is a Model Context Protocol server on stdin and stdout, for MCP hosts
 (Claude Desktop, IDEs, agent frameworks) that start servers as commands. Its
-tools submit_task, get_task_status, list_tasks, cancel_task, answer_task and
-wait_for_task, and the resources errand://tasks/{id}/output, act on the
+tools submit_task, get_task_status, list_tasks, cancel_task, answer_task,
+wait_for_task and fork_task, and the resources errand://tasks/{id}/output, act on the
 daemon that "errand serve" runs: start that first. mcp finds it as the other
 commands do (--server, --token, ERRAND_SERVER, ERRAND_TOKEN, $ERRAND_HOME).
 

@@ -164,7 +164,7 @@ func TestMCPInterop(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			run := runClient(tc.args...)
 			require.Equal(t, "errand", run.Server)
-			require.Equal(t, []string{"answer_task", "cancel_task", "get_task_status", "list_tasks", "submit_task", "wait_for_task"}, run.Tools)
+			require.Equal(t, []string{"answer_task", "cancel_task", "fork_task", "get_task_status", "list_tasks", "submit_task", "wait_for_task"}, run.Tools)
 			require.Equal(t, "pending", run.SubmittedStatus)
 			require.Equal(t, "completed", run.Status)
 			require.False(t, run.TimedOut)

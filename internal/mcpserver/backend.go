@@ -24,6 +24,8 @@ type Backend interface {
 	Cancel(ctx context.Context, taskID, reason string) (*api.Task, error)
 	// Answer answers the task's open question.
 	Answer(ctx context.Context, taskID, answer string) (*api.Input, error)
+	// Fork makes a task that reruns taskID from body.FromStep.
+	Fork(ctx context.Context, taskID string, body *api.ForkTask) (*api.Task, error)
 	// PendingQuestion returns the task's open question, or nil when it has
 	// none.
 	PendingQuestion(ctx context.Context, taskID string) (*api.Input, error)

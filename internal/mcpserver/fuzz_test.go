@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,7 +23,7 @@ import (
 	"github.com/errandhq/errand/internal/id"
 )
 
-var toolNames = []string{"submit_task", "get_task_status", "list_tasks", "cancel_task", "answer_task", "wait_for_task"}
+var toolNames = []string{"submit_task", "get_task_status", "list_tasks", "cancel_task", "answer_task", "wait_for_task", "fork_task"}
 
 // fuzzClient is an errand.Client over a fresh store with agents but no
 // engine: submitted tasks stay pending.
@@ -54,6 +55,12 @@ func FuzzToolArguments(f *testing.F) {
 		`{"task_id":"x","timeout_seconds":1e300}`, "{\"goal\":\"\xff\xfe\"}", `{"goal":"a\u0000b"}`,
 	} {
 		f.Add(uint8(i), args)
+	}
+	for _, args := range []string{
+		`{"task_id":"` + task.ID + `","from_step":1,"answer":"","input":[1]}`, `{"task_id":"` + task.ID + `","from_step":-1}`,
+		`{"task_id":"` + task.ID + `","from_step":"2","goal":"g"}`, `{"task_id":"` + task.ID + `","from_step":1,"answer":"a\u0000"}`,
+	} {
+		f.Add(uint8(slices.Index(toolNames, "fork_task")), args)
 	}
 	faults := &errorCounter{}
 	session := connectFuzz(f, NewServer(LocalBackend(c), &Config{Logger: slog.New(faults), Clock: instantClock{clock.New()}}))

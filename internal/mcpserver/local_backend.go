@@ -76,6 +76,18 @@ func (b *localBackend) Answer(ctx context.Context, taskID, answer string) (*api.
 	return api.FromInput(in), nil
 }
 
+func (b *localBackend) Fork(ctx context.Context, taskID string, body *api.ForkTask) (*api.Task, error) {
+	p, err := apiserver.ForkParams(body)
+	if err != nil {
+		return nil, err
+	}
+	t, err := b.c.Fork(ctx, taskID, p)
+	if err != nil {
+		return nil, err
+	}
+	return api.FromTask(t), nil
+}
+
 func (b *localBackend) PendingQuestion(ctx context.Context, taskID string) (*api.Input, error) {
 	ins, err := b.c.Inputs(ctx, errand.InputPending, taskID)
 	if err != nil || len(ins) == 0 {

@@ -40,6 +40,10 @@ func (b *remoteBackend) Answer(ctx context.Context, taskID, answer string) (*api
 	return b.c.AnswerInput(ctx, taskID, &api.AnswerInput{Answer: answer})
 }
 
+func (b *remoteBackend) Fork(ctx context.Context, taskID string, body *api.ForkTask) (*api.Task, error) {
+	return b.c.ForkTask(ctx, taskID, body)
+}
+
 func (b *remoteBackend) PendingQuestion(ctx context.Context, taskID string) (*api.Input, error) {
 	list, err := b.c.TaskInputs(ctx, taskID, errand.InputPending)
 	if err != nil || len(list.Inputs) == 0 {

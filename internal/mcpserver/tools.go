@@ -162,6 +162,8 @@ func (s *server) addTools(srv *mcp.Server) {
 		}),
 		Annotations: &mcp.ToolAnnotations{Title: "Wait for a task", ReadOnlyHint: true, IdempotentHint: true},
 	}, handle(s, "wait_for_task", s.waitTask))
+
+	s.addForkTool(srv)
 }
 
 // toolFunc is one tool's work: the structured result and its summary.

@@ -28,7 +28,7 @@ func TestToolsList(t *testing.T) {
 		require.NoError(t, json.Unmarshal(data, &s))
 		schemas[tool.Name] = s
 	}
-	require.ElementsMatch(t, []string{"submit_task", "get_task_status", "list_tasks", "cancel_task", "answer_task", "wait_for_task"},
+	require.ElementsMatch(t, []string{"submit_task", "get_task_status", "list_tasks", "cancel_task", "answer_task", "wait_for_task", "fork_task"},
 		slices.Collect(func(yield func(string) bool) {
 			for name := range schemas {
 				if !yield(name) {
@@ -43,6 +43,9 @@ func TestToolsList(t *testing.T) {
 		keys(props("submit_task")))
 	require.Equal(t, []any{"null", "object"}, props("submit_task")["input"].(map[string]any)["type"])
 	require.Equal(t, []any{"task_id", "answer"}, required("answer_task"))
+	require.Equal(t, []any{"task_id", "from_step"}, required("fork_task"))
+	require.ElementsMatch(t, []string{"task_id", "from_step", "goal", "answer", "agent", "input"}, keys(props("fork_task")))
+	require.EqualValues(t, 1, props("fork_task")["from_step"].(map[string]any)["minimum"])
 	wait := props("wait_for_task")["timeout_seconds"].(map[string]any)
 	require.EqualValues(t, 300, wait["maximum"])
 	require.Nil(t, wait["default"], "the SDK's defaulting panics on null arguments")
