@@ -23,8 +23,9 @@ const (
 	// MaxExecStdout bounds the step result an exec agent may print; a
 	// longer stdout is an exec_error.
 	MaxExecStdout = 4 << 20
-	// ExecStderrTail is how much of the end of stderr is kept: it becomes
-	// the message of a failed step.
+	// ExecStderrTail is how much of the end of stderr, less its live output
+	// lines (see MaxExecOutputLine), is kept: it becomes the message of a
+	// failed step.
 	ExecStderrTail = 64 << 10
 	// ExecWaitDelay is how long a step waits, once its process has exited
 	// or been killed, for stdout and stderr to close (a background child may
@@ -259,7 +260,7 @@ func (a *Exec) runCommand(ctx context.Context, step *taskrun.Step, info *taskrun
 			return nil, err
 		}
 	}
-	reply, fail := a.command(ctx, info, n, step.Key(), stdin)
+	reply, fail := a.command(ctx, info, n, step.Key(), stdin, step.Output)
 	if fail != nil {
 		// Recorded even when ctx is done, so the record says why the step
 		// stopped.
@@ -373,7 +374,8 @@ func (f *execFailure) message(tail int) string {
 }
 
 // command runs the command once for step n and parses what it printed.
-func (a *Exec) command(ctx context.Context, info *taskrun.Info, n int, key string, stdin []byte) (*execReply, *execFailure) {
+// The live output lines it writes on stderr go to show as they come.
+func (a *Exec) command(ctx context.Context, info *taskrun.Info, n int, key string, stdin []byte, show func(string)) (*execReply, *execFailure) {
 	stepCtx, cancel := context.WithTimeout(ctx, a.cfg.StepTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(stepCtx, a.cfg.Command[0], a.cfg.Command[1:]...)
@@ -389,7 +391,8 @@ func (a *Exec) command(ctx context.Context, info *taskrun.Info, n int, key strin
 	)
 	cmd.Stdin = bytes.NewReader(append(slices.Clip(stdin), '\n'))
 	stdout := &execLimit{max: MaxExecStdout}
-	stderr := &execTail{max: ExecStderrTail}
+	tail := &execTail{max: ExecStderrTail}
+	stderr := &execStderr{show: show, tail: tail, max: MaxExecOutputLine}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = execSysProcAttr()
 	cmd.Cancel = func() error { return execKillGroup(cmd.Process) }
@@ -397,8 +400,9 @@ func (a *Exec) command(ctx context.Context, info *taskrun.Info, n int, key strin
 
 	err := execRun(cmd)
 	execCleanup(cmd) // nothing the step started outlives it
+	stderr.flush()   // Wait has copied all of stderr: no Write comes after
 	fail := func(code, format string, args ...any) *execFailure {
-		return &execFailure{code: code, reason: fmt.Sprintf(format, args...), stderr: stderr.String()}
+		return &execFailure{code: code, reason: fmt.Sprintf(format, args...), stderr: tail.String()}
 	}
 	switch {
 	case ctx.Err() != nil:

@@ -13,7 +13,8 @@ import (
 )
 
 // The exec protocol's documents (docs/exec-protocol.md): what a step's
-// command reads on stdin and what it prints on stdout.
+// command reads on stdin, what it prints on stdout, and the live output
+// lines it may write on stderr.
 
 // execStdin is the document a step's command reads on stdin.
 type execStdin struct {
@@ -202,4 +203,99 @@ func quoteStart(b []byte) string {
 		return strconv.Quote(s) + "…"
 	}
 	return strconv.Quote(s)
+}
+
+// MaxExecOutputLine bounds one line of stderr that errand looks into for
+// live output; a longer line is ordinary stderr, kept in the tail, so a
+// command cannot make errand buffer without limit.
+const MaxExecOutputLine = 64 << 10
+
+// execOutputType is the type of a stderr line that is live output.
+const execOutputType = "output"
+
+// parseExecOutputLine reads one line of stderr, without its newline: a
+// JSON object {"type":"output","text":"…"} is live output and gives its
+// text; any other line, valid JSON or not, is ordinary stderr. Unknown
+// fields are ignored, as everywhere in the protocol.
+func parseExecOutputLine(line []byte) (text string, ok bool) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 || line[0] != '{' {
+		return "", false // the common case, a plain message, costs no decode
+	}
+	var doc struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(line, &doc); err != nil || doc.Type != execOutputType || doc.Text == nil {
+		return "", false
+	}
+	return *doc.Text, true
+}
+
+// execStderr takes what a command writes on stderr line by line: live
+// output lines go to show, every other byte to tail, in order. It holds at
+// most max bytes of a line (MaxExecOutputLine); a line that grows past
+// that is ordinary stderr from then on. Writes come from one goroutine
+// (os/exec's copy of the pipe); flush takes the last line once the command
+// is done.
+type execStderr struct {
+	show func(text string)
+	tail *execTail
+	max  int
+	line []byte
+	long bool // the current line went past max
+}
+
+func (w *execStderr) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i+1]
+		}
+		p = p[len(chunk):]
+		body, ended := bytes.CutSuffix(chunk, []byte{'\n'})
+		switch {
+		case w.long:
+			w.tail.Write(chunk)
+		case len(w.line)+len(body) > w.max:
+			w.tail.Write(w.line)
+			w.tail.Write(chunk)
+			w.line, w.long = w.line[:0], true
+		default:
+			w.line = append(w.line, body...)
+			if ended {
+				w.endLine(true)
+			}
+		}
+		if ended {
+			w.long = false
+		}
+	}
+	return n, nil
+}
+
+// endLine hands the line held to show or to tail; newline says whether
+// it ended in one (the last line of stderr may not).
+func (w *execStderr) endLine(newline bool) {
+	if text, ok := parseExecOutputLine(w.line); ok {
+		if text != "" {
+			w.show(text)
+		}
+	} else {
+		w.tail.Write(w.line)
+		if newline {
+			w.tail.Write([]byte{'\n'})
+		}
+	}
+	w.line = w.line[:0]
+}
+
+// flush takes a last line that ended without a newline.
+func (w *execStderr) flush() {
+	if !w.long && len(w.line) > 0 {
+		w.endLine(false)
+	}
+	w.long = false
 }
