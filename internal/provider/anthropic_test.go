@@ -614,3 +614,28 @@ func TestAnthropicCanceledContext(t *testing.T) {
 		require.True(t, errors.Is(err, context.Canceled))
 	})
 }
+
+// The text of a streamed reply is what was streamed, in the order it came,
+// even from a server that interleaves text blocks or retypes one: what
+// watchers saw is what the step records.
+func TestAnthropicStreamTextIsWhatWasStreamed(t *testing.T) {
+	t.Parallel()
+	stream := anthropicSSE(
+		"message_start", `{"type":"message_start","message":{"model":"claude-test","usage":{"input_tokens":3,"output_tokens":1}}}`,
+		"content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"first "}}`,
+		"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"second "}}`,
+		"content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"third"}}`,
+		"content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"look","input":{}}}`,
+		"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":4}}`,
+		"message_stop", `{"type":"message_stop"}`,
+	)
+	b := setupAnthropic(t, AnthropicConfig{}, serveAnthropicFixture(anthropicReplyFixture{SSE: stream}))
+	var pieces []string
+	resp, err := b.client.Complete(context.Background(), &Request{
+		Messages: []Message{{Role: RoleUser, Content: "x"}},
+		OnText:   func(s string) { pieces = append(pieces, s) },
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"first ", "second ", "third"}, pieces)
+	require.Equal(t, "first second third", resp.Content)
+}
