@@ -43,6 +43,11 @@ const AllEventsPath = "/api/events"
 // AllEventsPath) and yields each event, in journal order. A lastEventID
 // above zero resumes after that event (the Last-Event-ID header).
 //
+// A task's stream also carries its live output: events of type
+// DeltaEventType with ID 0, which are not journal events (DecodeDelta
+// reads them). They never move the resume point, and after a reconnect the
+// first delta of a call still under way holds its text so far again.
+//
 // When the stream drops (the daemon closed a slow stream, the connection
 // broke, the daemon restarted) Events reconnects with Last-Event-ID set to
 // the last id it yielded, and skips any event at or below it, so each event
@@ -190,13 +195,15 @@ func (s *stream) read(ctx context.Context, body io.Reader, yield func(*api.Event
 				if id, err := strconv.ParseInt(idField, 10, 64); err == nil && id > s.last {
 					s.last = id
 				}
-				eventType = ""
+				eventType, idField = "", ""
 				continue
 			}
 			n++
 			ev := decodeEvent(idField, eventType, data.String())
 			data.Reset()
-			hasData, eventType = false, ""
+			// A message's id is its own: one without (live output) is no
+			// journal event and leaves the resume point where it was.
+			hasData, eventType, idField = false, "", ""
 			if ev.ID > 0 && ev.ID <= s.last {
 				continue // seen before the reconnect
 			}
@@ -277,6 +284,45 @@ func decodeEvent(idField, eventType, data string) *api.Event {
 		ev.Type = eventType
 	}
 	return &ev
+}
+
+// DeltaEventType is the type of a piece of a task's live output.
+const DeltaEventType = "task.output.delta"
+
+// Delta is a piece of the text of one call of a step, as it streams in.
+// Offset counts the characters (Unicode code points) of the call's text
+// before Text: the call's text is its first Offset characters followed by
+// Text. A delta at offset 0 for a call already under way holds the text so
+// far (a client that joined mid-call, or reconnected).
+type Delta struct {
+	StepNo    int    `json:"step_no"`
+	CallIndex int    `json:"call_index"`
+	Offset    int    `json:"offset"`
+	Text      string `json:"text"`
+}
+
+// DecodeDelta reads a live output event (type DeltaEventType, ID 0). The
+// error names the field that is wrong.
+func DecodeDelta(ev *api.Event) (*Delta, error) {
+	switch {
+	case ev.Type != DeltaEventType:
+		return nil, fmt.Errorf("decode live output: type %q, want %s", ev.Type, DeltaEventType)
+	case ev.ID != 0:
+		return nil, fmt.Errorf("decode live output: id %d: live output has none", ev.ID)
+	}
+	var d Delta
+	if err := json.Unmarshal(ev.Data, &d); err != nil {
+		return nil, fmt.Errorf("decode live output: data: %w", err)
+	}
+	switch {
+	case d.StepNo < 1:
+		return nil, fmt.Errorf("decode live output: step_no %d: must be at least 1", d.StepNo)
+	case d.CallIndex < 0:
+		return nil, fmt.Errorf("decode live output: call_index %d: must not be negative", d.CallIndex)
+	case d.Offset < 0:
+		return nil, fmt.Errorf("decode live output: offset %d: must not be negative", d.Offset)
+	}
+	return &d, nil
 }
 
 // retryable reports whether a failed reconnect may succeed later: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/internal/live"
+	"github.com/errandhq/errand/store"
 )
 
 // streams ends every open stream when the server shuts down: an
@@ -116,7 +119,8 @@ func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
 
 // taskEvents streams one task's events, from its first unless the client
 // names where to resume: a task's history is short, and a watcher that
-// connects just after submitting must not miss its start.
+// connects just after submitting must not miss its start. It carries the
+// task's live output too, unless ?types= leaves task.output.delta out.
 func (s *Server) taskEvents(w http.ResponseWriter, r *http.Request) {
 	after, _, err := s.resumePoint(r)
 	if err != nil {
@@ -128,7 +132,13 @@ func (s *Server) taskEvents(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.stream(w, r, errand.EventFilter{TaskID: id, Types: streamTypes(r)}, after)
+	types := streamTypes(r)
+	s.stream(w, r, errand.EventFilter{TaskID: id, Types: types, Live: wantsLive(types)}, after)
+}
+
+// wantsLive reports whether a stream narrowed to types carries live output.
+func wantsLive(types []string) bool {
+	return len(types) == 0 || slices.Contains(types, store.EventTaskOutputDelta)
 }
 
 // stream writes events as Server-Sent Events until the client leaves,
@@ -206,7 +216,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter errand.Ev
 	}
 }
 
+// appendSSE adds one message for ev. A piece of live output has no id: it
+// is not a journal event, and a client must not resume from it.
 func appendSSE(b []byte, ev *errand.Event) []byte {
+	if data, ok := deltaData(ev); ok {
+		b = append(b, "event: "...)
+		b = append(b, store.EventTaskOutputDelta...)
+		b = append(b, "\ndata: "...)
+		b = append(b, data...)
+		return append(b, "\n\n"...)
+	}
+	if ev.ID == 0 {
+		return b // nothing else without an id belongs on a stream
+	}
 	data, _ := json.Marshal(api.FromEvent(ev))
 	b = append(b, "id: "...)
 	b = strconv.AppendInt(b, ev.ID, 10)
@@ -215,4 +237,20 @@ func appendSSE(b []byte, ev *errand.Event) []byte {
 	b = append(b, "\ndata: "...)
 	b = append(b, data...) // compact JSON has no newlines
 	return append(b, "\n\n"...)
+}
+
+// deltaData is the data of a live output message: the delta itself,
+// {"step_no", "call_index", "offset", "text"}, the same on SSE and
+// WebSocket. ok is false for a journal event or a delta that does not
+// decode.
+func deltaData(ev *errand.Event) (data []byte, ok bool) {
+	if ev.ID != 0 || ev.Type != store.EventTaskOutputDelta {
+		return nil, false
+	}
+	var d live.Delta
+	if json.Unmarshal(ev.Data, &d) != nil {
+		return nil, false
+	}
+	data, err := json.Marshal(d) // compact, so one data: line holds it
+	return data, err == nil
 }

@@ -54,7 +54,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	s.cfg.OnStream(true)
 	defer s.cfg.OnStream(false)
 
-	ws := &wsSession{s: s, conn: conn, out: make(chan wsFrame, wsOutbox), cancel: cancel}
+	ws := &wsSession{s: s, conn: conn, out: make(chan wsFrame, wsOutbox), cancel: cancel, follow: make(chan followReq)}
 	var wg sync.WaitGroup
 	wg.Go(func() { ws.writeLoop(ctx) })
 	wg.Go(func() { ws.pushEvents(ctx, sub) })
@@ -69,9 +69,17 @@ type wsSession struct {
 	out    chan wsFrame
 	cancel context.CancelFunc
 
+	follow chan followReq // subscribe's task, to pushEvents
+
 	mu     sync.Mutex
 	taskID string
 	types  []string
+}
+
+// followReq asks pushEvents to follow a task; done is closed once it does.
+type followReq struct {
+	taskID string
+	done   chan struct{}
 }
 
 // wsFrame is a frame waiting to be written; ev is set for pushed events.
@@ -103,25 +111,145 @@ func (ws *wsSession) writeLoop(ctx context.Context) {
 	}
 }
 
-func (ws *wsSession) pushEvents(ctx context.Context, sub *errand.Subscription) {
-	for ev := range sub.Events() {
-		if !ws.wants(ev) {
-			continue
+// pushEvents queues the events the client wants. They come from the
+// journal's subscription (all), except while the client follows one task:
+// then from a subscription of that task with its live output, which
+// delivers each piece in order with the task's events. That one starts
+// after the last event read from all, so the switch loses and repeats
+// nothing.
+func (ws *wsSession) pushEvents(ctx context.Context, all *errand.Subscription) {
+	var (
+		task     *errand.Subscription
+		followed string
+		cursor   int64 // the last event read from all
+		// After a task is left, all still holds events its subscription
+		// delivered: those up to sent, of task left, are skipped.
+		left string
+		sent int64
+	)
+	defer func() {
+		if task != nil {
+			task.Close()
 		}
-		data, _ := json.Marshal(api.FromEvent(ev))
-		frame, _ := json.Marshal(api.Frame{Type: "event", Event: ev.Type, Data: data})
+	}()
+	for {
+		var taskEvents <-chan *errand.Event
+		if task != nil {
+			taskEvents = task.Events()
+		}
 		select {
-		case ws.out <- wsFrame{b: frame, ev: ev}:
-		default:
-			ws.conn.Close(websocket.StatusPolicyViolation, "too slow: events dropped; reconnect")
-			ws.cancel()
+		case ev, ok := <-all.Events():
+			if !ok {
+				ws.feedEnded(ctx, all)
+				return
+			}
+			cursor = ev.ID
+			if task != nil || (ev.TaskID == left && ev.ID <= sent) {
+				continue
+			}
+			if !ws.queue(ev) {
+				return
+			}
+		case ev, ok := <-taskEvents:
+			if !ok {
+				ws.feedEnded(ctx, task)
+				return
+			}
+			if ev.ID > 0 {
+				sent = ev.ID
+			}
+			if !ws.queue(ev) {
+				return
+			}
+		case req := <-ws.follow:
+			if req.taskID != followed {
+				if task != nil {
+					task.Close()
+					task, left = nil, followed
+				}
+				followed = req.taskID
+				if followed != "" {
+					sub, err := ws.s.client.Subscribe(ctx, errand.EventFilter{TaskID: followed, Live: true}, cursor)
+					if err != nil {
+						close(req.done)
+						ws.feedFailed(ctx, err)
+						return
+					}
+					task = sub
+				}
+			}
+			close(req.done)
+		case <-ctx.Done():
 			return
 		}
 	}
-	if err := sub.Err(); err != nil && ctx.Err() == nil {
-		ws.s.log.Warn("websocket event feed ended", "err", err)
-		ws.conn.Close(websocket.StatusTryAgainLater, "event feed failed; reconnect")
+}
+
+// queue hands ev to the writer; a client whose outbox is full is
+// disconnected rather than waited for.
+func (ws *wsSession) queue(ev *errand.Event) bool {
+	if !ws.wants(ev) {
+		return true
+	}
+	frame, ok := eventFrame(ev)
+	if !ok {
+		return true
+	}
+	select {
+	case ws.out <- wsFrame{b: frame, ev: ev}:
+		return true
+	default:
+		ws.conn.Close(websocket.StatusPolicyViolation, "too slow: events dropped; reconnect")
 		ws.cancel()
+		return false
+	}
+}
+
+// eventFrame is ev as an event frame: a journal event's data is the event,
+// a piece of live output's the delta (as on SSE).
+func eventFrame(ev *errand.Event) ([]byte, bool) {
+	data, isDelta := deltaData(ev)
+	if !isDelta {
+		if ev.ID == 0 {
+			return nil, false
+		}
+		data, _ = json.Marshal(api.FromEvent(ev))
+	}
+	frame, err := json.Marshal(api.Frame{Type: "event", Event: ev.Type, Data: data})
+	return frame, err == nil
+}
+
+func (ws *wsSession) feedEnded(ctx context.Context, sub *errand.Subscription) {
+	if err := sub.Err(); err != nil && ctx.Err() == nil {
+		ws.feedFailed(ctx, err)
+	}
+}
+
+func (ws *wsSession) feedFailed(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	ws.s.log.Warn("websocket event feed ended", "err", err)
+	ws.conn.Close(websocket.StatusTryAgainLater, "event feed failed; reconnect")
+	ws.cancel()
+}
+
+// followTask makes pushEvents follow taskID ("" for none) and waits until
+// it does, so that the reply to subscribe comes after the switch. A
+// session without a feed (follow nil) has nothing to switch.
+func (ws *wsSession) followTask(ctx context.Context, taskID string) {
+	if ws.follow == nil {
+		return
+	}
+	req := followReq{taskID: taskID, done: make(chan struct{})}
+	select {
+	case ws.follow <- req:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-req.done:
+	case <-ctx.Done():
 	}
 }
 
@@ -317,8 +445,12 @@ func (ws *wsSession) call(ctx context.Context, method string, raw json.RawMessag
 			return nil, err
 		}
 		ws.mu.Lock()
+		changed := p.TaskID != ws.taskID
 		ws.taskID, ws.types = p.TaskID, p.Types
 		ws.mu.Unlock()
+		if changed {
+			ws.followTask(ctx, p.TaskID)
+		}
 		return map[string]any{"subscribed": true, "task_id": p.TaskID, "types": p.Types}, nil
 	default:
 		return nil, malformed("method", "unknown method %q (want submit_task, check_task, cancel_task, list_tasks, answer_task or subscribe)", method)
