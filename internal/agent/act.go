@@ -47,6 +47,16 @@ func (a *LLM) act(ctx context.Context, run taskrun.Run, state *TaskState, n int,
 		if err := a.commitCall(ctx, step, call, t, o); err != nil {
 			return taskrun.Result{}, false, err
 		}
+		if _, asks := o.stop.(*taskrun.InputNeeded); asks && step.Replayed() {
+			// Asked and answered before: go on with the answer.
+			took, err := a.replayedAnswer(ctx, run, &t.next)
+			if err != nil {
+				return taskrun.Result{}, false, err
+			}
+			if took {
+				o.stop = nil
+			}
+		}
 		if o.finished {
 			*state = t.next
 			out := t.next.PartialResult

@@ -50,6 +50,57 @@ func awaitAnswer(ctx context.Context, run taskrun.Run, state *TaskState) (bool, 
 	return true, nil
 }
 
+// answeredTurn gives the model a person's answer to its question: data,
+// never instructions.
+func answeredTurn(a Answer) Turn {
+	return Turn{Role: provider.RoleUser,
+		Content: "The user answered your question \"" + a.Question + "\":\n" +
+			dataBlock(origin{Kind: originHuman, At: a.AnsweredAt}, a.Answer)}
+}
+
+// replayedAnswer takes in the answer to the question of a replayed
+// ask_user call, when the task has one it has not taken (a fork has the
+// answers to the questions its copied steps asked): the task goes on
+// without asking again, its state as the loop makes it when it resumes
+// with the answer (awaitAnswer, then the opening of a conversation the
+// question's step ended, then the answer). Answers are taken oldest
+// first, one for each question. It reports whether it took one.
+func (a *LLM) replayedAnswer(ctx context.Context, run taskrun.Run, state *TaskState) (bool, error) {
+	answers, err := run.Answers(ctx)
+	if err != nil {
+		return false, err
+	}
+	known := map[string]bool{}
+	for _, ans := range state.Answers {
+		known[ans.RequestID] = true
+	}
+	for _, ans := range answers {
+		if known[ans.RequestID] {
+			continue
+		}
+		taken := Answer{RequestID: ans.RequestID, Question: ans.Question, Answer: ans.Answer, AnsweredAt: ans.AnsweredAt}
+		state.Answers = append(state.Answers, taken)
+		state.PendingQuestion = ""
+		if len(state.Transcript) == 0 {
+			a.openConversation(run.Task(), state)
+		}
+		state.Transcript = append(state.Transcript, answeredTurn(taken))
+		return true, nil
+	}
+	return false, nil
+}
+
+// openConversation starts the conversation of the state's phase with its
+// opening message (in plan_execute, marking the current plan step in
+// progress), as the loop does when the transcript is empty.
+func (a *LLM) openConversation(info *taskrun.Info, state *TaskState) {
+	if phase, current := a.phase(state); phase == phaseExecute && state.Plan[current].Status == PlanPending {
+		state.Plan = append([]PlanStep{}, state.Plan...)
+		state.Plan[current].Status = PlanInProgress
+	}
+	state.Transcript = []Turn{{Role: provider.RoleUser, Content: a.opening(info, state)}}
+}
+
 // askArgs reads an ask_user call.
 func askArgs(args json.RawMessage) (question string, context json.RawMessage) {
 	var a struct {
