@@ -136,6 +136,7 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("GET /tasks/{id}", d.page(d.taskPage))
 	d.mux.Handle("GET /tasks/{id}/live", d.page(d.taskLive))
 	d.mux.Handle("GET /tasks/{id}/artifact", d.page(d.downloadArtifact))
+	d.mux.Handle("GET /tasks/{id}/output", d.page(d.output))
 	d.mux.Handle("POST /tasks/{id}/{action}", d.change(d.act))
 	d.mux.Handle("GET /live", d.page(d.live))
 	d.mux.Handle("GET /queue", d.page(d.queuePage))

@@ -87,6 +87,9 @@ func FuzzPages(f *testing.F) {
 	f.Add("POST", "/tasks/"+task.ID+"/answer", "answer=%00%ff")
 	f.Add("POST", "/tasks/"+task.ID+"/pause", "")
 	f.Add("POST", "/tasks/"+task.ID+"/frobnicate", "")
+	f.Add("POST", "/tasks/"+task.ID+"/fork", "from_step=1&goal=%00%ff")
+	f.Add("POST", "/tasks/"+task.ID+"/fork", "from_step=-1")
+	f.Add("POST", "/tasks/"+task.ID+"/fork", "from_step=1&answer=%20")
 	f.Add("POST", "/schedules/fuzz-00/disable", "cursor=fuzz-49")
 	f.Add("POST", "/schedules/fuzz-00/enable", "cursor=%ff")
 	f.Add("POST", "/memories/"+plain.ID+"/release", "back=memory")
@@ -97,8 +100,9 @@ func FuzzPages(f *testing.F) {
 			return
 		}
 		u, err := url.ParseRequestURI(target)
-		if err != nil || !strings.HasPrefix(u.Path, "/") || u.Path == "/live" || strings.HasSuffix(u.Path, "/live") && strings.Count(u.Path, "/") == 1 {
-			return // the event stream does not end by itself
+		if err != nil || !strings.HasPrefix(u.Path, "/") || u.Path == "/live" || strings.HasSuffix(u.Path, "/live") && strings.Count(u.Path, "/") == 1 ||
+			method == "GET" && strings.HasPrefix(u.Path, "/tasks/") && strings.HasSuffix(u.Path, "/output") {
+			return // the event streams do not end by themselves
 		}
 		if u.Path == "/logout" {
 			return // it would end the session every later input uses

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -33,6 +34,14 @@ type taskData struct {
 	// DependsOn and NeededBy are the task's edges: what it depends on and
 	// what depends on it. BlockedBy is those of DependsOn it waits for.
 	DependsOn, NeededBy, BlockedBy []taskLink
+	// Forks are the ids of the tasks forked from this one.
+	Forks []string
+}
+
+// FirstOfStep reports whether Steps[i] is the first record of its step
+// number: the row that offers "Rerun from here" for the step.
+func (d *taskData) FirstOfStep(i int) bool {
+	return i == 0 || d.Steps[i-1].StepNo != d.Steps[i].StepNo
 }
 
 // planStep is one step of the plan the agent declared (update_plan).
@@ -225,6 +234,9 @@ func (d *Dashboard) act(w http.ResponseWriter, r *http.Request, v *view) {
 		_, err = d.client.Resume(ctx, id, true)
 	case "retry":
 		_, err = d.client.Retry(ctx, id)
+	case "fork":
+		d.fork(w, r, v)
+		return
 	case "answer":
 		answer := r.PostFormValue("answer")
 		if strings.TrimSpace(answer) == "" || !utf8.ValidString(answer) {
@@ -245,12 +257,46 @@ func (d *Dashboard) act(w http.ResponseWriter, r *http.Request, v *view) {
 
 // actionStatus is the HTTP status of an action's error.
 func actionStatus(err error) int {
-	var te *errand.TransitionError
+	var (
+		te *errand.TransitionError
+		ve *errand.ValidationError
+	)
 	switch {
 	case errors.Is(err, errand.ErrNotFound):
 		return http.StatusNotFound
 	case errors.As(err, &te):
 		return http.StatusConflict
+	case errors.As(err, &ve) && ve.Unprocessable:
+		return http.StatusUnprocessableEntity
 	}
 	return http.StatusBadRequest
+}
+
+// fork is a step's "Rerun from here": a new task that replays the steps
+// before from_step and runs live from it, with the goal and answer the
+// form changes (blank keeps the source's). The browser is sent to it.
+func (d *Dashboard) fork(w http.ResponseWriter, r *http.Request, v *view) {
+	n, err := strconv.Atoi(r.PostFormValue("from_step"))
+	if err != nil || n < 1 {
+		d.fail(w, r, v, http.StatusBadRequest, "The step to rerun from is missing or not a step number.")
+		return
+	}
+	p := &errand.ForkParams{FromStep: n}
+	goal, answer := r.PostFormValue("goal"), r.PostFormValue("answer")
+	if !utf8.ValidString(goal) || !utf8.ValidString(answer) {
+		d.fail(w, r, v, http.StatusBadRequest, "The new goal or answer is not valid text.")
+		return
+	}
+	if strings.TrimSpace(goal) != "" {
+		p.Goal = goal
+	}
+	if strings.TrimSpace(answer) != "" {
+		p.Answer = &answer
+	}
+	t, err := d.client.Fork(r.Context(), r.PathValue("id"), p)
+	if err != nil {
+		d.fail(w, r, v, actionStatus(err), err.Error())
+		return
+	}
+	http.Redirect(w, r, "/tasks/"+t.ID, http.StatusSeeOther)
 }
