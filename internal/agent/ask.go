@@ -59,16 +59,31 @@ func answeredTurn(a Answer) Turn {
 }
 
 // replayedAnswer takes in the answer to the question of a replayed
-// ask_user call, when the task has one it has not taken (a fork has the
-// answers to the questions its copied steps asked): the task goes on
-// without asking again, its state as the loop makes it when it resumes
-// with the answer (awaitAnswer, then the opening of a conversation the
-// question's step ended, then the answer). Answers are taken oldest
-// first, one for each question. It reports whether it took one.
+// ask_user call, when the task has one it has not taken (takeAnswer), and
+// gives it to the model as the loop does when it resumes with an answer:
+// after the opening of a conversation the question's step ended.
 func (a *LLM) replayedAnswer(ctx context.Context, run taskrun.Run, state *TaskState) (bool, error) {
+	taken, ok, err := takeAnswer(ctx, run, state)
+	if !ok || err != nil {
+		return false, err
+	}
+	if len(state.Transcript) == 0 {
+		a.openConversation(run.Task(), state)
+	}
+	state.Transcript = append(state.Transcript, answeredTurn(taken))
+	return true, nil
+}
+
+// takeAnswer takes the oldest answer the task has that the state has not
+// taken into the state, as the answer to its pending question: a step
+// that asked on an earlier run (a fork has the answers to the questions
+// its copied steps asked) is replayed without asking again. Answers are
+// taken one for each question, in the order they were asked. It reports
+// whether there was one.
+func takeAnswer(ctx context.Context, run taskrun.Run, state *TaskState) (Answer, bool, error) {
 	answers, err := run.Answers(ctx)
 	if err != nil {
-		return false, err
+		return Answer{}, false, err
 	}
 	known := map[string]bool{}
 	for _, ans := range state.Answers {
@@ -81,13 +96,9 @@ func (a *LLM) replayedAnswer(ctx context.Context, run taskrun.Run, state *TaskSt
 		taken := Answer{RequestID: ans.RequestID, Question: ans.Question, Answer: ans.Answer, AnsweredAt: ans.AnsweredAt}
 		state.Answers = append(state.Answers, taken)
 		state.PendingQuestion = ""
-		if len(state.Transcript) == 0 {
-			a.openConversation(run.Task(), state)
-		}
-		state.Transcript = append(state.Transcript, answeredTurn(taken))
-		return true, nil
+		return taken, true, nil
 	}
-	return false, nil
+	return Answer{}, false, nil
 }
 
 // openConversation starts the conversation of the state's phase with its

@@ -12,6 +12,7 @@ import (
 	"github.com/errandhq/errand/internal/engine"
 	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/internal/providertest"
+	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
 
@@ -172,4 +173,38 @@ func TestLLMForkThroughAQuestion(t *testing.T) {
 	again, err := fb.engine.Fork(ctx, &engine.ForkParams{TaskID: src.ID, FromStep: 1, Answer: &blue})
 	require.Error(t, err, "no question before step 1")
 	require.Nil(t, again)
+}
+
+// Forking past a step that submitted a subtask: the fork keeps the
+// source's child and its result, the model is told of it in the same
+// words, and nothing is submitted again.
+func TestLLMForkKeepsTheSubtasksOfCopiedSteps(t *testing.T) {
+	t.Parallel()
+	delegate := providertest.Reply{ToolCalls: []provider.ToolCall{toolCall("s1", "submit_task", `{"goal":"Draw a chart","agent":"charter"}`)}}
+	finish := providertest.Reply{ToolCalls: []provider.ToolCall{toolCall("f1", "finish_task", `{"result":"charted"}`)}}
+	server := providertest.NewOpenAIServer(t, delegate, finish, finish)
+	b := setup(t)
+	model := provider.NewOpenAI(provider.OpenAIConfig{BaseURL: server.URL(), HTTPClient: server.Client()})
+	agent, err := NewLLM(LLMConfig{Provider: model, Model: "m"})
+	require.NoError(t, err)
+	b.startAgents(t, map[string]taskrun.Handler{"default": agent, "charter": quickAgent})
+	ctx := context.Background()
+	src, err := b.engine.Submit(ctx, &engine.SubmitParams{Goal: "Report with a chart"})
+	require.NoError(t, err)
+	src = b.waitEnd(t, src.ID)
+	require.Equal(t, store.StatusCompleted, src.Status, "%+v", src.Error)
+	require.Equal(t, 2, server.Requests())
+
+	fork, err := b.engine.Fork(ctx, &engine.ForkParams{TaskID: src.ID, FromStep: 2})
+	require.NoError(t, err)
+	done := b.waitEnd(t, fork.ID)
+	require.Equal(t, store.StatusCompleted, done.Status, "%+v", done.Error)
+	require.Equal(t, 3, server.Requests())
+	a, c := server.Request(1), server.Request(2)
+	require.Equal(t, a.Messages, c.Messages, "the same subtask results, in the same words")
+	require.Contains(t, c.Messages[len(c.Messages)-1].Content, "Your subtasks have ended")
+	kids, err := b.engine.List(ctx, &engine.ListParams{ParentID: fork.ID})
+	require.NoError(t, err)
+	require.Empty(t, kids.Tasks, "the chart is not drawn again")
+	require.JSONEq(t, string(src.Checkpoint), string(done.Checkpoint))
 }
