@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -27,8 +28,10 @@ type Input struct {
 	Resume []ResumeEntry
 }
 
-// Message is one message of the conversation. Text is a user message's
-// content: the string, or its text parts joined by blank lines.
+// Message is one message of the conversation. Text is its content as
+// text: a user message's string, or its text parts joined by blank lines;
+// an assistant, system or developer message's string. Errand reads no
+// other message's content.
 type Message struct {
 	ID   string
 	Role string
@@ -230,8 +233,14 @@ func messages(raw json.RawMessage) ([]Message, error) {
 		if !roles[msg.Role] {
 			return nil, fieldErr(field+".role", "%q is not a role (developer, system, assistant, user, tool, activity, reasoning)", msg.Role)
 		}
-		if msg.Role == "user" {
+		switch msg.Role {
+		case "user":
 			if msg.Text, err = userText(field+".content", obj["content"]); err != nil {
+				return nil, err
+			}
+		case "assistant", "system", "developer":
+			// Content is a string; an assistant's may be absent.
+			if msg.Text, err = str(field+".content", obj["content"]); err != nil {
 				return nil, err
 			}
 		}
@@ -438,11 +447,58 @@ func (in *Input) Goal() (text, field string, err error) {
 	return "", "messages", fieldErr("messages", "holds no user message: the last one is the goal of a new task (or name a task to follow in forwardedProps.errand.task_id)")
 }
 
-// TaskInput is the input of a new task: the run's context, if any.
+// Limits of the conversation a new task's input carries.
+const (
+	MaxConversationMessages = 20
+	MaxConversationBytes    = 32 << 10
+)
+
+// Turn is one earlier message of the conversation, as a new task's input
+// carries it.
+type Turn struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Conversation is what was said before the goal: the messages with text
+// before the last user message, the most recent MaxConversationMessages
+// and at most MaxConversationBytes of them.
+func (in *Input) Conversation() []Turn {
+	last := -1
+	for i, m := range in.Messages {
+		if m.Role == "user" {
+			last = i
+		}
+	}
+	var out []Turn
+	size := 0
+	for i := last - 1; i >= 0 && len(out) < MaxConversationMessages; i-- {
+		m := in.Messages[i]
+		if strings.TrimSpace(m.Text) == "" {
+			continue
+		}
+		if size += len(m.Text); size > MaxConversationBytes {
+			break
+		}
+		out = append(out, Turn{Role: m.Role, Content: m.Text})
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// TaskInput is the input of a new task: the run's context and the
+// conversation before the goal, when there are any.
 func (in *Input) TaskInput() json.RawMessage {
-	if len(in.Context) == 0 {
+	v := map[string]any{}
+	if len(in.Context) > 0 {
+		v["context"] = in.Context
+	}
+	if c := in.Conversation(); len(c) > 0 {
+		v["conversation"] = c
+	}
+	if len(v) == 0 {
 		return nil
 	}
-	b, _ := json.Marshal(map[string]any{"context": in.Context})
+	b, _ := json.Marshal(v)
 	return b
 }

@@ -3,6 +3,7 @@ package agui
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -28,7 +29,8 @@ func TestParseInput(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "Plan a trip\n\nto Rome", goal)
 	require.Equal(t, "messages[3].content", field)
-	require.Nil(t, in.TaskInput())
+	require.JSONEq(t, `{"conversation":[{"role":"user","content":"first"},{"role":"assistant","content":"ok"}]}`, string(in.TaskInput()),
+		"what was said before the goal goes with it; tool messages do not")
 	require.Empty(t, in.Resume)
 
 	in, err = ParseInput([]byte(`{"threadId":"t","runId":"r","messages":[],"context":[{"description":"city","value":"Rome"}],
@@ -78,6 +80,7 @@ func TestParseInputNamesTheField(t *testing.T) {
 		`{"threadId":"t","runId":"r","messages":[{"id":"a","role":"user","content":5}]}`:                          "messages[0].content",
 		`{"threadId":"t","runId":"r","messages":[{"id":"a","role":"user","content":[{"type":"x"}]}]}`:             "messages[0].content[0].type",
 		`{"threadId":"t","runId":"r","messages":[{"id":"a","role":"user","content":[{"type":"text","text":1}]}]}`: "messages[0].content[0].text",
+		`{"threadId":"t","runId":"r","messages":[{"id":"a","role":"assistant","content":[]}]}`:                    "messages[0].content",
 		base(`,"context":{}`):                               "context",
 		base(`,"context":[{"description":"d","value":3}]`):  "context[0].value",
 		base(`,"tools":"all"`):                              "tools",
@@ -102,6 +105,25 @@ func TestParseInputNamesTheField(t *testing.T) {
 		require.Equal(t, field, fe.Field, "%s: %v", body, err)
 		require.NotEmpty(t, fe.Message)
 	}
+}
+
+func TestConversationIsBounded(t *testing.T) {
+	t.Parallel()
+	in := &Input{}
+	for i := range 30 {
+		in.Messages = append(in.Messages, Message{Role: "assistant", Text: fmt.Sprint(i)})
+	}
+	in.Messages = append(in.Messages, Message{Role: "user", Text: "goal"}, Message{Role: "assistant", Text: "after"})
+	c := in.Conversation()
+	require.Len(t, c, MaxConversationMessages)
+	require.Equal(t, "10", c[0].Content, "the most recent are kept")
+	require.Equal(t, "29", c[len(c)-1].Content)
+
+	big := strings.Repeat("x", MaxConversationBytes/2)
+	in.Messages = []Message{{Role: "user", Text: big + "1"}, {Role: "user", Text: big}, {Role: "user", Text: "old"}, {Role: "user", Text: "goal"}}
+	c = in.Conversation()
+	require.Equal(t, []Turn{{"user", big}, {"user", "old"}}, c)
+	require.Nil(t, (&Input{Messages: []Message{{Role: "user", Text: "only"}}}).TaskInput())
 }
 
 func FuzzParseInput(f *testing.F) {
