@@ -110,6 +110,10 @@ func TestForkReplaysTheStepsBeforeAndRunsTheRest(t *testing.T) {
 		require.Equal(t, want, st.CopiedFrom, "step %d", st.StepNo)
 		require.InDelta(t, 0.01, st.CostUSD, 1e-9, "a copy shows what it cost")
 	}
+	forks, err := b.engine.List(ctx, &ListParams{ForkedFrom: src.ID})
+	require.NoError(t, err)
+	require.Len(t, forks.Tasks, 1, "the source lists its forks")
+	require.Equal(t, fork.ID, forks.Tasks[0].ID)
 	types := eventTypes(t, b.engine, fork.ID)
 	require.Equal(t, store.EventTaskForked, types[0])
 	require.NotContains(t, types, store.EventTaskCreated)

@@ -35,6 +35,8 @@ type ListParams struct {
 	ParentID  string
 	RunID     string
 	Tag       string
+	// ForkedFrom lists the forks of the task with this id.
+	ForkedFrom string
 	// Text lists tasks whose title or goal contains it, ignoring case, or
 	// whose id it is; at most MaxListTextBytes.
 	Text string
@@ -73,7 +75,7 @@ func (e *Engine) List(ctx context.Context, p *ListParams) (*ListResult, error) {
 	}
 	for _, f := range []struct{ name, value string }{
 		{"agent", p.Agent}, {"session_id", p.SessionID}, {"parent_id", p.ParentID},
-		{"run_id", p.RunID}, {"tag", p.Tag}, {"text", p.Text},
+		{"run_id", p.RunID}, {"tag", p.Tag}, {"text", p.Text}, {"forked_from", p.ForkedFrom},
 	} {
 		if len(f.value) > MaxListTextBytes {
 			return nil, invalid(f.name, "is %d bytes; the limit is %d", len(f.value), MaxListTextBytes)
@@ -93,7 +95,7 @@ func (e *Engine) List(ctx context.Context, p *ListParams) (*ListResult, error) {
 	// One extra row tells whether another page exists.
 	tasks, err := e.store.TaskList(ctx, &store.TaskListParams{
 		Statuses: p.Statuses, Agent: p.Agent, SessionID: p.SessionID, ParentID: p.ParentID,
-		RunID: p.RunID, Tag: p.Tag, Text: p.Text, Cursor: after, Limit: limit + 1,
+		RunID: p.RunID, Tag: p.Tag, Text: p.Text, ForkedFrom: p.ForkedFrom, Cursor: after, Limit: limit + 1,
 	})
 	if err != nil {
 		return nil, err
