@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +29,11 @@ type forkBundle struct {
 
 func setupFork(t *testing.T, script ...providertest.Reply) *forkBundle {
 	t.Helper()
+	return setupForkMode(t, ModeReact, script...)
+}
+
+func setupForkMode(t *testing.T, mode string, script ...providertest.Reply) *forkBundle {
+	t.Helper()
 	fb := &forkBundle{bundle: setup(t), server: providertest.NewOpenAIServer(t, script...)}
 	lookup := ToolFunc(provider.Tool{Name: "lookup", Description: "Looks a letter up.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)},
@@ -38,7 +44,7 @@ func setupFork(t *testing.T, script ...providertest.Reply) *forkBundle {
 			return json.RawMessage(`{"found":` + string(args) + `}`), nil
 		})
 	model := provider.NewOpenAI(provider.OpenAIConfig{BaseURL: fb.server.URL(), APIKey: "k", HTTPClient: fb.server.Client()})
-	agent, err := NewLLM(LLMConfig{Provider: model, Model: "gpt-4o-mini", SystemPrompt: "Be brief.", Tools: []Tool{lookup},
+	agent, err := NewLLM(LLMConfig{Provider: model, Model: "gpt-4o-mini", SystemPrompt: "Be brief.", Tools: []Tool{lookup}, Mode: mode,
 		Pricing: provider.Pricing{"gpt-4o-mini": {InputPerMTok: 0.15, OutputPerMTok: 0.60}}})
 	require.NoError(t, err)
 	fb.start(t, agent)
@@ -207,4 +213,40 @@ func TestLLMForkKeepsTheSubtasksOfCopiedSteps(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, kids.Tasks, "the chart is not drawn again")
 	require.JSONEq(t, string(src.Checkpoint), string(done.Checkpoint))
+}
+
+// In plan_execute mode, where a step that changes the phase starts a new
+// conversation, a fork's replay rebuilds each conversation as the source
+// had it: forks from steps 2 and 4 send the source's prompts.
+func TestLLMForkInPlanExecuteMode(t *testing.T) {
+	t.Parallel()
+	steps := []providertest.Reply{
+		{ToolCalls: []provider.ToolCall{toolCall("p1", "update_plan", `{"steps":[{"title":"Find a"},{"title":"Find b"}]}`)}},
+		{ToolCalls: []provider.ToolCall{toolCall("l1", "lookup", `{"q":"a"}`)}},
+		{ToolCalls: []provider.ToolCall{toolCall("c1", "complete_step", `{"result":"a found"}`)}},
+		{ToolCalls: []provider.ToolCall{toolCall("c2", "complete_step", `{"result":"b found"}`)}},
+		{ToolCalls: []provider.ToolCall{toolCall("f1", "finish_task", `{"result":"a and b"}`)}},
+	}
+	fb := setupForkMode(t, ModePlanExecute, slices.Concat(steps, steps[3:], steps[1:])...)
+	ctx := context.Background()
+	src, err := fb.engine.Submit(ctx, &engine.SubmitParams{Goal: "Find a and b"})
+	require.NoError(t, err)
+	src = fb.waitEnd(t, src.ID)
+	require.Equal(t, store.StatusCompleted, src.Status, "%+v", src.Error)
+
+	next := 5
+	for _, from := range []int{4, 2} {
+		fork, err := fb.engine.Fork(ctx, &engine.ForkParams{TaskID: src.ID, FromStep: from})
+		require.NoError(t, err)
+		done := fb.waitEnd(t, fork.ID)
+		require.Equal(t, store.StatusCompleted, done.Status, "from %d: %+v", from, done.Error)
+		for n := from; n <= 5; n++ {
+			fb.requireSameRequest(t, n-1, next)
+			next++
+		}
+		require.JSONEq(t, string(src.Checkpoint), string(done.Checkpoint), "from %d", from)
+		require.JSONEq(t, string(src.Result), string(done.Result))
+	}
+	require.Equal(t, 11, fb.server.Requests())
+	require.Equal(t, 2, fb.lookupCount(), "the source's, and the fork from step 2's")
 }
