@@ -231,6 +231,8 @@ type ListParams struct {
 	ParentID  string
 	RunID     string
 	Tag       string
+	// ForkedFrom lists the forks of the task with this id.
+	ForkedFrom string
 	// Text lists tasks whose title or goal contains it, ignoring case, or
 	// whose id it is; at most 1,000 bytes.
 	Text string
