@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -20,9 +21,17 @@ import (
 // aguiAgents are the agents the AG-UI tests run: asker looks something up
 // (a recorded step), asks which day, then finishes with both; failer
 // fails; planner declares a plan in its checkpoint, reports progress and
-// finishes.
-func aguiAgents() map[string]errand.Agent {
+// finishes; waiter finishes when gate is closed.
+func aguiAgents(gate ...chan struct{}) map[string]errand.Agent {
 	return map[string]errand.Agent{
+		"waiter": errand.AgentFunc(func(ctx context.Context, run *errand.TaskRun) (errand.Result, error) {
+			select {
+			case <-gate[0]:
+				return errand.Result{Output: "waited"}, nil
+			case <-ctx.Done():
+				return errand.Result{}, ctx.Err()
+			}
+		}),
 		"asker": errand.AgentFunc(func(ctx context.Context, run *errand.TaskRun) (errand.Result, error) {
 			out, err := run.Step(ctx, 1, "lookup", func(context.Context, string) (any, error) {
 				return map[string]string{"city": "Rome"}, nil
@@ -258,6 +267,90 @@ func TestAGUIRefusesBadInput(t *testing.T) {
 	}
 	res, _ := f.doAuth("POST", "/api/ag-ui", aguiBody("t", "r", ""), "")
 	require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+}
+
+// aguiOpen posts body and returns the run's events as they come; the
+// channel is closed when the stream ends.
+func (f *fixture) aguiOpen(ctx context.Context, body string) <-chan aguiEvent {
+	f.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "POST", f.http.URL+"/api/ag-ui", strings.NewReader(body))
+	require.NoError(f.t, err)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(f.t, err)
+	require.Equal(f.t, http.StatusOK, res.StatusCode)
+	out := make(chan aguiEvent, 100)
+	go func() {
+		defer close(out)
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var ev aguiEvent
+				if json.Unmarshal([]byte(data), &ev) == nil {
+					out <- ev
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// aguiUntilRunning reads evs until a snapshot says the task runs, and
+// returns the task's id.
+func aguiUntilRunning(t *testing.T, evs <-chan aguiEvent) string {
+	t.Helper()
+	for ev := range evs {
+		if ev.typ() == "STATE_SNAPSHOT" && ev["snapshot"].(map[string]any)["status"] == "running" {
+			return ev["snapshot"].(map[string]any)["task_id"].(string)
+		}
+	}
+	require.FailNow(t, "the stream ended before the task ran")
+	return ""
+}
+
+func TestAGUIServerStopEndsTheRunNotTheTask(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	f := newFixture(t, aguiAgents(gate))
+	evs := f.aguiOpen(t.Context(), aguiBody("thread-6", "run-1", `,"forwardedProps":{"errand":{"agent":"waiter"}}`))
+	taskID := aguiUntilRunning(t, evs)
+
+	f.server.CloseStreams()
+	var last aguiEvent
+	for ev := range evs {
+		last = ev
+	}
+	require.Equal(t, "RUN_ERROR", last.typ())
+	require.Equal(t, "unavailable", last["code"])
+	require.Contains(t, last["message"], taskID, "it says how to follow the task again")
+	f.server.WaitStreams()
+
+	task, err := f.client.Get(t.Context(), taskID)
+	require.NoError(t, err)
+	require.Equal(t, errand.StatusRunning, task.Status, "the task goes on")
+	close(gate)
+}
+
+func TestAGUIClientLeavingEndsOnlyItsRun(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	f := newFixture(t, aguiAgents(gate))
+	ctx, cancel := context.WithCancel(t.Context())
+	evs := f.aguiOpen(ctx, aguiBody("thread-7", "run-1", `,"forwardedProps":{"errand":{"agent":"waiter"}}`))
+	taskID := aguiUntilRunning(t, evs)
+	sub, err := f.client.Subscribe(t.Context(), errand.EventFilter{TaskID: taskID, Types: []string{errand.EventTaskCompleted}}, 0)
+	require.NoError(t, err)
+	defer sub.Close()
+	cancel()
+	for range evs {
+	}
+	close(gate)
+	<-sub.Events()
+
+	// A later run follows the task it started: to its result.
+	got := f.aguiRun(aguiBody("thread-7", "run-2", `,"forwardedProps":{"errand":{"task_id":"`+taskID+`"}}`))
+	require.Equal(t, "waited", got[len(got)-1]["result"])
 }
 
 // FuzzAGUIBody posts arbitrary RunAgentInput bodies: every answer is
