@@ -20,6 +20,7 @@ func (a *app) newAskCmd() *cobra.Command {
 		budgetTokens int64
 		input        string
 		wait         bool
+		quiet        bool
 	)
 	cmd := &cobra.Command{
 		Use:   `ask "<goal>"`,
@@ -27,14 +28,15 @@ func (a *app) newAskCmd() *cobra.Command {
 		Long: `ask submits a task and prints its id.
 
 With --wait it follows the task's events: a live progress line on a terminal,
-one line per event otherwise. When the task completes it prints the result's
+one line per event otherwise, and the model's words as they come, indented
+under them (--quiet hides them). When the task completes it prints the result's
 output (a string as it is, other JSON indented) and exits 0; when it fails or
 is cancelled it prints the error and exits 1. If the task asks a question, ask
 prints it with the command that answers it, and keeps waiting. Ctrl-C stops
 the waiting (exit status 130), not the task, and prints how to follow it again.
 
 With --json it prints the task as JSON instead: the new task, or with --wait
-the finished one.`,
+the finished one (no events and no live output).`,
 		Example: `  errand ask "Summarize https://example.com/report.pdf" --wait
   errand ask "Write the release notes" --agent writer --priority 8 --depends-on tsk_01J…`,
 		Args: cobra.MinimumNArgs(1),
@@ -78,7 +80,7 @@ the finished one.`,
 			if !a.asJSON {
 				fmt.Fprintln(a.stdout, task.ID)
 			}
-			err = a.follow(ctx, c, task.ID, false)
+			err = a.followTask(ctx, c, task.ID, followOptions{quiet: quiet})
 			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				// Ctrl-C stops the waiting, not the task.
 				return &exitError{code: exitInterrupted, err: &stoppedWaitingError{taskID: task.ID}}
@@ -97,6 +99,7 @@ the finished one.`,
 	f.StringVar(&p.Title, "title", "", "short title (default: derived from the goal)")
 	f.StringVar(&input, "input", "", "input for the agent, as JSON")
 	f.BoolVar(&wait, "wait", false, "follow the task until it ends; exit 0 if it completes, 1 if not")
+	f.BoolVarP(&quiet, "quiet", "q", false, "with --wait: do not print the model's words as they come")
 	return cmd
 }
 

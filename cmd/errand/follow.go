@@ -5,26 +5,54 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/apiclient"
 )
 
+// followOptions say what follow prints besides the task's events.
+type followOptions struct {
+	// eventsJSON prints each event as a JSON line with --json (tasks
+	// watch); without it --json prints only the finished task (ask --wait).
+	eventsJSON bool
+	// quiet hides the live output (the model's words as they come).
+	quiet bool
+}
+
 // follow streams a task's events until the task ends, then prints its
 // result (or returns its error with exit code 1). With --json, events
 // are printed as JSON lines when eventsJSON is set (tasks watch), else only
 // the finished task (ask --wait).
 func (a *app) follow(ctx context.Context, c *apiclient.Client, id string, eventsJSON bool) error {
+	return a.followTask(ctx, c, id, followOptions{eventsJSON: eventsJSON})
+}
+
+// followTask is follow with options. Live output is printed as it comes,
+// indented, and its block ends when the step that produced it is
+// recorded; with --json (and eventsJSON) each piece is a JSON line.
+func (a *app) followTask(ctx context.Context, c *apiclient.Client, id string, opts followOptions) error {
+	eventsJSON := opts.eventsJSON
 	color := a.color()
 	live := a.tty() && !a.asJSON
 	defer a.clearLine()
+	text := &liveText{w: a.stdout, prefix: liveTextPrefix(color)}
+	defer text.endLine()
 	// On a terminal the last progress report is a live line, redrawn
 	// below each other line; elsewhere every report is a line of its own.
+	// It is not drawn while a line of live output is unfinished.
 	var progress string
 	show := func(s string, isProgress bool) {
+		if live && isProgress && text.open {
+			progress = s
+			return
+		}
 		a.clearLine()
+		text.endLine()
 		switch {
 		case !live:
 			fmt.Fprintln(a.stdout, s)
@@ -49,6 +77,22 @@ func (a *app) follow(ctx context.Context, c *apiclient.Client, id string, events
 		}
 		if ev.TaskID != "" && ev.TaskID != id {
 			continue
+		}
+		if ev.ID == 0 && ev.Type == apiclient.DeltaEventType {
+			if err := a.showDelta(ev, id, opts, text); err != nil {
+				return err
+			}
+			continue
+		}
+		if ev.Type == errand.EventTaskStep {
+			// The call's text is recorded: its live block is over.
+			var st struct {
+				StepNo    int `json:"step_no"`
+				CallIndex int `json:"call_index"`
+			}
+			_ = json.Unmarshal(ev.Data, &st)
+			a.clearLine()
+			text.endCall(st.StepNo, st.CallIndex)
 		}
 		if a.asJSON {
 			if eventsJSON {
@@ -79,6 +123,34 @@ func (a *app) follow(ctx context.Context, c *apiclient.Client, id string, events
 		}
 	}
 	return ctx.Err() // the iterator always ends with an error; not reached
+}
+
+// deltaLine is a piece of live output as tasks watch --json prints it:
+// an event line with id 0 and no actor or time.
+type deltaLine struct {
+	ID     int64            `json:"id"`
+	Type   string           `json:"type"`
+	TaskID string           `json:"task_id"`
+	Data   *apiclient.Delta `json:"data"`
+}
+
+// showDelta prints a piece of live output, unless quiet or --json without
+// events. A piece that does not decode is skipped: it is only a preview of
+// what the step will record.
+func (a *app) showDelta(ev *api.Event, id string, opts followOptions, text *liveText) error {
+	if opts.quiet || (a.asJSON && !opts.eventsJSON) {
+		return nil
+	}
+	d, err := apiclient.DecodeDelta(ev)
+	if err != nil {
+		return nil
+	}
+	if a.asJSON {
+		return writeJSONLine(a, deltaLine{Type: ev.Type, TaskID: id, Data: d})
+	}
+	a.clearLine()
+	text.write(d)
+	return nil
 }
 
 func writeJSONLine(a *app, v any) error {
@@ -250,4 +322,96 @@ func stepNo(n, call int) string {
 		return itoa(n)
 	}
 	return fmt.Sprintf("%d.%d", n, call)
+}
+
+// liveText prints the live output of a task's calls as it streams in: each
+// call's text in a block of lines under a gutter, picked up where the last
+// piece left off. A piece that repeats text already printed (the text so
+// far, sent again after a reconnect) prints only what is new.
+type liveText struct {
+	w      io.Writer
+	prefix string
+
+	open    bool // a line of live text is unfinished on w
+	inCall  bool // step and call name the block being printed
+	step    int
+	call    int
+	printed int // characters of the call's text printed
+}
+
+// liveTextPrefix starts each line of live output: under the text of the
+// event lines, past their time.
+func liveTextPrefix(color bool) string {
+	return "         " + style(color, ansiDim, "│") + " "
+}
+
+func (l *liveText) write(d *apiclient.Delta) {
+	if !l.inCall || d.StepNo != l.step || d.CallIndex != l.call {
+		l.endLine()
+		l.inCall, l.step, l.call, l.printed = true, d.StepNo, d.CallIndex, 0
+	}
+	text := d.Text
+	switch {
+	case d.Offset > l.printed:
+		// Pieces were lost (never on a stream that kept up): mark the gap.
+		l.print("…")
+	case d.Offset < l.printed:
+		text = skipRunes(text, l.printed-d.Offset)
+	}
+	l.printed = max(l.printed, d.Offset+utf8.RuneCountInString(d.Text))
+	l.print(text)
+}
+
+// print writes text, a gutter at the start of each line, without the
+// control characters a model may send (a terminal would obey them).
+func (l *liveText) print(text string) {
+	var b strings.Builder
+	for _, r := range text {
+		switch {
+		case r == '\n':
+			if !l.open {
+				b.WriteString(strings.TrimRight(l.prefix, " "))
+			}
+			b.WriteByte('\n')
+			l.open = false
+			continue
+		case r != '\t' && unicode.IsControl(r):
+			continue
+		}
+		if !l.open {
+			b.WriteString(l.prefix)
+			l.open = true
+		}
+		b.WriteRune(r)
+	}
+	io.WriteString(l.w, b.String())
+}
+
+// endLine ends an unfinished line of live text, so other output starts on
+// a line of its own; the call's next piece goes on a new line.
+func (l *liveText) endLine() {
+	if l.open {
+		io.WriteString(l.w, "\n")
+		l.open = false
+	}
+}
+
+// endCall ends the block of the call (step, call) when it is the one
+// being printed: its text is recorded, and a later piece starts a block.
+func (l *liveText) endCall(step, call int) {
+	l.endLine()
+	if l.inCall && l.step == step && l.call == call {
+		l.inCall = false
+	}
+}
+
+// skipRunes is s without its first n characters.
+func skipRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[i:]
+		}
+		n--
+	}
+	return ""
 }

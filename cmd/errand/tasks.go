@@ -432,13 +432,17 @@ A text of "-" reads the answer from stdin.`,
 }
 
 func (a *app) newTasksWatchCmd() *cobra.Command {
-	return &cobra.Command{
+	var quiet bool
+	cmd := &cobra.Command{
 		Use:     "watch ID",
 		Example: "  errand tasks watch tsk_01JH8W0Q5Q7J6YQ2C2WJ3K4M5N",
 		Short:   "Follow a task's events until it ends (exit 0 if it completes, 1 if not)",
 		Long: `watch prints a task's events, from the first, and follows it until it ends:
 then it prints the result and exits 0, or prints the error and exits 1 if the
-task failed or was cancelled. With --json it prints each event as a JSON line.`,
+task failed or was cancelled. The model's words are printed as they come,
+indented under the events (--quiet hides them). With --json it prints each
+event as a JSON line, and each piece of live output as one with id 0 and
+type task.output.delta.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -450,9 +454,11 @@ task failed or was cancelled. With --json it prints each event as a JSON line.`,
 			if err != nil {
 				return fmt.Errorf("watch %s: %w", args[0], err)
 			}
-			return a.follow(ctx, c, task.ID, true)
+			return a.followTask(ctx, c, task.ID, followOptions{eventsJSON: true, quiet: quiet})
 		},
 	}
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not print the model's words as they come")
+	return cmd
 }
 
 func (a *app) newTasksStepsCmd() *cobra.Command {
