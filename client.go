@@ -101,6 +101,11 @@ type Client struct {
 
 	// mcp runs the config file's MCP servers, or is nil.
 	mcp *mcpclient.Manager
+	// agentVersions digest the config file's agents' definitions, and
+	// onAgentChange is its on_agent_change: engines check resumed tasks
+	// against them.
+	agentVersions map[string]store.AgentVersion
+	onAgentChange string
 }
 
 // Open connects to the store named by dsn and applies pending migrations.
@@ -238,6 +243,10 @@ func newClient(st store.Store, cfg *Config) (*Client, error) {
 			if err := c.register(name, h); err != nil {
 				return nil, err
 			}
+		}
+		c.agentVersions, c.onAgentChange = map[string]store.AgentVersion{}, file.OnAgentChange
+		for name, v := range agent.Versions(file) {
+			c.agentVersions[name] = store.AgentVersion{Digest: v.Digest, Parts: v.Parts}
 		}
 	}
 	return c, nil

@@ -43,6 +43,8 @@ func NewEngine(c *Client, cfg *EngineConfig) (*Engine, error) {
 		ShutdownGrace: cfg.ShutdownGrace,
 		Owner:         cfg.Owner,
 		Handlers:      agents,
+		AgentVersions: c.agentVersions,
+		OnAgentChange: c.onAgentChange,
 		Schedules:     !cfg.NoSchedules,
 	})
 	if err != nil {

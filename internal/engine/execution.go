@@ -33,6 +33,9 @@ type execution struct {
 	pause     bool // an operator asked the task to pause after this step
 	// spendUntil is when a step the spend guard refused may ask again.
 	spendUntil time.Time
+	// unrecorded is the version of its agent the task's next ended step
+	// records: the task had none when the attempt started.
+	unrecorded *store.AgentVersion
 }
 
 // leaseMargin is how long before its deadline a lease stops being trusted:
@@ -171,7 +174,11 @@ func (x *execution) leaseLost() bool {
 }
 
 func (p *Pool) execute(x *execution) {
-	result, err := callHandler(x.ctx, p.cfg.Handlers[x.task.Agent], &run{x: x})
+	var result taskrun.Result
+	err := p.checkAgentVersion(x)
+	if err == nil {
+		result, err = callHandler(x.ctx, p.cfg.Handlers[x.task.Agent], &run{x: x})
+	}
 	x.mu.Lock()
 	x.finishing = true
 	x.mu.Unlock()
@@ -396,15 +403,18 @@ func (r *run) EndStep(ctx context.Context, key string, res taskrun.StepResult) e
 	if !r.x.trusted() {
 		return store.ErrLeaseLost
 	}
+	version := r.x.takeUnrecorded()
 	_, err := r.x.pool.e.store.StepFinish(ctx, &store.StepFinishParams{
 		Lease: r.x.lease, IdempotencyKey: key, Status: res.Status, Output: res.Output,
 		TokensIn: res.TokensIn, TokensOut: res.TokensOut, CostUSD: res.CostUSD,
 		DurationMS: res.Duration.Milliseconds(), ErrorCode: res.ErrorCode, ErrorMessage: res.ErrorMessage,
 		Checkpoint: res.Checkpoint, Actor: store.AgentActor(r.x.task.ID), Now: r.x.pool.e.now(),
-		Release: store.Amount{Tokens: res.Release.Tokens, CostUSD: res.Release.CostUSD, ToolCalls: res.Release.ToolCalls},
+		Release:      store.Amount{Tokens: res.Release.Tokens, CostUSD: res.Release.CostUSD, ToolCalls: res.Release.ToolCalls},
+		AgentVersion: version,
 	})
 	if err == nil {
 		r.x.pool.e.wrote()
+		r.x.recorded(version)
 	}
 	return r.guard(err)
 }

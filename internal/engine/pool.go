@@ -47,6 +47,7 @@ type PoolConfig struct {
 	// work was done under another version of its agent resumes with a
 	// task.agent_changed event, and OnAgentChange decides what follows:
 	// "continue" (default) or "fail". An agent without one is not checked.
+	// A task records its agent's version with the first step it ends.
 	AgentVersions map[string]store.AgentVersion
 	OnAgentChange string
 	// Schedules makes the pool fire due schedules too. Every pool on a
@@ -125,6 +126,10 @@ func (e *Engine) NewPool(cfg *PoolConfig) (*Pool, error) {
 	c.ClaimBatch = cmp.Or(c.ClaimBatch, DefaultClaimBatch)
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
 	c.Owner = cmp.Or(c.Owner, DefaultOwner())
+	c.OnAgentChange = cmp.Or(c.OnAgentChange, OnAgentChangeContinue)
+	if err := checkOnAgentChange(c.OnAgentChange); err != nil {
+		return nil, err
+	}
 	switch {
 	case c.Workers < 1:
 		return nil, fmt.Errorf("workers %d: must be at least 1", c.Workers)
