@@ -69,13 +69,16 @@ func (s *Server) aguiTarget(ctx context.Context, in *agui.Input) (*aguiFollow, e
 		return nil, err
 	}
 	if len(in.Resume) > 0 {
-		return s.aguiResume(ctx, in.Resume[0], after)
+		return s.aguiResume(ctx, in, after)
 	}
 	taskID, field := in.Errand.TaskID, "forwardedProps.errand.task_id"
 	if taskID == "" && id.Valid(id.Task, in.ThreadID) {
 		if _, err := s.client.Get(ctx, in.ThreadID); err == nil {
 			taskID, field = in.ThreadID, "threadId"
 		}
+	}
+	if taskID != "" && !id.Valid(id.Task, taskID) {
+		return nil, malformed(field, "%s: %q is not a task id (tsk_…)", field, taskID)
 	}
 	if taskID == "" && in.Errand.Answer != "" {
 		res, err := s.client.List(ctx, &errand.ListParams{SessionID: in.ThreadID, Statuses: []errand.Status{errand.StatusInputRequired}, Limit: 1})
@@ -111,25 +114,21 @@ func (s *Server) aguiTarget(ctx context.Context, in *agui.Input) (*aguiFollow, e
 
 // aguiResume answers the question a resume entry names, or cancels its
 // task when the person declined to answer.
-func (s *Server) aguiResume(ctx context.Context, e agui.ResumeEntry, after int64) (*aguiFollow, error) {
+func (s *Server) aguiResume(ctx context.Context, in *agui.Input, after int64) (*aguiFollow, error) {
+	e := in.Resume[0]
 	const field = "resume[0].interruptId"
 	if !id.Valid(id.Input, e.InterruptID) {
 		return nil, &errand.ValidationError{Field: field, Message: fmt.Sprintf("%q is not an interrupt errand raised (inp_…)", e.InterruptID), Unprocessable: true}
 	}
 	if e.Cancelled {
-		pending, err := s.client.Inputs(ctx, errand.InputPending, "")
+		q, err := s.openQuestion(ctx, in, e.InterruptID)
 		if err != nil {
 			return nil, err
 		}
-		for _, q := range pending {
-			if q.ID == e.InterruptID {
-				if _, err := s.client.Cancel(ctx, q.TaskID, "the question was declined (AG-UI interrupt "+q.ID+" cancelled)"); err != nil {
-					return nil, err
-				}
-				return &aguiFollow{taskID: q.TaskID, after: after, settled: true}, nil
-			}
+		if _, err := s.client.Cancel(ctx, q.TaskID, "the question was declined (AG-UI interrupt "+q.ID+" cancelled)"); err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("interrupt %s is not an open question: %w", e.InterruptID, errand.ErrInputClosed)
+		return &aguiFollow{taskID: q.TaskID, after: after, settled: true}, nil
 	}
 	q, err := s.client.Answer(ctx, e.InterruptID, e.Answer)
 	switch {
@@ -139,6 +138,35 @@ func (s *Server) aguiResume(ctx context.Context, e agui.ResumeEntry, after int64
 		return nil, renameField(renameField(err, "answer", "resume[0].payload"), "request_id", field)
 	}
 	return &aguiFollow{taskID: q.TaskID, after: after}, nil
+}
+
+// openQuestion is the pending question requestID: looked for among the
+// questions of the tasks the run names (forwardedProps, the thread's
+// waiting tasks) before all pending questions, which a list bounds.
+func (s *Server) openQuestion(ctx context.Context, in *agui.Input, requestID string) (*errand.InputRequest, error) {
+	var owners []string
+	if in.Errand.TaskID != "" {
+		owners = append(owners, in.Errand.TaskID)
+	}
+	waiting, err := s.client.List(ctx, &errand.ListParams{SessionID: in.ThreadID, Statuses: []errand.Status{errand.StatusInputRequired}, Limit: 10})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range waiting.Tasks {
+		owners = append(owners, t.ID)
+	}
+	for _, owner := range append(owners, "") {
+		pending, err := s.client.Inputs(ctx, errand.InputPending, owner)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range pending {
+			if q.ID == requestID {
+				return q, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("interrupt %s is not an open question: %w", requestID, errand.ErrInputClosed)
 }
 
 // aguiSubmit starts the task of a new run. The run's ids make its

@@ -253,6 +253,8 @@ func TestAGUIRefusesBadInput(t *testing.T) {
 		aguiBody("t", "r", `,"messages":[{"id":"a","role":"user","content":"  "}]`):                                          {400, "messages[0].content"},
 		aguiBody("t", "r", `,"forwardedProps":{"errand":{"agent":"nobody"}}`):                                                {422, "forwardedProps.errand.agent"},
 		aguiBody("t", "r", `,"forwardedProps":{"errand":{"task_id":"`+unknownID+`"}}`):                                       {422, "forwardedProps.errand.task_id"},
+		aguiBody("t", "r", `,"forwardedProps":{"errand":{"task_id":"inp_x"}}`):                                               {400, "forwardedProps.errand.task_id"},
+		aguiBody("t", "r", `,"resume":[{"interruptId":"inp_0000000000000000000000000A","status":"cancelled"}]`):              {409, ""},
 		aguiBody("t", "r", `,"resume":[{"interruptId":"x","status":"resolved","payload":"a"}]`):                              {422, "resume[0].interruptId"},
 		aguiBody("t", "r", `,"resume":[{"interruptId":"inp_0000000000000000000000000A","status":"resolved","payload":"a"}]`): {422, "resume[0].interruptId"},
 	} {
