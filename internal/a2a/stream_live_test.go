@@ -310,3 +310,46 @@ func TestResubscribeMidCallGetsTheTextSoFar(t *testing.T) {
 	require.Equal(t, streamEvent{kind: "artifact", artifactID: "result", text: liveResult, lastChunk: true}, got[n-2])
 	require.Equal(t, streamEvent{kind: "status", state: "completed"}, got[n-1])
 }
+
+// A task cancelled mid-call ends its stream with the call's artifact
+// closed (a last chunk, nothing appended after it), no result, and the
+// canceled status.
+func TestCancelMidCallClosesTheLiveArtifact(t *testing.T) {
+	t.Parallel()
+	f, _, _ := newLLMFixture(t)
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	events := f.streamEvents(ctx, "SendStreamingMessage", map[string]any{"message": userMessage("live-3", "write something")})
+	var got []streamEvent
+	var arts liveArtifacts
+	var taskID string
+	cancelled := false
+	for a := range events {
+		ev := readStreamEvent(t, dialectV1, a)
+		got = append(got, ev)
+		if ev.kind == "task" {
+			var r v1StreamResponse
+			require.NoError(t, json.Unmarshal(a.Result, &r))
+			taskID = r.Task.ID
+		}
+		if !ev.live {
+			continue
+		}
+		arts.add(t, ev)
+		if arts.text[ev.artifactID] == heldText() && !cancelled {
+			cancelled = true
+			f.ok("CancelTask", map[string]any{"id": taskID}, nil)
+		}
+	}
+	require.NoError(t, ctx.Err(), "the stream ends with the task")
+	require.True(t, cancelled, "the text written before the hold was shown: %+v", got)
+	require.Len(t, arts.order, 1)
+	id := arts.order[0]
+	require.Equal(t, heldText(), arts.text[id], "nothing was written after the hold")
+	require.True(t, arts.closed[id], "the call's artifact is closed")
+	n := len(got)
+	require.Equal(t, streamEvent{kind: "status", state: "TASK_STATE_CANCELED"}, got[n-1])
+	for _, ev := range got {
+		require.NotEqual(t, "result", ev.artifactID, "a cancelled task has no result")
+	}
+}
