@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -11,8 +12,28 @@ import (
 	"github.com/errandhq/errand/internal/validation"
 )
 
-// maxAnswerBytes bounds an answer, as POST /api/tasks/{id}/input does.
-const maxAnswerBytes = 64 << 10
+const (
+	// maxAnswerBytes bounds an answer, as POST /api/tasks/{id}/input does.
+	maxAnswerBytes = 64 << 10
+	// MaxListedForks bounds the forks GET /api/tasks/{id} lists: the
+	// newest ones, oldest first.
+	MaxListedForks = 100
+)
+
+// withForks is the wire shape of t with the ids of the tasks forked from
+// it (an indexed read).
+func (s *Server) withForks(ctx context.Context, t *errand.Task) (*api.Task, error) {
+	res, err := s.client.List(ctx, &errand.ListParams{ForkedFrom: t.ID, Limit: MaxListedForks})
+	if err != nil {
+		return nil, err
+	}
+	w := api.FromTask(t)
+	w.Forks = make([]string, len(res.Tasks))
+	for i, f := range res.Tasks {
+		w.Forks[len(res.Tasks)-1-i] = f.ID // the list is newest first
+	}
+	return w, nil
+}
 
 // forkTask is POST /api/tasks/{id}/fork: a new task that replays the
 // source's steps before from_step and runs live from it. It answers 201

@@ -202,7 +202,16 @@ func (s *Server) taskWrite(w http.ResponseWriter, r *http.Request, t *errand.Tas
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 	t, err := s.client.Get(r.Context(), r.PathValue("id"))
-	s.taskWrite(w, r, t, err)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.withForks(r.Context(), t)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {

@@ -50,8 +50,9 @@ type Task struct {
 	// for a task that is not a fork.
 	ForkedFrom *store.ForkRef `json:"forked_from"`
 	// Forks lists the tasks forked from this one, oldest first; only GET
-	// /api/tasks/{id} fills it (absent elsewhere).
-	Forks []string `json:"forks,omitempty"`
+	// /api/tasks/{id} fills it ([] when there are none) and it is absent
+	// elsewhere.
+	Forks []string `json:"forks,omitzero"`
 	// AgentVersion is the digest of the agent definition the task's
 	// recorded work was done under; null until its first attempt starts.
 	AgentVersion *AgentVersion `json:"agent_version"`
