@@ -57,7 +57,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	ws := &wsSession{s: s, conn: conn, out: make(chan wsFrame, wsOutbox), cancel: cancel, follow: make(chan followReq)}
 	var wg sync.WaitGroup
 	wg.Go(func() { ws.writeLoop(ctx) })
-	wg.Go(func() { ws.pushEvents(ctx, sub) })
+	wg.Go(func() { ws.pushEvents(ctx, sub, after) })
 	ws.readLoop(ctx)
 	cancel()
 	wg.Wait()
@@ -116,12 +116,12 @@ func (ws *wsSession) writeLoop(ctx context.Context) {
 // then from a subscription of that task with its live output, which
 // delivers each piece in order with the task's events. That one starts
 // after the last event read from all, so the switch loses and repeats
-// nothing.
-func (ws *wsSession) pushEvents(ctx context.Context, all *errand.Subscription) {
+// nothing. all starts after event after.
+func (ws *wsSession) pushEvents(ctx context.Context, all *errand.Subscription, after int64) {
 	var (
 		task     *errand.Subscription
 		followed string
-		cursor   int64 // the last event read from all
+		cursor   = after // the last event read from all
 		// After a task is left, all still holds events its subscription
 		// delivered: those up to sent, of task left, are skipped.
 		left string
