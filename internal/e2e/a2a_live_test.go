@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand/internal/pgtest"
 	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/internal/providertest"
 )
@@ -163,6 +164,73 @@ agents:
 			require.True(t, last.LastChunk, "the call's artifact is closed")
 		})
 	}
+}
+
+// TestA2ALiveOutputAcrossDaemons runs two errand serve processes on one
+// PostgreSQL schema: the llm task runs on daemon B, and the official
+// JavaScript client follows it through daemon A's A2A endpoint, mid-call.
+// It gets the text so far first, then the rest, as on B itself.
+func TestA2ALiveOutputAcrossDaemons(t *testing.T) {
+	interop := os.Getenv("ERRAND_TEST_INTEROP")
+	if interop == "" {
+		t.Skip("ERRAND_TEST_INTEROP is not set (the path of interop/, with node_modules installed): skipping the A2A live output interop test")
+	}
+	interop, err := filepath.Abs(interop)
+	require.NoError(t, err)
+	node, err := exec.LookPath("node")
+	require.NoError(t, err, "ERRAND_TEST_INTEROP is set but node is not on PATH")
+	dsn := pgtest.DSN(t)
+
+	hold := make(chan struct{})
+	t.Cleanup(func() { a2aRelease(hold) })
+	model := providertest.NewOpenAIServer(t, providertest.Reply{
+		Text: a2aLiveReply, Hold: hold, HoldAfter: a2aLiveHeldPieces,
+		ToolCalls: []provider.ToolCall{{ID: "f", Name: "finish_task", Arguments: json.RawMessage(`{"result":"` + a2aLiveResult + `"}`)}},
+	})
+	// Each daemon has only its own agent and claims only its tasks.
+	serve := func(agent string) *daemon {
+		home := t.TempDir()
+		writeFile(t, filepath.Join(home, "errand.yaml"), fmt.Sprintf(`
+store: %q
+agents:
+  %s: {kind: llm, provider: openai, base_url: %q, model: fake, max_steps: 3}
+`, dsn, agent, model.URL()), 0o600)
+		return startDaemon(t, home)
+	}
+	a, b := serve("elsewhere"), serve("writer")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	var task struct{ ID string }
+	require.Equal(t, http.StatusCreated, b.api("POST", "/api/tasks", map[string]any{"goal": "write it out", "agent": "writer"}, &task))
+	require.NoError(t, model.WaitHeld(ctx, 1))
+	waitA2ALiveText(ctx, t, a, task.ID, a2aLiveHeld())
+
+	var got []a2aLiveLine
+	text := ""
+	for l := range runA2ALive(ctx, t, node, interop, a, "1.0", "resubscribe", task.ID) {
+		require.NoError(t, l.err)
+		got = append(got, l)
+		if !l.Live {
+			continue
+		}
+		if text == "" {
+			require.False(t, l.Append, "a joiner's first piece starts the artifact")
+			require.Equal(t, a2aLiveHeld(), l.Text, "a joiner on A first gets the text so far of B's call")
+			a2aRelease(hold)
+		}
+		if l.Append {
+			text += l.Text
+		} else {
+			text = l.Text
+		}
+	}
+	a2aRequireReleased(t, hold, got)
+	n := len(got)
+	require.Equal(t, a2aLiveLine{Kind: "status", State: "TASK_STATE_COMPLETED"}, got[n-2], "%+v", got)
+	_, recorded := a2aStepText(t, b, task.ID)
+	require.Equal(t, recorded, text, "the pieces join to the recorded text")
+	require.Equal(t, a2aLiveReply, recorded)
 }
 
 // a2aRelease lets a held reply go, once.
