@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -18,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/provider"
+	"github.com/errandhq/errand/internal/providertest"
 )
 
 // chromiumEnv names the Chromium binary the browser test drives; CI sets
@@ -42,7 +45,17 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	require.NoError(t, os.MkdirAll(shots, 0o755))
 
-	client, err := errand.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "errand.db"), &errand.Config{})
+	// An llm agent whose fake model streams liveReply, held after its
+	// first pieces until hold is closed.
+	hold := make(chan struct{})
+	model := providertest.NewOpenAIServer(t, providertest.Reply{
+		Text: liveReply, Hold: hold, HoldAfter: liveHeldPieces,
+		ToolCalls: []provider.ToolCall{{ID: "c1", Name: "finish_task", Arguments: json.RawMessage(`{"result":"written"}`)}},
+	})
+	cfg := filepath.Join(t.TempDir(), "errand.yaml")
+	require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil,
+		"agents:\n  streamer: {kind: llm, provider: openai, base_url: %q, model: fake, max_steps: 3}\n", model.URL()), 0o600))
+	client, err := errand.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "errand.db"), &errand.Config{ConfigFile: cfg})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
 	advance := make(chan struct{})
@@ -100,6 +113,13 @@ func TestDashboardInChromium(t *testing.T) {
 			}
 			<-ctx.Done()
 			return errand.Result{}, ctx.Err()
+		case "Draft the weekly digest": // two steps, then done: it is rerun from its second
+			for n := 1; n <= 2; n++ {
+				if _, err := run.Step(ctx, n, "draft", func(context.Context, string) (any, error) { return n, nil }); err != nil {
+					return errand.Result{}, err
+				}
+			}
+			return errand.Result{Output: "digest drafted"}, nil
 		case "Chart last quarter's revenue":
 			return errand.Result{Output: "chart.png"}, nil
 		case "Monitor the news feed": // holds its next step's reservation until the test ends
@@ -254,6 +274,54 @@ func TestDashboardInChromium(t *testing.T) {
 		shot("task-graph"),
 	)
 
+	// The model's words under the running step, as it writes them; the
+	// markup in them is shown as text.
+	writing := submitWith(&errand.SubmitParams{Goal: "Write the release notes", Agent: "streamer"})
+	require.NoError(t, model.WaitHeld(ctx, 1))
+	held := strings.Join(providertest.SplitText(liveReply)[:liveHeldPieces], "")
+	liveText := `tr[data-step="1.0"] ~ tr.live-row pre.live-text`
+	var shown string
+	var elements int
+	run("see the model's words as they come",
+		chromedp.Navigate(base+"/tasks/"+writing),
+		chromedp.WaitVisible(liveText),
+		chromedp.Poll(fmt.Sprintf(`document.querySelector(%q).textContent === %q`, liveText, held), nil),
+		shot("task-live-text"),
+	)
+	close(hold)
+	run("the rest of the words",
+		chromedp.Poll(fmt.Sprintf(`document.querySelector(%q).textContent === %q`, liveText, liveReply), nil),
+		chromedp.Text(liveText, &shown),
+		chromedp.Evaluate(fmt.Sprintf(`document.querySelector(%q).children.length`, liveText), &elements),
+	)
+	require.Equal(t, liveReply, shown)
+	require.Zero(t, elements, "the text's markup stays text")
+	waitEvent(t, client, writing, "task.completed")
+
+	// Rerun a finished task from its second step: the new task opens,
+	// names its source and shows its first step as a copy.
+	digest := submit("Draft the weekly digest")
+	waitEvent(t, client, digest, "task.completed")
+	var forkURL string
+	run("rerun from here",
+		chromedp.Navigate(base+"/tasks/"+digest),
+		chromedp.WaitVisible(`tr[data-step="2.0"] form.rerun button`),
+		chromedp.Click(`tr[data-step="2.0"] form.rerun button`),
+		chromedp.WaitVisible(`dd a[href="/tasks/`+digest+`"]`),
+		chromedp.WaitVisible(`#status.status-completed`),
+		chromedp.Location(&forkURL),
+	)
+	forkID := strings.TrimPrefix(forkURL, base+"/tasks/")
+	require.NotEqual(t, digest, forkID)
+	fork, err := client.Get(t.Context(), forkID)
+	require.NoError(t, err)
+	require.Equal(t, &errand.ForkRef{TaskID: digest, StepNo: 2}, fork.ForkedFrom)
+	run("a fork's copied step",
+		chromedp.Reload(),
+		chromedp.WaitVisible(`tr[data-step="1.0"] .note a[href="/tasks/`+digest+`"]`),
+		shot("task-fork"),
+	)
+
 	run("cancel a running task",
 		chromedp.Navigate(base+"/tasks/"+watch),
 		chromedp.WaitVisible(`#status.status-running`),
@@ -350,5 +418,5 @@ func TestDashboardInChromium(t *testing.T) {
 	require.Empty(t, problems, "script errors in the pages:\n%s", strings.Join(problems, "\n"))
 	entries, err := os.ReadDir(shots)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(entries), 14)
+	require.GreaterOrEqual(t, len(entries), 16)
 }

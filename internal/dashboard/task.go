@@ -66,6 +66,8 @@ const (
 	maxRunTasks   = maxDiagramTasks
 	maxAncestors  = 50
 	maxGraphTasks = 100
+	// maxListedForks bounds the forks the page links to: the newest.
+	maxListedForks = 100
 )
 
 func (d *Dashboard) loadTask(r *http.Request) (*taskData, int, error) {
@@ -130,6 +132,15 @@ func (d *Dashboard) taskPage(w http.ResponseWriter, r *http.Request, v *view) {
 	for _, load := range []func() error{
 		func() (err error) { data.Steps, err = d.client.Steps(ctx, t.ID); return err },
 		func() (err error) { data.Events, err = d.client.History(ctx, t.ID); return err },
+		func() error {
+			forks, err := d.client.List(ctx, &errand.ListParams{ForkedFrom: t.ID, Limit: maxListedForks})
+			if err == nil {
+				for i := len(forks.Tasks) - 1; i >= 0; i-- { // oldest first
+					data.Forks = append(data.Forks, forks.Tasks[i].ID)
+				}
+			}
+			return err
+		},
 		func() error {
 			tasks, partial, err := d.runOf(ctx, t)
 			if err == nil && len(tasks) > 1 {
