@@ -275,17 +275,23 @@ func (s *Server) aguiStream(w http.ResponseWriter, r *http.Request, in *agui.Inp
 	if !send(first) || run.Ended() {
 		return
 	}
+	// unavailable ends a run errand can no longer follow (it is stopping,
+	// or the subscription failed) while the task goes on.
+	unavailable := func() []agui.Event {
+		return run.Error("unavailable", "errand stopped following the task, which goes on: run again with forwardedProps.errand.task_id "+f.taskID+" to follow it")
+	}
 	keepAlive := s.cfg.Clock.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	for {
 		select {
 		case ev, ok := <-sub.Events():
 			if !ok {
-				msg := "errand stopped following the task; run again to follow it"
 				if err := sub.Err(); err != nil {
 					s.log.Warn("ag-ui stream ended", "task_id", f.taskID, "err", err)
 				}
-				send(run.Error("unavailable", msg))
+				if r.Context().Err() == nil {
+					send(unavailable())
+				}
 				return
 			}
 			evs, err := s.aguiEvent(ctx, run, f.taskID, ev)
@@ -305,8 +311,7 @@ func (s *Server) aguiStream(w http.ResponseWriter, r *http.Request, in *agui.Inp
 			}
 		case <-ctx.Done():
 			if r.Context().Err() == nil {
-				// The server is stopping, not the client leaving.
-				send(run.Error("unavailable", "errand is stopping; the task goes on: run again with forwardedProps.errand.task_id "+f.taskID+" to follow it"))
+				send(unavailable()) // the server is stopping, not the client leaving
 			}
 			return
 		}
