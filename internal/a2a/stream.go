@@ -15,9 +15,9 @@ import (
 // the request: the task first, then a status update each time what A2A
 // shows of its status changes (its state, or its status message: a
 // question, a progress label), with the result as an artifact update
-// just before the completion, and the live output as artifact updates
-// (see live.go). Updates come from errand's journal, read by
-// id from the moment before the task was read, so none is missed. The
+// just before the completion. Updates come from errand's journal, read by
+// id from the moment before the task was read, so none is missed; the
+// live output comes between them as artifact updates (see live.go). The
 // stream ends after the task ends or asks a question (v0.3 marks that
 // last update final), when the client leaves, or when the daemon stops.
 
