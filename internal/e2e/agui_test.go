@@ -122,6 +122,7 @@ agents:
 		} `json:"messages"`
 	}
 	sawLive := false
+	var watcher <-chan aguiWire
 	for line := range lines {
 		switch {
 		case line == "first-delta run1":
@@ -129,6 +130,18 @@ agents:
 			// before the call ended and its step was recorded.
 			require.NoError(t, model.WaitHeld(ctx, 1))
 			sawLive = true
+			// A second frontend follows the task mid-call: its first
+			// text is the text so far.
+			var tasks api.TaskList
+			require.Equal(t, http.StatusOK, d.api("GET", "/api/tasks", nil, &tasks))
+			require.Len(t, tasks.Tasks, 1)
+			watcher = d.aguiFollow(ctx, tasks.Tasks[0].ID)
+			for ev := range watcher {
+				if ev.Type == "TEXT_MESSAGE_CONTENT" {
+					require.Equal(t, "Let me d", ev.Delta, "the text so far: the two pieces sent before the hold")
+					break
+				}
+			}
 			release()
 		case strings.HasPrefix(line, "result "):
 			require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(line, "result ")), &out), line)
@@ -142,6 +155,20 @@ agents:
 	require.Equal(t, 3, model.Requests())
 
 	t.Logf("run 1: %v\nrun 2: %v", out.Run1.Types, out.Run2.Types)
+
+	// The watcher got the rest, and its run ended with the same question.
+	require.NotNil(t, watcher)
+	watched := "Let me d"
+	var watcherEnd aguiWire
+	for ev := range watcher {
+		if ev.Type == "TEXT_MESSAGE_CONTENT" {
+			watched += ev.Delta
+		}
+		watcherEnd = ev
+	}
+	require.Equal(t, "Let me draft a plan for Rome.", watched)
+	require.Equal(t, "RUN_FINISHED", watcherEnd.Type)
+	require.Equal(t, "interrupt", watcherEnd.Outcome.Type)
 
 	// Run 1: started, streamed, called update_plan, asked.
 	r1 := out.Run1
@@ -235,4 +262,43 @@ agents:
 	require.Equal(t, "user", roles[0])
 	require.Contains(t, roles, "assistant")
 	require.Contains(t, roles, "tool")
+}
+
+// aguiWire is an AG-UI event as the wire carries it, the fields the test
+// reads.
+type aguiWire struct {
+	Type    string `json:"type"`
+	Delta   string `json:"delta"`
+	Outcome struct {
+		Type string `json:"type"`
+	} `json:"outcome"`
+}
+
+// aguiFollow runs an AG-UI run that follows task taskID over plain HTTP
+// and sends its events until the run ends.
+func (d *daemon) aguiFollow(ctx context.Context, taskID string) <-chan aguiWire {
+	d.t.Helper()
+	body := `{"threadId":"watcher","runId":"w1","messages":[],"forwardedProps":{"errand":{"task_id":"` + taskID + `"}}}`
+	req, err := http.NewRequestWithContext(ctx, "POST", d.url+"/api/ag-ui", strings.NewReader(body))
+	require.NoError(d.t, err)
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(d.t, err)
+	require.Equal(d.t, http.StatusOK, res.StatusCode)
+	out := make(chan aguiWire, 1024)
+	go func() {
+		defer close(out)
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var ev aguiWire
+				if json.Unmarshal([]byte(data), &ev) == nil {
+					out <- ev
+				}
+			}
+		}
+	}()
+	return out
 }
