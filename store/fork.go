@@ -84,32 +84,52 @@ type ForkPlan struct {
 	CopiedSteps int
 }
 
-// ForkableStep is the last step a task's steps allow a fork to start
-// from: one past the last position of the unbroken run of done
-// positions from the first (a position is done when each of its records
-// is done or denied). A running or failed step ends the run.
-func ForkableStep(steps []*Step) int {
+// ForkSource is what a fork is made from: the source's steps, ordered
+// by position, and its input requests, oldest first.
+type ForkSource struct {
+	// Running is set when the source runs: its last position whose
+	// records are all done may be mid-step (a model call recorded, its
+	// tool calls not begun), so it is not copied.
+	Running bool
+	Steps   []*Step
+	Inputs  []*InputRequest
+}
+
+// ForkableStep is the last step a fork of src may start from: one past
+// the last position of the unbroken run of done positions from the first
+// (a position is done when each of its records is done or denied; a
+// running or failed record ends the run), but for a running source whose
+// records are all done, that last position itself.
+func ForkableStep(src ForkSource) int {
 	last := 0
-	for _, st := range steps {
+	for _, st := range src.Steps {
 		if st.Status != StepDone && st.Status != StepDenied {
 			// The records of st's position before it were done, st is not.
 			return min(last, st.StepNo-1) + 1
 		}
 		last = st.StepNo
 	}
+	if src.Running {
+		return max(last, 1)
+	}
 	return last + 1
 }
 
-// PlanFork decides what a fork of source copies (see TaskForkParams):
-// the steps before FromStep, each as forkID's own with CopiedFrom naming
-// the source, and the questions those steps asked that were answered,
-// with their answers (p.Answer replacing the last's). steps are ordered
-// by position, inputs oldest first. at is when a new answer is given.
-func PlanFork(p *TaskForkParams, forkID string, steps []*Step, inputs []*InputRequest, at time.Time) (*ForkPlan, error) {
-	if most := ForkableStep(steps); p.FromStep < 1 || p.FromStep > most {
+// PlanFork decides what a fork of src copies (see TaskForkParams): the
+// steps before FromStep, each as forkID's own with CopiedFrom naming the
+// source, and the questions those steps asked that were answered, with
+// their answers (p.Answer replacing the last's). at is when a new answer
+// is given.
+func PlanFork(p *TaskForkParams, forkID string, src ForkSource, at time.Time) (*ForkPlan, error) {
+	if most := ForkableStep(src); p.FromStep < 1 || p.FromStep > most {
+		why := "one past its last done step"
+		if src.Running {
+			why = "it runs: its last done step, or the one it runs"
+		}
 		return nil, &ForkError{Field: "from_step", Reason: fmt.Sprintf(
-			"%d is not a step task %s can be forked from: it must be from 1 to %d (one past its last done step)", p.FromStep, p.SourceID, most)}
+			"%d is not a step task %s can be forked from: it must be from 1 to %d (%s)", p.FromStep, p.SourceID, most, why)}
 	}
+	steps, inputs := src.Steps, src.Inputs
 	plan := &ForkPlan{}
 	// The questions of the copied steps were asked before the first
 	// record of a later step was begun.
@@ -150,7 +170,8 @@ func PlanFork(p *TaskForkParams, forkID string, steps []*Step, inputs []*InputRe
 
 // ForkTask writes the fork p describes (see Store.TaskFork) at time at.
 func ForkTask(ctx context.Context, x ForkWriter, p *TaskForkParams, at time.Time) (*Task, error) {
-	if _, err := x.TaskByID(ctx, p.SourceID); err != nil {
+	source, err := x.TaskByID(ctx, p.SourceID)
+	if err != nil {
 		return nil, fmt.Errorf("source task %s: %w", p.SourceID, err)
 	}
 	steps, err := x.StepsOfTask(ctx, p.SourceID)
@@ -161,7 +182,7 @@ func ForkTask(ctx context.Context, x ForkWriter, p *TaskForkParams, at time.Time
 	if err != nil {
 		return nil, err
 	}
-	plan, err := PlanFork(p, p.Task.ID, steps, inputs, at)
+	plan, err := PlanFork(p, p.Task.ID, ForkSource{Running: source.Status == StatusRunning, Steps: steps, Inputs: inputs}, at)
 	if err != nil {
 		return nil, err
 	}

@@ -13,18 +13,22 @@ func TestForkableStep(t *testing.T) {
 	t.Parallel()
 	st := func(n, call int, status string) *Step { return &Step{StepNo: n, CallIndex: call, Status: status} }
 	for _, tc := range []struct {
-		name  string
-		steps []*Step
-		want  int
+		name    string
+		steps   []*Step
+		want    int
+		running bool
 	}{
-		{"no steps", nil, 1},
-		{"all done", []*Step{st(1, 0, StepDone), st(1, 1, StepDenied), st(2, 0, StepDone)}, 3},
-		{"running last", []*Step{st(1, 0, StepDone), st(2, 0, StepRunning)}, 2},
-		{"a failed call in a step", []*Step{st(1, 0, StepDone), st(2, 0, StepDone), st(2, 1, StepFailed), st(3, 0, StepDone)}, 2},
-		{"failed first", []*Step{st(1, 0, StepFailed)}, 1},
-		{"a gap", []*Step{st(1, 0, StepDone), st(3, 0, StepDone), st(4, 0, StepRunning)}, 4},
+		{"no steps", nil, 1, false},
+		{"all done", []*Step{st(1, 0, StepDone), st(1, 1, StepDenied), st(2, 0, StepDone)}, 3, false},
+		{"running last", []*Step{st(1, 0, StepDone), st(2, 0, StepRunning)}, 2, false},
+		{"a failed call in a step", []*Step{st(1, 0, StepDone), st(2, 0, StepDone), st(2, 1, StepFailed), st(3, 0, StepDone)}, 2, false},
+		{"failed first", []*Step{st(1, 0, StepFailed)}, 1, false},
+		{"a gap", []*Step{st(1, 0, StepDone), st(3, 0, StepDone), st(4, 0, StepRunning)}, 4, false},
+		{"running, in a step", []*Step{st(1, 0, StepDone), st(2, 0, StepRunning)}, 2, true},
+		{"running, maybe mid-step", []*Step{st(1, 0, StepDone), st(2, 0, StepDone)}, 2, true},
+		{"running, no step yet", nil, 1, true},
 	} {
-		require.Equal(t, tc.want, ForkableStep(tc.steps), tc.name)
+		require.Equal(t, tc.want, ForkableStep(ForkSource{Running: tc.running, Steps: tc.steps}), tc.name)
 	}
 }
 
@@ -56,7 +60,7 @@ func TestPlanForkAnswers(t *testing.T) {
 		{4, nil, []string{"1", "2"}},
 	} {
 		p.FromStep, p.Answer = tc.from, tc.answer
-		plan, err := PlanFork(p, "fork", steps, inputs, at.Add(time.Hour))
+		plan, err := PlanFork(p, "fork", ForkSource{Steps: steps, Inputs: inputs}, at.Add(time.Hour))
 		require.NoError(t, err, "from %d", tc.from)
 		var got []string
 		for _, in := range plan.Inputs {
@@ -68,7 +72,7 @@ func TestPlanForkAnswers(t *testing.T) {
 	}
 	require.Equal(t, "a", inputs[0].ID, "the source's rows are not changed")
 	p.FromStep, p.Answer = 1, &answer
-	_, err := PlanFork(p, "fork", steps, inputs, at)
+	_, err := PlanFork(p, "fork", ForkSource{Steps: steps, Inputs: inputs}, at)
 	var fe *ForkError
 	require.True(t, errors.As(err, &fe))
 	require.Equal(t, "answer", fe.Field)
@@ -95,7 +99,7 @@ func FuzzPlanFork(f *testing.F) {
 		if withAnswer {
 			p.Answer = &answer
 		}
-		plan, err := PlanFork(p, "fork", steps, inputs, at)
+		plan, err := PlanFork(p, "fork", ForkSource{Steps: steps, Inputs: inputs}, at)
 		if err != nil {
 			var fe *ForkError
 			if !errors.As(err, &fe) || (fe.Field != "from_step" && fe.Field != "answer") {

@@ -228,14 +228,15 @@ func TestForkKeepsTheSubtasksOfItsCopiedSteps(t *testing.T) {
 	}})
 	src := submit(t, b.engine, &SubmitParams{Goal: "delegate"})
 	var kid *store.Task
-	waitUntil(t, b.engine, "the child is submitted", func() bool {
-		kids, err := b.engine.children(ctx, src.ID)
+	waitUntil(t, b.engine, "the source waits for its child", func() bool {
+		got, err := b.engine.Get(ctx, src.ID)
 		require.NoError(t, err)
-		if len(kids) == 1 {
-			kid = kids[0]
-		}
-		return kid != nil
+		return got.Status == store.StatusWaitingSubtasks
 	})
+	kids, err := b.engine.children(ctx, src.ID)
+	require.NoError(t, err)
+	require.Len(t, kids, 1)
+	kid = kids[0]
 
 	fork, err := b.engine.Fork(ctx, &ForkParams{TaskID: src.ID, FromStep: 2})
 	require.NoError(t, err)

@@ -114,6 +114,32 @@ func testFork(t *testing.T, newDatabase NewDatabaseFunc) {
 		}
 	})
 
+	t.Run("RunningMidStep", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		task := b.insert(t, store.TaskInsertParams{})
+		claimed := b.claimOne(t, task.ID, store.TaskLeaseManyParams{})
+		for n := 1; n <= 2; n++ {
+			b.startStep(t, store.StepStartParams{Lease: leaseOf(claimed), StepNo: n, Now: at(time.Second)})
+			b.finishStep(t, store.StepFinishParams{Lease: leaseOf(claimed), IdempotencyKey: stepKey(task.ID, n, 0),
+				Status: store.StepDone, Now: at(time.Second)})
+		}
+		// Step 2's model call is recorded; its tool calls may be next.
+		_, err := fork(b, claimed, 3, nil)
+		var fe *store.ForkError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, "from_step", fe.Field)
+		require.Contains(t, fe.Reason, "from 1 to 2")
+		forked, err := fork(b, claimed, 2, nil)
+		require.NoError(t, err)
+		require.Len(t, b.steps(t, forked.ID), 1)
+		// Ended, its last step is whole.
+		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(claimed), Status: store.StatusCompleted,
+			Result: json.RawMessage(`"done"`), Now: at(time.Minute)}))
+		_, err = fork(b, claimed, 3, nil)
+		require.NoError(t, err)
+	})
+
 	t.Run("UnknownSource", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, newDatabase)
