@@ -42,15 +42,34 @@ func heldText() string {
 func newLLMFixture(t *testing.T) (f *fixture, model *providertest.Server, hold chan struct{}) {
 	t.Helper()
 	hold = make(chan struct{})
-	model = providertest.NewOpenAIServer(t, providertest.Reply{
-		Text: liveReply, Hold: hold, HoldAfter: liveHeldPieces,
-		ToolCalls: []provider.ToolCall{{ID: "c1", Name: "finish_task", Arguments: json.RawMessage(`{"result":"` + liveResult + `"}`)}},
+	t.Cleanup(func() {
+		select {
+		case <-hold: // the test let the reply go
+		default:
+			close(hold)
+		}
 	})
+	f, model = newScriptedLLMFixture(t, providertest.Reply{
+		Text: liveReply, Hold: hold, HoldAfter: liveHeldPieces,
+		ToolCalls: []provider.ToolCall{finishTask("c1")},
+	})
+	return f, model, hold
+}
+
+// finishTask is the model's call that ends the task with liveResult.
+func finishTask(id string) provider.ToolCall {
+	return provider.ToolCall{ID: id, Name: "finish_task", Arguments: json.RawMessage(`{"result":"` + liveResult + `"}`)}
+}
+
+// newScriptedLLMFixture is newLLMFixture with the model's replies given.
+func newScriptedLLMFixture(t *testing.T, script ...providertest.Reply) (*fixture, *providertest.Server) {
+	t.Helper()
+	model := providertest.NewOpenAIServer(t, script...)
 	home := t.TempDir()
 	cfg := filepath.Join(home, "errand.yaml")
 	require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil,
-		"agents:\n  writer: {kind: llm, provider: openai, base_url: %q, model: fake, max_steps: 3}\n", model.URL()), 0o600))
-	f = &fixture{t: t, clock: clock.NewFake(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)), done: make(chan struct{})}
+		"agents:\n  writer: {kind: llm, provider: openai, base_url: %q, model: fake, max_steps: 5}\n", model.URL()), 0o600))
+	f := &fixture{t: t, clock: clock.NewFake(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)), done: make(chan struct{})}
 	c, err := errand.Open(t.Context(), filepath.Join(home, "errand.db"), &errand.Config{ConfigFile: cfg, PollInterval: 50 * time.Millisecond})
 	require.NoError(t, err)
 	f.client = c
@@ -66,17 +85,12 @@ func newLLMFixture(t *testing.T) (f *fixture, model *providertest.Server, hold c
 	require.NoError(t, err)
 	require.NoError(t, engine.Start(context.Background()))
 	t.Cleanup(func() {
-		select {
-		case <-hold: // the test let the reply go
-		default:
-			close(hold)
-		}
 		close(f.done)
 		f.http.Close()
 		require.NoError(t, engine.Stop(context.Background()))
 		require.NoError(t, c.Close())
 	})
-	return f, model, hold
+	return f, model
 }
 
 // streamEvent is one event of a stream, either version, as far as these
@@ -352,4 +366,35 @@ func TestCancelMidCallClosesTheLiveArtifact(t *testing.T) {
 	for _, ev := range got {
 		require.NotEqual(t, "result", ev.artifactID, "a cancelled task has no result")
 	}
+}
+
+// Each model call is an artifact of its own, closed once its step is
+// recorded (the record may reach the stream after the next call's first
+// pieces: the journal is read after the live output); a call that only
+// calls tools shows nothing. v0.3's message/stream carries the same.
+func TestEachModelCallIsItsOwnArtifact(t *testing.T) {
+	t.Parallel()
+	plan := provider.ToolCall{ID: "p1", Name: "update_plan", Arguments: json.RawMessage(`{"steps":[{"title":"write","status":"in_progress"}]}`)}
+	f, _ := newScriptedLLMFixture(t,
+		providertest.Reply{Text: "First, a plan.", ToolCalls: []provider.ToolCall{plan}},
+		providertest.Reply{ToolCalls: []provider.ToolCall{plan}},
+		providertest.Reply{Text: liveReply, ToolCalls: []provider.ToolCall{finishTask("f1")}},
+	)
+	var got []streamEvent
+	var arts liveArtifacts
+	for _, a := range f.stream("message/stream", map[string]any{"message": userMessageV03("live-4", "write something")}) {
+		ev := readStreamEvent(t, dialectV03, a)
+		got = append(got, ev)
+		if ev.live {
+			arts.add(t, ev)
+		}
+	}
+	require.Len(t, arts.order, 2, "two calls wrote text: %+v", got)
+	require.Equal(t, "First, a plan.", arts.text[arts.order[0]])
+	require.Equal(t, liveReply, arts.text[arts.order[1]])
+	require.True(t, arts.closed[arts.order[0]] && arts.closed[arts.order[1]])
+	require.NotEqual(t, arts.order[0], arts.order[1])
+	n := len(got)
+	require.Equal(t, streamEvent{kind: "artifact", artifactID: "result", text: liveResult, lastChunk: true}, got[n-2])
+	require.Equal(t, streamEvent{kind: "status", state: "completed"}, got[n-1])
 }
