@@ -11,8 +11,9 @@
 // The remote task's status messages become progress reports. When it asks
 // a question (input-required) the errand task asks the same question; the
 // answer is sent back as a durable step of its own, so it is sent once.
-// The remote task's end is the task's: its artifacts are the result, its
-// failure or cancellation an error that is not retried. Cancelling the
+// The remote task's end is the task's: its artifacts are the result
+// (kept by A2A's append rule; an errand peer's live output is left out),
+// its failure or cancellation an error that is not retried. Cancelling the
 // errand task cancels the remote one.
 package remote
 
