@@ -327,7 +327,9 @@ func stepNo(n, call int) string {
 // liveText prints the live output of a task's calls as it streams in: each
 // call's text in a block of lines under a gutter, picked up where the last
 // piece left off. A piece that repeats text already printed (the text so
-// far, sent again after a reconnect) prints only what is new.
+// far, sent again after a reconnect) prints only what is new. A line that
+// other output broke is printed again from its start when it goes on, so
+// it reads whole.
 type liveText struct {
 	w      io.Writer
 	prefix string
@@ -336,8 +338,12 @@ type liveText struct {
 	inCall  bool // step and call name the block being printed
 	step    int
 	call    int
-	printed int // characters of the call's text printed
+	printed int    // characters of the call's text printed
+	line    []rune // the call's current line, printed so far
 }
+
+// maxReprint bounds how much of a broken line is printed again.
+const maxReprint = 240
 
 // liveTextPrefix starts each line of live output: under the text of the
 // event lines, past their time.
@@ -348,7 +354,7 @@ func liveTextPrefix(color bool) string {
 func (l *liveText) write(d *apiclient.Delta) {
 	if !l.inCall || d.StepNo != l.step || d.CallIndex != l.call {
 		l.endLine()
-		l.inCall, l.step, l.call, l.printed = true, d.StepNo, d.CallIndex, 0
+		l.inCall, l.step, l.call, l.printed, l.line = true, d.StepNo, d.CallIndex, 0, l.line[:0]
 	}
 	text := d.Text
 	switch {
@@ -367,28 +373,43 @@ func (l *liveText) write(d *apiclient.Delta) {
 func (l *liveText) print(text string) {
 	var b strings.Builder
 	for _, r := range text {
-		switch {
-		case r == '\n':
-			if !l.open {
-				b.WriteString(strings.TrimRight(l.prefix, " "))
-			}
-			b.WriteByte('\n')
-			l.open = false
-			continue
-		case r != '\t' && unicode.IsControl(r):
+		if r != '\n' && r != '\t' && unicode.IsControl(r) {
 			continue
 		}
 		if !l.open {
-			b.WriteString(l.prefix)
-			l.open = true
+			l.startLine(&b, r == '\n')
+		}
+		if r == '\n' {
+			b.WriteByte('\n')
+			l.open, l.line = false, l.line[:0]
+			continue
 		}
 		b.WriteRune(r)
+		l.line = append(l.line, r)
 	}
 	io.WriteString(l.w, b.String())
 }
 
+// startLine writes the gutter, and the line so far when other output broke
+// it.
+func (l *liveText) startLine(b *strings.Builder, empty bool) {
+	if empty && len(l.line) == 0 {
+		b.WriteString(strings.TrimRight(l.prefix, " "))
+		return
+	}
+	b.WriteString(l.prefix)
+	l.open = true
+	if n := len(l.line); n > maxReprint {
+		b.WriteString("…")
+		b.WriteString(string(l.line[n-maxReprint:]))
+	} else {
+		b.WriteString(string(l.line))
+	}
+}
+
 // endLine ends an unfinished line of live text, so other output starts on
-// a line of its own; the call's next piece goes on a new line.
+// a line of its own; the call's next piece goes on a new line, after the
+// line so far.
 func (l *liveText) endLine() {
 	if l.open {
 		io.WriteString(l.w, "\n")
@@ -401,7 +422,7 @@ func (l *liveText) endLine() {
 func (l *liveText) endCall(step, call int) {
 	l.endLine()
 	if l.inCall && l.step == step && l.call == call {
-		l.inCall = false
+		l.inCall, l.line = false, l.line[:0]
 	}
 }
 

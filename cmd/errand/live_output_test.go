@@ -156,10 +156,38 @@ func TestLiveTextPieces(t *testing.T) {
 	write(1, 0, 1, "ñbc") // overlaps what was printed
 	write(1, 0, 9, "z")   // pieces 4–8 were lost
 	write(1, 1, 0, "\n\nx\r\t")
-	l.endCall(1, 0) // not the call being printed: only the line ends
-	write(1, 1, 5, "y") // the dropped \r counts
+	l.endCall(1, 0)     // not the call being printed: only the line ends
+	write(1, 1, 5, "y") // the dropped \r counts; the broken line reads whole
 	l.endCall(1, 1)
 	write(1, 1, 0, "again") // a later piece starts a block of its own
 	l.endLine()
-	require.Equal(t, "> añbc…z\n>\n>\n> x\t\n> y\n> again\n", b.String())
+	require.Equal(t, "> añbc…z\n>\n>\n> x\t\n> x\ty\n> again\n", b.String())
+
+	// A long broken line is printed again from near its end only.
+	b.Reset()
+	long := strings.Repeat("ab", maxReprint)
+	write(2, 0, 0, long)
+	l.endLine()
+	write(2, 0, 2*maxReprint, "!")
+	l.endLine()
+	require.Equal(t, "> "+long+"\n> …"+long[maxReprint:]+"!\n", b.String())
+}
+
+// A watcher that joins mid-call gets the text so far before the replay of
+// the task's events: the line they break is printed again, whole, as the
+// words go on.
+func TestWatchJoinsMidCall(t *testing.T) {
+	t.Parallel()
+	f := streamDaemon(t, liveFinal, func(w io.Writer) {
+		sseDelta(w, 1, 0, 0, "So far")
+		sseEvent(w, 1, errand.EventTaskCreated, "tsk_1", errand.TransitionData{To: errand.StatusPending})
+		sseEvent(w, 2, errand.EventTaskStarted, "tsk_1", errand.TransitionData{To: errand.StatusRunning, Attempt: 1})
+		sseDelta(w, 1, 0, 6, ", so good.")
+		sseEvent(w, 3, errand.EventTaskStep, "tsk_1", map[string]any{"step_no": 1, "type": "llm_call", "status": "done"})
+		sseEvent(w, 4, errand.EventTaskCompleted, "tsk_1", errand.TransitionData{To: errand.StatusCompleted})
+	})
+	r := cli(t, testEnv(nil), f.args("tasks", "watch", "tsk_1")...)
+	require.NoError(t, r.err, r.stderr)
+	require.Contains(t, r.stdout, "         │ So far\n")
+	require.Contains(t, r.stdout, "started (attempt 1)\n         │ So far, so good.\n")
 }
