@@ -30,8 +30,9 @@ The steps before N are copied from ID as done: their outputs are replayed,
 never run or paid for again. Step N and those after it run live.
 
 --goal, --input and --agent change what the fork is asked and who runs it;
---answer replaces the answer given at or after step N ("-" reads it from
-stdin). With --wait it follows the fork as "errand ask --wait" does.`,
+--answer replaces the answer to the last question the task asked before
+step N, the answer step N on ran with ("-" reads it from stdin). With --wait
+it follows the fork as "errand ask --wait" does.`,
 		Example: `  errand tasks fork tsk_01JH8W0Q5Q7J6YQ2C2WJ3K4M5N --from-step 3
   errand tasks fork tsk_01JH8W0Q5Q7J6YQ2C2WJ3K4M5N --from-step 5 --answer "Use the staging database" --wait`,
 		Args: cobra.ExactArgs(1),
@@ -92,7 +93,7 @@ stdin). With --wait it follows the fork as "errand ask --wait" does.`,
 	f := cmd.Flags()
 	f.IntVar(&fromStep, "from-step", 0, "the first step the fork runs live; the steps before it are copied (required)")
 	f.StringVar(&p.Goal, "goal", "", "a new goal (default: the source's)")
-	f.StringVar(&answer, "answer", "", `replaces the answer given at or after the step ("-" reads stdin)`)
+	f.StringVar(&answer, "answer", "", `replaces the answer to the last question asked before the step ("-" reads stdin)`)
 	f.StringVar(&p.Agent, "agent", "", "the agent that runs the fork (default: the source's)")
 	f.StringVar(&input, "input", "", "new input for the agent, as JSON (default: the source's)")
 	f.BoolVar(&wait, "wait", false, "follow the fork until it ends; exit 0 if it completes, 1 if not")

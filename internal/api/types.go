@@ -86,7 +86,8 @@ type ForkTask struct {
 	FromStep *int            `json:"from_step"`
 	Goal     string          `json:"goal,omitempty"`
 	Input    json.RawMessage `json:"input,omitempty"`
-	// Answer replaces the answer given at or after FromStep.
+	// Answer replaces the answer to the last question the source asked
+	// before FromStep: the answer FromStep on ran with.
 	Answer *string       `json:"answer,omitempty"`
 	Agent  string        `json:"agent,omitempty"`
 	Budget *store.Budget `json:"budget,omitempty"`

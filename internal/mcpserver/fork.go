@@ -17,7 +17,7 @@ type forkArgs struct {
 	TaskID   string          `json:"task_id" jsonschema:"the task to rerun (tsk_…): one with recorded steps, ended or paused; a running one can be forked up to its last done step"`
 	FromStep int             `json:"from_step" jsonschema:"the first step the fork runs live (1 or more); the steps before it are copied from the task as done, never run or paid for again"`
 	Goal     string          `json:"goal,omitempty" jsonschema:"a new goal for the fork; default: the task's"`
-	Answer   *string         `json:"answer,omitempty" jsonschema:"replaces the answer a person gave the task at or after from_step"`
+	Answer   *string         `json:"answer,omitempty" jsonschema:"replaces the answer to the last question the task asked before from_step (the answer from_step on ran with)"`
 	Agent    string          `json:"agent,omitempty" jsonschema:"the configured agent that runs the fork; default: the task's (a changed agent is the way to rerun old work under a new prompt)"`
 	Input    json.RawMessage `json:"input,omitempty" jsonschema:"new structured input for the agent: a JSON object; default: the task's"`
 }

@@ -30,7 +30,7 @@ func TestStreamableHTTP(t *testing.T) {
 	defer cs.Close()
 	tools, err := cs.ListTools(t.Context(), nil)
 	require.NoError(t, err)
-	require.Len(t, tools.Tools, 6)
+	require.Len(t, tools.Tools, 7)
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "submit_task", Arguments: map[string]any{"goal": "over http"}})
 	require.NoError(t, err)
 	require.False(t, res.IsError, text(res))
