@@ -286,7 +286,7 @@ func TestDashboardInChromium(t *testing.T) {
 		chromedp.Navigate(base+"/tasks/"+writing),
 		chromedp.WaitVisible(liveText),
 		chromedp.Poll(fmt.Sprintf(`document.querySelector(%q).textContent === %q`, liveText, held), nil),
-		shot("task-live-text"),
+		shot("task-live"),
 	)
 	close(hold)
 	run("the rest of the words",
