@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 
@@ -190,4 +191,45 @@ func TestWatchJoinsMidCall(t *testing.T) {
 	require.NoError(t, r.err, r.stderr)
 	require.Contains(t, r.stdout, "         │ So far\n")
 	require.Contains(t, r.stdout, "started (attempt 1)\n         │ So far, so good.\n")
+}
+
+// FuzzLiveText prints arbitrary pieces (two calls, any offsets, any text):
+// it never panics, prints no control character but newline and tab, and
+// puts the gutter at the start of every line it writes.
+func FuzzLiveText(f *testing.F) {
+	f.Add(0, "Hello", 5, " world", 0, "Hello wo", true)
+	f.Add(3, "\x1b[2J\r\n\x00é", -1, "", 1<<30, "x\n\ny", false)
+	f.Add(0, "a\u0085b\u200bc", 2, "ñ", 1, "\xff\xfe", true)
+	f.Fuzz(func(t *testing.T, o1 int, t1 string, o2 int, t2 string, o3 int, t3 string, otherCall bool) {
+		var b strings.Builder
+		l := &liveText{w: &b, prefix: "> "}
+		for i, p := range []struct {
+			offset int
+			text   string
+		}{{o1, t1}, {o2, t2}, {o3, t3}} {
+			if p.offset < 0 {
+				continue // DecodeDelta refuses these
+			}
+			call := 0
+			if otherCall && i == 1 {
+				call = 1
+			}
+			l.write(&apiclient.Delta{StepNo: 1, CallIndex: call, Offset: p.offset, Text: p.text})
+			if i == 1 {
+				l.endLine() // an event line in between
+			}
+		}
+		l.endLine()
+		out := b.String()
+		for _, r := range out {
+			if r != '\n' && r != '\t' {
+				require.False(t, unicode.IsControl(r), "%q", out)
+			}
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+			if out != "" {
+				require.True(t, strings.HasPrefix(line, ">"), "%q in %q", line, out)
+			}
+		}
+	})
 }
