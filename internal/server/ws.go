@@ -23,7 +23,8 @@ const wsOutbox = 256
 // websocket serves /api/ws: requests in, responses and events out (see
 // DESIGN.md "Surfaces"). Every live event is pushed unless the client
 // narrows them with subscribe; ?after=N replays the journal after event N
-// first, so a client that reconnects misses nothing.
+// first, so a client that reconnects misses nothing. A client subscribed
+// to a task also gets its live output (task.output.delta).
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	after, resume, err := s.resumePoint(r)
 	if err != nil {
@@ -147,7 +148,7 @@ func (ws *wsSession) pushEvents(ctx context.Context, all *errand.Subscription, a
 			if task != nil || (ev.TaskID == left && ev.ID <= sent) {
 				continue
 			}
-			if !ws.queue(ev) {
+			if !ws.queue(ctx, ev) {
 				return
 			}
 		case ev, ok := <-taskEvents:
@@ -158,7 +159,7 @@ func (ws *wsSession) pushEvents(ctx context.Context, all *errand.Subscription, a
 			if ev.ID > 0 {
 				sent = ev.ID
 			}
-			if !ws.queue(ev) {
+			if !ws.queue(ctx, ev) {
 				return
 			}
 		case req := <-ws.follow:
@@ -185,9 +186,11 @@ func (ws *wsSession) pushEvents(ctx context.Context, all *errand.Subscription, a
 	}
 }
 
-// queue hands ev to the writer; a client whose outbox is full is
-// disconnected rather than waited for.
-func (ws *wsSession) queue(ev *errand.Event) bool {
+// queue hands ev to the writer. A client whose outbox is full is
+// disconnected rather than waited for, except that a piece of live output
+// waits for room: meanwhile the live hub drops what this client misses to
+// the text so far, bounded, and a stalled client's write times out.
+func (ws *wsSession) queue(ctx context.Context, ev *errand.Event) bool {
 	if !ws.wants(ev) {
 		return true
 	}
@@ -195,8 +198,17 @@ func (ws *wsSession) queue(ev *errand.Event) bool {
 	if !ok {
 		return true
 	}
+	f := wsFrame{b: frame, ev: ev}
+	if ev.ID == 0 {
+		select {
+		case ws.out <- f:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	select {
-	case ws.out <- wsFrame{b: frame, ev: ev}:
+	case ws.out <- f:
 		return true
 	default:
 		ws.conn.Close(websocket.StatusPolicyViolation, "too slow: events dropped; reconnect")
