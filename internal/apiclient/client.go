@@ -89,8 +89,10 @@ type ListTasksParams struct {
 	Parent  string
 	Agent   string
 	Text    string // in the title or goal, or the id (q)
-	Limit   int
-	Cursor  string
+	// ForkedFrom lists the forks of the task with this id.
+	ForkedFrom string
+	Limit      int
+	Cursor     string
 }
 
 // CreateTask submits a task: POST /api/tasks.
@@ -110,6 +112,7 @@ func (c *Client) ListTasks(ctx context.Context, p *ListTasksParams) (*api.TaskLi
 		setIf(q, "parent", p.Parent)
 		setIf(q, "agent", p.Agent)
 		setIf(q, "q", p.Text)
+		setIf(q, "forked_from", p.ForkedFrom)
 		setInt(q, "limit", p.Limit)
 		setIf(q, "cursor", p.Cursor)
 	}

@@ -92,9 +92,9 @@ func TestRoutes(t *testing.T) {
 		{
 			name: "ListTasks",
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.ListTasks(ctx, &ListTasksParams{Status: []string{"pending", "running"}, Session: "s1", Parent: "tsk_p", Agent: "a", Limit: 5, Cursor: "c1"})
+				return c.ListTasks(ctx, &ListTasksParams{Status: []string{"pending", "running"}, Session: "s1", Parent: "tsk_p", Agent: "a", ForkedFrom: "tsk_f", Limit: 5, Cursor: "c1"})
 			},
-			method: "GET", path: "/api/tasks", query: "agent=a&cursor=c1&limit=5&parent=tsk_p&session=s1&status=pending%2Crunning",
+			method: "GET", path: "/api/tasks", query: "agent=a&cursor=c1&forked_from=tsk_f&limit=5&parent=tsk_p&session=s1&status=pending%2Crunning",
 			status: 200, resp: tasks,
 			check: func(t *testing.T, got any) {
 				l := got.(*api.TaskList)

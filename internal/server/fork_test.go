@@ -143,8 +143,13 @@ func TestForkOverHTTP(t *testing.T) {
 	require.Equal(t, []string{fork.ID, second.ID}, again.Forks)
 	_, body = f.do("GET", "/api/tasks/"+fork.ID, "")
 	require.Contains(t, string(body), `"forks":[]`)
-	_, body = f.do("GET", "/api/tasks?limit=5", "")
+	res, body = f.do("GET", "/api/tasks?forked_from="+src.ID, "")
+	require.Equal(t, http.StatusOK, res.StatusCode, string(body))
 	require.NotContains(t, string(body), `"forks"`)
+	var list api.TaskList
+	require.NoError(t, json.Unmarshal(body, &list))
+	require.Len(t, list.Tasks, 2)
+	require.Equal(t, []string{second.ID, fork.ID}, []string{list.Tasks[0].ID, list.Tasks[1].ID}, "newest first, as every list")
 }
 
 // FuzzForkBody posts arbitrary bodies to POST /api/tasks/{id}/fork: every

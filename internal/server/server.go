@@ -173,7 +173,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 
 // Query parameters the routes share.
 var (
-	listQueryParams = []string{"status", "session", "parent", "agent", "tag", "q", "limit", "cursor"}
+	listQueryParams = []string{"status", "session", "parent", "agent", "tag", "q", "forked_from", "limit", "cursor"}
 	streamParams    = []string{"after", "types"}
 	memoryParams    = []string{"task_id", "agent", "source", "q", "flagged", "limit", "cursor"}
 	limitParam      = []string{"limit"}

@@ -85,12 +85,13 @@ func (s *Server) submit(ctx context.Context, body *api.CreateTask) (*errand.Subm
 // malformed requests.
 func listParams(q listQuery) (*errand.ListParams, error) {
 	p := &errand.ListParams{
-		SessionID: q.Session,
-		ParentID:  q.Parent,
-		Agent:     q.Agent,
-		Tag:       q.Tag,
-		Text:      q.Q,
-		Cursor:    q.Cursor,
+		SessionID:  q.Session,
+		ParentID:   q.Parent,
+		Agent:      q.Agent,
+		Tag:        q.Tag,
+		Text:       q.Q,
+		ForkedFrom: q.ForkedFrom,
+		Cursor:     q.Cursor,
 	}
 	for _, st := range q.Status {
 		for part := range strings.SplitSeq(st, ",") {
@@ -118,6 +119,7 @@ type listQuery struct {
 	Status                             []string
 	Session, Parent, Agent, Tag, Limit string
 	Q                                  string // text in the title or goal
+	ForkedFrom                         string // the forks of this task
 	Cursor                             string
 }
 
@@ -133,7 +135,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p, err := listParams(listQuery{
 		Status: q["status"], Session: q.Get("session"), Parent: q.Get("parent"), Agent: q.Get("agent"),
-		Tag: q.Get("tag"), Q: q.Get("q"), Limit: q.Get("limit"), Cursor: q.Get("cursor"),
+		Tag: q.Get("tag"), Q: q.Get("q"), ForkedFrom: q.Get("forked_from"), Limit: q.Get("limit"), Cursor: q.Get("cursor"),
 	})
 	if err != nil {
 		s.fail(w, r, err)
