@@ -131,8 +131,9 @@ func PlanFork(p *TaskForkParams, forkID string, src ForkSource, at time.Time) (*
 	}
 	steps, inputs := src.Steps, src.Inputs
 	plan := &ForkPlan{}
-	// The questions of the copied steps were asked before the first
-	// record of a later step was begun.
+	// The questions of the copied steps: those the steps before FromStep
+	// asked, or, for a question whose step was not recorded, those asked
+	// before the first record of a later step was begun.
 	var cut time.Time
 	for _, st := range steps {
 		if st.StepNo < p.FromStep {
@@ -148,6 +149,10 @@ func PlanFork(p *TaskForkParams, forkID string, src ForkSource, at time.Time) (*
 		}
 	}
 	asked := slices.DeleteFunc(slices.Clone(inputs), func(in *InputRequest) bool {
+		if in.StepNo > 0 {
+			return in.StepNo >= p.FromStep
+		}
+		// Asked before the step was recorded with its question.
 		return !cut.IsZero() && !in.CreatedAt.Before(cut)
 	})
 	if p.Answer != nil && len(asked) == 0 {

@@ -29,14 +29,16 @@ var ErrInputClosed = errors.New("errand: input request is not pending")
 
 // InputRequest is a question an agent asked a person.
 type InputRequest struct {
-	ID         string          `json:"id"`
-	TaskID     string          `json:"task_id"`
-	Question   string          `json:"question"`
-	Context    json.RawMessage `json:"context,omitempty"`
-	Status     string          `json:"status"`
-	Answer     string          `json:"answer,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	AnsweredAt time.Time       `json:"answered_at,omitzero"`
+	ID       string          `json:"id"`
+	TaskID   string          `json:"task_id"`
+	Question string          `json:"question"`
+	Context  json.RawMessage `json:"context,omitempty"`
+	Status   string          `json:"status"`
+	Answer   string          `json:"answer,omitempty"`
+	// StepNo is the step that asked (0: not recorded).
+	StepNo     int       `json:"step_no,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	AnsweredAt time.Time `json:"answered_at,omitzero"`
 }
 
 // InputAsk is the question a finish with status input_required opens.
@@ -44,6 +46,8 @@ type InputAsk struct {
 	ID       string
 	Question string
 	Context  json.RawMessage
+	// StepNo is the step that asked (0: unknown).
+	StepNo int
 	// ExpiresAt, when set, is when the question expires: it then takes
 	// DefaultAnswer, or, without one, the task fails with input_timeout.
 	ExpiresAt     time.Time

@@ -181,6 +181,16 @@ func (a *Exec) step(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	if o.next != nil {
 		*state = *o.next
 	}
+	if _, asks := o.stop.(*taskrun.InputNeeded); asks && step.Replayed() {
+		// Asked and answered before: a fork's copied question.
+		_, took, err := takeAnswer(ctx, run, state)
+		if err != nil {
+			return taskrun.Result{}, false, err
+		}
+		if took {
+			o.stop = nil
+		}
+	}
 	if o.stop != nil {
 		return taskrun.Result{}, false, o.stop
 	}

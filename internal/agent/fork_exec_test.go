@@ -42,3 +42,44 @@ fi
 	require.JSONEq(t, string(src.Checkpoint), string(done.Checkpoint))
 	require.Equal(t, 2, done.Consumed.ToolCalls, "the runs of steps 3 and 4")
 }
+
+// A fork of an exec task that asked a question replays the question with
+// its answer instead of asking again, and a fork with a new answer runs on
+// with that one.
+func TestExecForkReplaysAnsweredQuestion(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cmd, dir := writeScript(t, stepOf+`echo "$ERRAND_TASK_ID:$step" >> "$RUN_DIR/runs"
+if [ "$step" = 1 ]; then
+  echo '{"status":"ask_user","question":"Which city?"}'
+else
+  case "$input" in
+    *'"answer":"Paris"'*) echo '{"status":"finish","output":"sunny in Paris"}' ;;
+    *'"answer":"Oslo"'*) echo '{"status":"finish","output":"snow in Oslo"}' ;;
+    *) echo '{"status":"error","error":"the answer is missing"}' ;;
+  esac
+fi
+`)
+	b.start(t, newExecAgent(t, ExecConfig{Command: cmd, Env: map[string]string{"RUN_DIR": dir}}))
+	ctx := context.Background()
+	src := submit(t, b, &engine.SubmitParams{Goal: "weather"})
+	b.waitEnd(t, src.ID, store.EventTaskInputRequired)
+	_, err := b.engine.Answer(ctx, src.ID, "Paris", "")
+	require.NoError(t, err)
+	require.Equal(t, store.StatusCompleted, b.waitEnd(t, src.ID, store.EventTaskCompleted, store.EventTaskFailed).Status)
+
+	same, err := b.engine.Fork(ctx, &engine.ForkParams{TaskID: src.ID, FromStep: 2})
+	require.NoError(t, err)
+	done := b.waitEnd(t, same.ID, store.EventTaskCompleted, store.EventTaskFailed, store.EventTaskInputRequired)
+	require.Equal(t, store.StatusCompleted, done.Status, "%+v", done.Error)
+	require.JSONEq(t, `{"output":"sunny in Paris","warning":null}`, string(done.Result))
+
+	oslo := "Oslo"
+	other, err := b.engine.Fork(ctx, &engine.ForkParams{TaskID: src.ID, FromStep: 2, Answer: &oslo})
+	require.NoError(t, err)
+	done = b.waitEnd(t, other.ID, store.EventTaskCompleted, store.EventTaskFailed, store.EventTaskInputRequired)
+	require.Equal(t, store.StatusCompleted, done.Status, "%+v", done.Error)
+	require.JSONEq(t, `{"output":"snow in Oslo","warning":null}`, string(done.Result))
+	require.Equal(t, []string{src.ID + ":1", src.ID + ":2", same.ID + ":2", other.ID + ":2"},
+		readLines(t, filepath.Join(dir, "runs")), "a fork never asks again")
+}

@@ -189,19 +189,12 @@ func (a *LLM) loop(ctx context.Context, run taskrun.Run) (taskrun.Result, error)
 	}
 	for {
 		if len(state.Transcript) == 0 {
-			if phase, current := a.phase(state); phase == phaseExecute && state.Plan[current].Status == PlanPending {
-				state.Plan = append([]PlanStep{}, state.Plan...)
-				state.Plan[current].Status = PlanInProgress
-			}
-			state.Transcript = []Turn{{Role: provider.RoleUser, Content: a.opening(info, state)}}
+			a.openConversation(info, state)
 		}
 		if answered {
 			// After the opening, so a conversation that the question's step
 			// ended (a phase change) still starts with the goal.
-			last := state.Answers[len(state.Answers)-1]
-			state.Transcript = append(state.Transcript, Turn{Role: provider.RoleUser,
-				Content: "The user answered your question \"" + last.Question + "\":\n" +
-					dataBlock(origin{Kind: originHuman, At: last.AnsweredAt}, last.Answer)})
+			state.Transcript = append(state.Transcript, answeredTurn(state.Answers[len(state.Answers)-1]))
 			answered = false
 		}
 		if subtasksDone != "" {

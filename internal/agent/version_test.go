@@ -75,7 +75,9 @@ func TestDefinitionVersion(t *testing.T) {
 		{"ServerSecretValue", func(_ *config.Agent, s map[string]config.MCPServer) {
 			s["files"] = config.MCPServer{Command: []string{"mcp-files", "/srv"}, Env: map[string]string{"FILES_TOKEN": "secret-9"}}
 		}, nil},
-		{"ServerItMayNotUse", func(_ *config.Agent, s map[string]config.MCPServer) { s["web"] = config.MCPServer{URL: "https://other/"} }, nil},
+		{"ServerItMayNotUse", func(_ *config.Agent, s map[string]config.MCPServer) {
+			s["web"] = config.MCPServer{URL: "https://other/"}
+		}, nil},
 		{"NewServerItMayNotUse", func(_ *config.Agent, s map[string]config.MCPServer) { s["db"] = config.MCPServer{URL: "https://db/"} }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/errandhq/errand/internal/id"
@@ -36,6 +37,9 @@ type execution struct {
 	// unrecorded is the version of its agent the task's next ended step
 	// records: the task had none when the attempt started.
 	unrecorded *store.AgentVersion
+	// lastStep is the step the agent began last: the one that asks, when
+	// it ends the attempt with a question.
+	lastStep atomic.Int64
 }
 
 // leaseMargin is how long before its deadline a lease stops being trusted:
@@ -233,7 +237,7 @@ func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.Tas
 		fp.Status = store.StatusWaitingSubtasks
 	case errors.As(err, &ask) && ask.Question != "":
 		fp.Status = store.StatusInputRequired
-		fp.Ask = &store.InputAsk{ID: id.New(id.Input), Question: ask.Question, Context: ask.Context}
+		fp.Ask = &store.InputAsk{ID: id.New(id.Input), Question: ask.Question, Context: ask.Context, StepNo: int(x.lastStep.Load())}
 		if o := x.task.Options; o != nil && o.InputTimeout > 0 {
 			fp.Ask.ExpiresAt = p.e.clock.Now().Add(time.Duration(o.InputTimeout))
 			fp.Ask.DefaultAnswer = o.InputDefault
@@ -383,6 +387,7 @@ func (r *run) BeginStep(ctx context.Context, spec taskrun.StepSpec) (*taskrun.St
 	if spec.Number < 1 || spec.CallIndex < 0 {
 		return nil, fmt.Errorf("begin step: position %d.%d: steps count from 1, calls from 0", spec.Number, spec.CallIndex)
 	}
+	r.x.lastStep.Store(int64(spec.Number))
 	key := taskrun.StepKey(r.x.task.ID, spec.Number, spec.CallIndex)
 	res, err := r.x.pool.e.store.StepStart(ctx, &store.StepStartParams{
 		Lease: r.x.lease, StepNo: spec.Number, CallIndex: spec.CallIndex, Type: spec.Type, Tool: spec.Tool,

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand/store/internal/sqlval"
 )
 
 const (
@@ -189,9 +190,9 @@ func (x finishTx) Escalate(ctx context.Context, p *store.EscalationParams) (json
 
 // InsertInputRequest implements store.TaskFinisher.
 func (x finishTx) InsertInputRequest(ctx context.Context, id string, ask *store.InputAsk, at time.Time) error {
-	_, err := x.tx.Exec(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, created_at, expires_at, default_answer)
-		VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7)`, ask.ID, id, ask.Question, nullJSON(ask.Context), at,
-		toNull(ask.ExpiresAt), ask.DefaultAnswer)
+	_, err := x.tx.Exec(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, created_at, expires_at, default_answer, step_no)
+		VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8)`, ask.ID, id, ask.Question, nullJSON(ask.Context), at,
+		toNull(ask.ExpiresAt), ask.DefaultAnswer, sqlval.NullPositive(ask.StepNo))
 	return err
 }
 

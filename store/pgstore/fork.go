@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand/store/internal/sqlval"
 )
 
 // TaskFork implements store.Store.
@@ -39,9 +40,9 @@ func (x execTx) StepCopy(ctx context.Context, st *store.Step) error {
 
 // InputCopy implements store.ForkWriter.
 func (x execTx) InputCopy(ctx context.Context, in *store.InputRequest) error {
-	_, err := x.tx.Exec(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, answer, created_at, answered_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, in.ID, in.TaskID, in.Question, nullRaw(in.Context), in.Status, nullString(in.Answer),
-		in.CreatedAt, toNull(in.AnsweredAt))
+	_, err := x.tx.Exec(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, answer, created_at, answered_at, step_no)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, in.ID, in.TaskID, in.Question, nullRaw(in.Context), in.Status, nullString(in.Answer),
+		in.CreatedAt, toNull(in.AnsweredAt), sqlval.NullPositive(in.StepNo))
 	return err
 }
 

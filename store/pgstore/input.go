@@ -13,7 +13,7 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-const inputColumns = `id, task_id, question, context, status, answer, created_at, answered_at`
+const inputColumns = `id, task_id, question, context, status, answer, created_at, answered_at, step_no`
 
 func scanInput(r pgx.Row) (*store.InputRequest, error) {
 	var (
@@ -21,14 +21,18 @@ func scanInput(r pgx.Row) (*store.InputRequest, error) {
 		context, answer *string
 		createdAt       time.Time
 		answeredAt      *time.Time
+		stepNo          *int64
 	)
-	if err := r.Scan(&in.ID, &in.TaskID, &in.Question, &context, &in.Status, &answer, &createdAt, &answeredAt); err != nil {
+	if err := r.Scan(&in.ID, &in.TaskID, &in.Question, &context, &in.Status, &answer, &createdAt, &answeredAt, &stepNo); err != nil {
 		return nil, err
 	}
 	if context != nil {
 		in.Context = json.RawMessage(*context)
 	}
 	in.Answer = deref(answer)
+	if stepNo != nil {
+		in.StepNo = int(*stepNo)
+	}
 	in.CreatedAt, in.AnsweredAt = fromDB(createdAt), fromNullDB(answeredAt)
 	return &in, nil
 }

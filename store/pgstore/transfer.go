@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand/store/internal/sqlval"
 )
 
 // suffixScanner scans extra columns after the ones its caller's scan
@@ -146,8 +147,8 @@ const (
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 
 	sqlImportInput = `INSERT INTO input_requests (
-		id, task_id, question, context, status, answer, created_at, answered_at, expires_at, default_answer)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+		id, task_id, question, context, status, answer, created_at, answered_at, expires_at, default_answer, step_no)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
 
 	sqlImportDependency = `INSERT INTO task_dependencies (task_id, depends_on_id, kind) VALUES ($1, $2, $3)`
 
@@ -256,7 +257,7 @@ func (im *importer) queueBatch(b *store.Batch) error {
 		}
 		im.queue("input request "+rec.ID, sqlImportInput,
 			rec.ID, rec.TaskID, rec.Question, nullRaw(rec.Context), rec.Status, nullString(rec.Answer),
-			rec.CreatedAt, toNull(rec.AnsweredAt), toNull(rec.ExpiresAt), rec.DefaultAnswer)
+			rec.CreatedAt, toNull(rec.AnsweredAt), toNull(rec.ExpiresAt), rec.DefaultAnswer, sqlval.NullPositive(rec.StepNo))
 	}
 	for _, d := range b.Dependencies {
 		if err := store.CheckImportDependency(d); err != nil {

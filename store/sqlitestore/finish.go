@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand/store/internal/sqlval"
 )
 
 const (
@@ -72,9 +73,9 @@ func (x execTx) InsertInputRequest(ctx context.Context, id string, ask *store.In
 	if ask.DefaultAnswer != nil {
 		def = sql.NullString{String: *ask.DefaultAnswer, Valid: true}
 	}
-	_, err := x.tx.ExecContext(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, created_at, expires_at, default_answer)
-		VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)`, ask.ID, id, ask.Question, nullJSON(ask.Context), micros(at),
-		toNullMicros(ask.ExpiresAt), def)
+	_, err := x.tx.ExecContext(ctx, `INSERT INTO input_requests (id, task_id, question, context, status, created_at, expires_at, default_answer, step_no)
+		VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)`, ask.ID, id, ask.Question, nullJSON(ask.Context), micros(at),
+		toNullMicros(ask.ExpiresAt), def, sqlval.NullPositive(ask.StepNo))
 	return err
 }
 

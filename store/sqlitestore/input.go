@@ -12,7 +12,7 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-const inputColumns = `id, task_id, question, context, status, answer, created_at, answered_at`
+const inputColumns = `id, task_id, question, context, status, answer, created_at, answered_at, step_no`
 
 func scanInput(r rowScanner) (*store.InputRequest, error) {
 	var (
@@ -20,14 +20,16 @@ func scanInput(r rowScanner) (*store.InputRequest, error) {
 		context, answer sql.NullString
 		createdAt       int64
 		answeredAt      sql.NullInt64
+		stepNo          sql.NullInt64
 	)
-	if err := r.Scan(&in.ID, &in.TaskID, &in.Question, &context, &in.Status, &answer, &createdAt, &answeredAt); err != nil {
+	if err := r.Scan(&in.ID, &in.TaskID, &in.Question, &context, &in.Status, &answer, &createdAt, &answeredAt, &stepNo); err != nil {
 		return nil, err
 	}
 	if context.Valid {
 		in.Context = json.RawMessage(context.String)
 	}
 	in.Answer = answer.String
+	in.StepNo = int(stepNo.Int64)
 	in.CreatedAt, in.AnsweredAt = fromMicros(createdAt), nullMicros(answeredAt)
 	return &in, nil
 }

@@ -14,6 +14,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand/store/internal/sqlval"
 )
 
 // suffixScanner scans extra columns after the ones its caller's scan
@@ -165,8 +166,8 @@ const (
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 	sqlImportInput = `INSERT INTO input_requests (
-		id, task_id, question, context, status, answer, created_at, answered_at, expires_at, default_answer)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		id, task_id, question, context, status, answer, created_at, answered_at, expires_at, default_answer, step_no)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 	sqlImportEvent = `INSERT INTO task_events (id, task_id, type, actor, data, created_at) VALUES (?, ?, ?, ?, ?, ?)`
 
@@ -274,7 +275,7 @@ func importBatch(ctx context.Context, tx *sql.Tx, b *store.Batch) error {
 			}
 			err := im.exec("input request "+rec.ID,
 				rec.ID, rec.TaskID, rec.Question, nullRaw(rec.Context), rec.Status, nullString(rec.Answer),
-				micros(rec.CreatedAt), toNullMicros(rec.AnsweredAt), toNullMicros(rec.ExpiresAt), def)
+				micros(rec.CreatedAt), toNullMicros(rec.AnsweredAt), toNullMicros(rec.ExpiresAt), def, sqlval.NullPositive(rec.StepNo))
 			if err != nil {
 				return err
 			}

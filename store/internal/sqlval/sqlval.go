@@ -33,3 +33,12 @@ func MarshalList(v []string) string {
 	b, _ := json.Marshal(v) // a []string always marshals
 	return string(b)
 }
+
+// NullPositive is n as a column value, NULL when n is not positive (a
+// step number that was not recorded).
+func NullPositive(n int) any {
+	if n <= 0 {
+		return nil
+	}
+	return int64(n)
+}

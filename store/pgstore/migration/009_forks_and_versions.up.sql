@@ -8,3 +8,6 @@ ALTER TABLE task_steps ADD COLUMN copied_from text;
 -- The definition of the task's agent its recorded work was done under
 -- ({"digest", "parts"}; NULL: none recorded yet).
 ALTER TABLE tasks ADD COLUMN agent_version json;
+-- The step whose question an input request is (NULL: not recorded): a
+-- fork copies the questions of the steps it copies.
+ALTER TABLE input_requests ADD COLUMN step_no integer;
