@@ -88,6 +88,11 @@ const (
 	EventTaskBudgetWarning   = store.EventTaskBudgetWarning
 	EventTaskBudgetExceeded  = store.EventTaskBudgetExceeded
 	EventTaskDeferred        = store.EventTaskDeferred
+	EventTaskForked          = store.EventTaskForked
+	EventTaskAgentChanged    = store.EventTaskAgentChanged
+	// EventTaskOutputDelta is live output (see EventFilter.Live), never a
+	// journal event.
+	EventTaskOutputDelta = store.EventTaskOutputDelta
 )
 
 // Sources of tasks (SubmitParams.Source, Task.Options.Source) and of
