@@ -22,9 +22,9 @@ func TestRerunFromHere(t *testing.T) {
 	ran := make(chan int, 16)
 	require.NoError(t, h.client.RegisterAgent("default", errand.AgentFunc(func(ctx context.Context, run *errand.TaskRun) (errand.Result, error) {
 		for n := 1; n <= 2; n++ {
-			if _, err := run.Step(ctx, n, "draft", func(context.Context, string) (any, error) {
+			if _, err := run.PaidStep(ctx, n, "draft", 0.02, func(context.Context, string) (any, float64, error) {
 				ran <- n
-				return n, nil
+				return n, 0.01, nil
 			}); err != nil {
 				return errand.Result{}, err
 			}
@@ -75,11 +75,15 @@ func TestRerunFromHere(t *testing.T) {
 	require.Equal(t, "the digest, shorter", fork.Goal)
 	waitEvent(t, h.client, forkID, "task.completed")
 	require.Equal(t, 2, <-ran, "the fork runs step 2 alone")
+	fork, err = h.client.Get(t.Context(), forkID)
+	require.NoError(t, err)
+	require.InDelta(t, 0.01, fork.Consumed.CostUSD, 1e-9, "the fork pays for step 2 only")
 
 	_, page = get(t, b, h.srv.URL+"/tasks/"+forkID)
 	require.Contains(t, page, `<dt>Forked from</dt><dd><a href="/tasks/`+src.ID+`">`+src.ID+`</a> at step 2`)
 	require.Contains(t, page, `<span class="note">copied from <a href="/tasks/`+src.ID+`">`)
 	require.Equal(t, 1, strings.Count(page, "copied from"), "step 2 is the fork's own")
+	require.Contains(t, page, "<dt>Copied steps</dt><dd>1, which cost $0.0100 where they ran")
 	_, page = get(t, b, h.srv.URL+"/tasks/"+src.ID)
 	require.Contains(t, page, `<dt>Forks</dt><dd class="links"><a href="/tasks/`+forkID+`">`)
 }

@@ -38,6 +38,31 @@ type taskData struct {
 	Forks []string
 }
 
+// copiedSteps are the steps a fork copied and what they cost where they
+// ran: shown, never counted in the fork's own consumption.
+type copiedSteps struct {
+	Steps   int
+	CostUSD float64
+}
+
+// Copied is what the task copied as a fork; nil when it copied nothing.
+func (d *taskData) Copied() *copiedSteps {
+	var c copiedSteps
+	for i, s := range d.Steps {
+		if s.CopiedFrom == "" {
+			continue
+		}
+		if d.FirstOfStep(i) {
+			c.Steps++
+		}
+		c.CostUSD += s.CostUSD
+	}
+	if c.Steps == 0 {
+		return nil
+	}
+	return &c
+}
+
 // FirstOfStep reports whether Steps[i] is the first record of its step
 // number: the row that offers "Rerun from here" for the step.
 func (d *taskData) FirstOfStep(i int) bool {
