@@ -33,6 +33,9 @@ const (
 	// wantTTL is how long a runner keeps relaying a task after the last
 	// want for it.
 	wantTTL = 30 * time.Second
+	// regapEvery spaces the asks for a task's text so far after lost
+	// pieces, which keep coming until the answer arrives.
+	regapEvery = time.Second
 	// maxWanted bounds the tasks a runner remembers others want.
 	maxWanted = 10_000
 	// maxRelayPending bounds the bytes of pieces waiting to be sent; past
@@ -64,6 +67,7 @@ type relay struct {
 	// those whose text so far to ask for.
 	following map[string]int
 	fresh     map[string]bool
+	askedAt   map[string]time.Time // after lost pieces
 	// wanted holds, until when, the tasks other processes follow; resync
 	// those whose text so far to send (true: after a reset, the pieces
 	// before having been dropped).
@@ -82,6 +86,7 @@ func newRelay(st store.OutputRelay, hub *live.Hub, clk clock.Clock, logger *slog
 		kick:      make(chan struct{}, 1),
 		following: map[string]int{},
 		fresh:     map[string]bool{},
+		askedAt:   map[string]time.Time{},
 		wanted:    map[string]time.Time{},
 		resync:    map[string]bool{},
 	}
@@ -156,6 +161,7 @@ func (r *relay) unfollow(taskID string) {
 	if last {
 		delete(r.following, taskID)
 		delete(r.fresh, taskID)
+		delete(r.askedAt, taskID)
 	}
 	r.mu.Unlock()
 	if last {
@@ -251,14 +257,17 @@ func (r *relay) heard(payload string) {
 	r.mu.Lock()
 	for i, tasks := range [][]string{msg.Want, msg.Fresh} {
 		for _, t := range tasks {
-			if _, known := r.wanted[t]; !known && len(r.wanted) >= maxWanted {
+			until, known := r.wanted[t]
+			if !known && len(r.wanted) >= maxWanted {
 				r.dropExpiredLocked(now)
 				if len(r.wanted) >= maxWanted {
 					continue
 				}
 			}
 			r.wanted[t] = now.Add(wantTTL)
-			if _, queued := r.resync[t]; i == 1 && !queued {
+			// A want this process did not hold (its fresh want was lost,
+			// or it lapsed) asks for the text so far too.
+			if _, queued := r.resync[t]; !queued && (i == 1 || !known || now.After(until)) {
 				r.resync[t] = false
 				r.kickLocked()
 			}
@@ -276,7 +285,17 @@ func (r *relay) heard(payload string) {
 			r.hub.Forget(p.Task)
 			continue
 		}
-		r.hub.Apply(live.Delta{TaskID: p.Task, StepNo: p.Step, CallIndex: p.Call, Offset: p.Offset, Text: p.Text}, p.End)
+		d := live.Delta{TaskID: p.Task, StepNo: p.Step, CallIndex: p.Call, Offset: p.Offset, Text: p.Text}
+		if !r.hub.Apply(d, p.End) {
+			// A piece was lost: ask for the text so far.
+			r.mu.Lock()
+			if r.following[p.Task] > 0 && now.Sub(r.askedAt[p.Task]) >= regapEvery {
+				r.askedAt[p.Task] = now
+				r.fresh[p.Task] = true
+				r.kickLocked()
+			}
+			r.mu.Unlock()
+		}
 	}
 }
 

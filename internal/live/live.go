@@ -176,17 +176,18 @@ func (h *Hub) EndTask(taskID string) {
 // would leave a gap is dropped). Subscribers get only what changed: a
 // piece that repeats text the call already has (a resent text so far)
 // sends nothing, one that extends it sends the extension. end forgets the
-// call instead. Taps do not see applied pieces.
-func (h *Hub) Apply(d Delta, end bool) {
+// call instead. Taps do not see applied pieces. It reports false for a
+// piece dropped because of a gap: the text so far should be asked for.
+func (h *Hub) Apply(d Delta, end bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	k := callKey{d.TaskID, d.StepNo, d.CallIndex}
 	if end {
 		delete(h.calls, k)
-		return
+		return true
 	}
 	if d.Offset < 0 || d.Text == "" {
-		return
+		return true
 	}
 	c := h.calls[k]
 	if c == nil {
@@ -194,7 +195,7 @@ func (h *Hub) Apply(d Delta, end bool) {
 		h.calls[k] = c
 	}
 	if d.Offset > c.runes {
-		return // a piece before it was lost: wait for the text so far
+		return false // a piece before it was lost
 	}
 	c.touched = h.now()
 	if d.Offset < c.runes {
@@ -202,7 +203,7 @@ func (h *Hub) Apply(d Delta, end bool) {
 		have := string(c.text[at:])
 		switch {
 		case strings.HasPrefix(have, d.Text):
-			return // nothing new
+			return true // nothing new
 		case strings.HasPrefix(d.Text, have):
 			// Only the part past what the call has is new.
 			d.Text, d.Offset = d.Text[len(have):], c.runes
@@ -214,11 +215,12 @@ func (h *Hub) Apply(d Delta, end bool) {
 		}
 	}
 	if len(c.text)+len(d.Text) > MaxCallText {
-		return
+		return true
 	}
 	c.text = append(c.text, d.Text...)
 	c.runes += utf8.RuneCountInString(d.Text)
 	h.fanOut(d)
+	return true
 }
 
 // Forget drops the task's calls that came from another process through
