@@ -113,8 +113,10 @@ type countedPG struct {
 	pg *pgstore.Store
 }
 
-func (c countedPG) Listen(ctx context.Context, f func(store.Signal)) error { return c.pg.Listen(ctx, f) }
-func (c countedPG) RelayOutput(ctx context.Context, p string) error     { return c.pg.RelayOutput(ctx, p) }
+func (c countedPG) Listen(ctx context.Context, f func(store.Signal)) error {
+	return c.pg.Listen(ctx, f)
+}
+func (c countedPG) RelayOutput(ctx context.Context, p string) error { return c.pg.RelayOutput(ctx, p) }
 func (c countedPG) ListenOutput(ctx context.Context, f func(string)) error {
 	return c.pg.ListenOutput(ctx, f)
 }
