@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand/internal/pgtest"
 	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/internal/providertest"
 )
@@ -332,6 +333,69 @@ agents:
 		if ev.Type == "task.completed" && ev.TaskID == task.ID {
 			break
 		}
+	}
+}
+
+// TestLiveOutputAcrossDaemons runs two errand serve processes on one
+// PostgreSQL schema: the llm task runs on daemon B, and clients of daemon
+// A follow it mid-call, on SSE and WebSocket. They get B's text so far
+// first, then the rest, all before the step's event, joining to the text
+// the step recorded.
+func TestLiveOutputAcrossDaemons(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	hold := make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release)
+	model := providertest.NewOpenAIServer(t, providertest.Reply{
+		Text: liveReply, Hold: hold, HoldAfter: liveHeldPieces,
+		ToolCalls: []provider.ToolCall{{ID: "f", Name: "finish_task", Arguments: json.RawMessage(`{"result":"done"}`)}},
+	})
+	// Each daemon has only its own agent and claims only its tasks.
+	serve := func(agent string) *daemon {
+		home := t.TempDir()
+		writeFile(t, filepath.Join(home, "errand.yaml"), fmt.Sprintf(`
+store: %q
+agents:
+  %s: {kind: llm, provider: openai, base_url: %q, model: fake, max_steps: 3}
+`, dsn, agent, model.URL()), 0o600)
+		return startDaemon(t, home)
+	}
+	a, b := serve("elsewhere"), serve("writer")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+
+	var task struct{ ID string }
+	require.Equal(t, http.StatusCreated, b.api("POST", "/api/tasks", map[string]any{"goal": "think out loud", "agent": "writer"}, &task))
+	require.NoError(t, model.WaitHeld(ctx, 1))
+	// Once a client of A has been shown all the text written before the
+	// hold, A has it for every later client.
+	first := &liveWatcher{t: t, name: "first SSE on A"}
+	firstStream := a.sseMessages(ctx, "/api/tasks/"+task.ID+"/events")
+	readSSE(ctx, first, firstStream, func() bool { return string(first.text) == liveHeld() })
+
+	sseOnA := &liveWatcher{t: t, name: "SSE on A"}
+	stream := a.sseMessages(ctx, "/api/tasks/"+task.ID+"/events")
+	readSSE(ctx, sseOnA, stream, func() bool { return sseOnA.first != nil })
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(a.url, "http")+"/api/ws",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + a.token}}})
+	require.NoError(t, err)
+	defer conn.CloseNow()
+	require.NoError(t, conn.Write(ctx, websocket.MessageText,
+		[]byte(`{"type":"req","id":1,"method":"subscribe","params":{"task_id":"`+task.ID+`"}}`)))
+	wsOnA := &liveWatcher{t: t, name: "WebSocket on A"}
+	readWS(ctx, wsOnA, conn, func() bool { return wsOnA.first != nil })
+	for _, w := range []*liveWatcher{sseOnA, wsOnA} {
+		require.Equal(t, liveDelta{StepNo: 1, Offset: 0, Text: liveHeld()}, *w.first, "%s: B's text so far first", w.name)
+	}
+
+	release()
+	readSSE(ctx, first, firstStream, func() bool { return first.step })
+	readSSE(ctx, sseOnA, stream, func() bool { return sseOnA.step })
+	readWS(ctx, wsOnA, conn, func() bool { return wsOnA.step })
+	recorded := stepText(t, b, task.ID)
+	require.Equal(t, liveReply, recorded)
+	for _, w := range []*liveWatcher{first, sseOnA, wsOnA} {
+		require.Equal(t, recorded, string(w.text), "%s: the pieces before the step join to its text", w.name)
 	}
 }
 
