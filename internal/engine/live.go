@@ -27,6 +27,10 @@ const (
 	// liveSweepEvery spaces the sweeps, made as output is written or
 	// followed, so no timer runs for them.
 	liveSweepEvery = time.Minute
+	// remoteStepWait bounds how long a subscription holds the record of a
+	// step another process runs for the end of its call, whose last
+	// pieces the relay may still be carrying.
+	remoteStepWait = 250 * time.Millisecond
 )
 
 // liveOutput is the engine's share of live output.
@@ -192,6 +196,38 @@ func (f *liveFollow) send(ctx context.Context, out chan<- *store.Event) error {
 		}
 	}
 	return nil
+}
+
+// beforeStep, for the event of a step whose call another process runs
+// and whose end has not arrived yet, sends the pieces that come until it
+// does (or remoteStepWait passes): the relay carries pieces apart from the
+// journal, and they were written before the step's record.
+func (f *liveFollow) beforeStep(ctx context.Context, ev *store.Event, out chan<- *store.Event) error {
+	if f == nil || f.o.relay == nil || ev.Type != store.EventTaskStep {
+		return nil
+	}
+	var pos struct {
+		StepNo    int `json:"step_no"`
+		CallIndex int `json:"call_index"`
+	}
+	if json.Unmarshal(ev.Data, &pos) != nil || !f.o.hub.OpenRemote(f.task, pos.StepNo, pos.CallIndex) {
+		return nil
+	}
+	timer := f.o.clock.NewTimer(remoteStepWait)
+	defer timer.Stop()
+	for f.o.hub.OpenRemote(f.task, pos.StepNo, pos.CallIndex) {
+		select {
+		case <-f.sub.Ready():
+			if err := f.send(ctx, out); err != nil {
+				return err
+			}
+		case <-timer.C():
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return f.send(ctx, out)
 }
 
 // wantsLive reports whether a subscription with filter delivers deltas.

@@ -63,19 +63,10 @@ func TestLiveOutputReachesAnotherDaemon(t *testing.T) {
 	require.Zero(t, atA.deltas[0].Offset, "the text so far first")
 
 	close(agent.release)
-	want := "Héllo from B, piece by piece."
-	sawStep, sawCompleted := false, false
-	for string(atA.text) != want || !sawCompleted {
-		switch atA.next().Type {
-		case store.EventTaskStep:
-			sawStep = true
-		case store.EventTaskCompleted:
-			sawCompleted = true
-		}
-	}
-	require.True(t, sawStep)
-	require.Equal(t, want, recordedText(t, b.Engine, task.ID))
-	require.Equal(t, want, string(atA.text))
+	atA.until(store.EventTaskStep)
+	require.Equal(t, recordedText(t, b.Engine, task.ID), string(atA.text), "the pieces before their step")
+	require.Equal(t, "Héllo from B, piece by piece.", string(atA.text))
+	atA.until(store.EventTaskCompleted)
 	require.Positive(t, b.out.relay.sent.Load())
 }
 

@@ -97,6 +97,9 @@ func (e *Engine) follow(ctx context.Context, filter EventFilter, cursor int64, d
 			if err := deltas.send(ctx, out); err != nil {
 				return err
 			}
+			if err := deltas.beforeStep(ctx, ev, out); err != nil {
+				return err
+			}
 			select {
 			case out <- ev:
 				cursor = ev.ID

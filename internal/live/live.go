@@ -183,7 +183,12 @@ func (h *Hub) Apply(d Delta, end bool) bool {
 	defer h.mu.Unlock()
 	k := callKey{d.TaskID, d.StepNo, d.CallIndex}
 	if end {
-		delete(h.calls, k)
+		if _, ok := h.calls[k]; ok {
+			delete(h.calls, k)
+			for s := range h.subs[d.TaskID] {
+				s.signal() // for whoever waits for the end (see OpenRemote)
+			}
+		}
 		return true
 	}
 	if d.Offset < 0 || d.Text == "" {
@@ -221,6 +226,17 @@ func (h *Hub) Apply(d Delta, end bool) bool {
 	c.runes += utf8.RuneCountInString(d.Text)
 	h.fanOut(d)
 	return true
+}
+
+// OpenRemote reports whether the call, which another process runs, has
+// pieces here and has not ended: its step's record may be committed while
+// its last pieces are still on their way. The task's subscribers are
+// signalled when such a call ends.
+func (h *Hub) OpenRemote(taskID string, stepNo, callIndex int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.calls[callKey{taskID, stepNo, callIndex}]
+	return c != nil && c.remote
 }
 
 // Forget drops the task's calls that came from another process through

@@ -249,3 +249,26 @@ func FuzzApply(f *testing.F) {
 		}
 	})
 }
+
+// A watcher waiting for a remote call's end is woken when it comes.
+func TestOpenRemoteAndItsEnd(t *testing.T) {
+	t.Parallel()
+	h := NewHub(Options{})
+	s := h.Subscribe("tsk_a")
+	t.Cleanup(s.Close)
+	h.Write("tsk_a", 1, 0, "local")
+	h.Apply(Delta{TaskID: "tsk_a", StepNo: 2, Text: "remote"}, false)
+	require.False(t, h.OpenRemote("tsk_a", 1, 0))
+	require.True(t, h.OpenRemote("tsk_a", 2, 0))
+	<-s.Ready()
+	s.Take()
+
+	h.Apply(Delta{TaskID: "tsk_a", StepNo: 2}, true)
+	require.False(t, h.OpenRemote("tsk_a", 2, 0))
+	select {
+	case <-s.Ready():
+	default:
+		t.Fatal("the end did not wake the subscriber")
+	}
+	require.Empty(t, s.Take())
+}
