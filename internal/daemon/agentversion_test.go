@@ -100,7 +100,7 @@ func requireChange(t *testing.T, ev *api.Event, old, cur, action string) {
 
 // startDaemon runs a daemon on home and returns a client of its API and a
 // function that stops it.
-func startDaemon(t *testing.T, home string) (*apiclient.Client, func()) {
+func startDaemon(t testing.TB, home string) (*apiclient.Client, func()) {
 	t.Helper()
 	ready := make(chan net.Addr, 1)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -74,6 +74,10 @@ type Reply struct {
 	// HoldAfter is how many pieces of a streamed reply's Text go out
 	// before Hold is waited for.
 	HoldAfter int
+	// Sent, when set, is called just before each piece of a streamed
+	// reply's Text is written, with its index: benchmarks time what
+	// follows from it.
+	Sent func(piece int)
 }
 
 // RecordedRequest is a request the server received, decoded.

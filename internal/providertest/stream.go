@@ -67,6 +67,9 @@ func (s *Server) writeStream(w http.ResponseWriter, req *http.Request, id string
 		if err != nil {
 			panic(err) // our own types always encode
 		}
+		if r.Sent != nil && i >= 1 && i <= len(pieces) {
+			r.Sent(i - 1)
+		}
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil {
 			return
 		}
