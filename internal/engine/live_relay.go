@@ -347,6 +347,9 @@ func (r *relay) flush(ctx context.Context, refresh bool) {
 			pieces = append(pieces, relayPiece{Task: t, Reset: true})
 		}
 		for _, d := range r.hub.SoFar(t) {
+			if r.hub.OpenRemote(t, d.StepNo, d.CallIndex) {
+				continue // its runner answers for it
+			}
 			pieces = append(pieces, relayPiece{Task: t, Step: d.StepNo, Call: d.CallIndex, Text: d.Text})
 		}
 	}

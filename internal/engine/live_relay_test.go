@@ -168,3 +168,18 @@ func TestRelayOverflowSendsTextSoFar(t *testing.T) {
 	}
 	require.Equal(t, []live.Delta{{TaskID: "tsk_a", StepNo: 1, Text: want.String()}}, watching.hub.SoFar("tsk_a"))
 }
+
+// Only the runner answers a fresh want: another watcher's copy of the
+// text, which may be stale, is not sent.
+func TestRelayWatcherDoesNotAnswerForTheRunner(t *testing.T) {
+	t.Parallel()
+	bus := newMemBus()
+	w := newRelayProcess(t, bus)
+	w.relay.following["tsk_a"] = 1
+	w.relay.heard(encodeRelay(relayMessage{Origin: "runner", Pieces: []relayPiece{{Task: "tsk_a", Step: 1, Text: "relayed"}}}))
+	require.True(t, w.hub.OpenRemote("tsk_a", 1, 0))
+
+	w.relay.heard(encodeRelay(relayMessage{Origin: "another watcher", Fresh: []string{"tsk_a"}}))
+	w.relay.flush(t.Context(), false)
+	require.Empty(t, bus.sent)
+}
