@@ -339,21 +339,30 @@ func TestLiveOutputOnWebSocket(t *testing.T) {
 	require.Zero(t, text.first.Offset)
 	require.Equal(t, liveReply, text.text, "the pieces, before the step, join to its text")
 
-	// Back to every event: the task's go on, none twice, and no pieces.
-	follower.subscribe(`{}`)
-	for _, c := range []*liveWS{follower, everything} {
-		for {
-			fr := c.read()
-			require.NotEqual(t, live.EventType, fr.Event)
-			var ev api.Event
-			require.NoError(t, json.Unmarshal(fr.Data, &ev))
-			if c == follower {
-				require.Greater(t, ev.ID, lastID, "no event twice")
-				lastID = ev.ID
-			}
-			if fr.Event == errand.EventTaskCompleted {
-				break
-			}
+	// Back to every event, and to the task again: its events go on, none
+	// twice, and no pieces (its call is over).
+	completed := false
+	next := func(fr api.Frame) {
+		require.NotEqual(t, live.EventType, fr.Event)
+		var ev api.Event
+		require.NoError(t, json.Unmarshal(fr.Data, &ev))
+		require.Greater(t, ev.ID, lastID, "no event twice")
+		lastID = ev.ID
+		completed = completed || fr.Event == errand.EventTaskCompleted
+	}
+	for _, params := range []string{`{}`, `{"task_id":"` + task.ID + `"}`} {
+		for _, fr := range follower.subscribe(params) {
+			next(fr)
+		}
+	}
+	for !completed {
+		next(follower.read())
+	}
+	for {
+		fr := everything.read()
+		require.NotEqual(t, live.EventType, fr.Event, "the stream of every event carries no piece")
+		if fr.Event == errand.EventTaskCompleted {
+			break
 		}
 	}
 	require.Equal(t, liveReply, recordedText(t, b.fixture, task.ID))

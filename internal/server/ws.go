@@ -170,7 +170,11 @@ func (ws *wsSession) pushEvents(ctx context.Context, all *errand.Subscription, a
 				}
 				followed = req.taskID
 				if followed != "" {
-					sub, err := ws.s.client.Subscribe(ctx, errand.EventFilter{TaskID: followed, Live: true}, cursor)
+					from := cursor
+					if followed == left {
+						from = max(from, sent) // back to a task: its events up to sent went out
+					}
+					sub, err := ws.s.client.Subscribe(ctx, errand.EventFilter{TaskID: followed, Live: true}, from)
 					if err != nil {
 						close(req.done)
 						ws.feedFailed(ctx, err)
