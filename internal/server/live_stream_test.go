@@ -307,7 +307,9 @@ func TestLiveOutputOnWebSocket(t *testing.T) {
 	defer cancel()
 	everything := b.dialLiveWS(ctx)
 	follower := b.dialLiveWS(ctx)
+	stepsOnly := b.dialLiveWS(ctx)
 	task := b.submit(`{"goal":"think out loud"}`)
+	stepsOnly.subscribe(`{"task_id":"` + task.ID + `","types":["task.step","task.completed"]}`)
 	b.waitHeldText(ctx, task.ID)
 
 	var text liveText
@@ -358,11 +360,13 @@ func TestLiveOutputOnWebSocket(t *testing.T) {
 	for !completed {
 		next(follower.read())
 	}
-	for {
-		fr := everything.read()
-		require.NotEqual(t, live.EventType, fr.Event, "the stream of every event carries no piece")
-		if fr.Event == errand.EventTaskCompleted {
-			break
+	for _, c := range []*liveWS{everything, stepsOnly} {
+		for {
+			fr := c.read()
+			require.NotEqual(t, live.EventType, fr.Event, "neither every event nor types without it carry a piece")
+			if fr.Event == errand.EventTaskCompleted {
+				break
+			}
 		}
 	}
 	require.Equal(t, liveReply, recordedText(t, b.fixture, task.ID))

@@ -77,9 +77,11 @@ type wsSession struct {
 	types  []string
 }
 
-// followReq asks pushEvents to follow a task; done is closed once it does.
+// followReq asks pushEvents to follow a task, with its live output when
+// live is set; done is closed once it does.
 type followReq struct {
 	taskID string
+	live   bool
 	done   chan struct{}
 }
 
@@ -122,6 +124,7 @@ func (ws *wsSession) pushEvents(ctx context.Context, all *errand.Subscription, a
 	var (
 		task     *errand.Subscription
 		followed string
+		withLive bool
 		cursor   = after // the last event read from all
 		// After a task is left, all still holds events its subscription
 		// delivered: those up to sent, of task left, are skipped.
@@ -163,18 +166,18 @@ func (ws *wsSession) pushEvents(ctx context.Context, all *errand.Subscription, a
 				return
 			}
 		case req := <-ws.follow:
-			if req.taskID != followed {
+			if req.taskID != followed || req.live != withLive {
 				if task != nil {
 					task.Close()
 					task, left = nil, followed
 				}
-				followed = req.taskID
+				followed, withLive = req.taskID, req.live
 				if followed != "" {
 					from := cursor
 					if followed == left {
 						from = max(from, sent) // back to a task: its events up to sent went out
 					}
-					sub, err := ws.s.client.Subscribe(ctx, errand.EventFilter{TaskID: followed, Live: true}, from)
+					sub, err := ws.s.client.Subscribe(ctx, errand.EventFilter{TaskID: followed, Live: withLive}, from)
 					if err != nil {
 						close(req.done)
 						ws.feedFailed(ctx, err)
@@ -250,14 +253,14 @@ func (ws *wsSession) feedFailed(ctx context.Context, err error) {
 	ws.cancel()
 }
 
-// followTask makes pushEvents follow taskID ("" for none) and waits until
-// it does, so that the reply to subscribe comes after the switch. A
+// followTask makes pushEvents follow taskID ("" for none), with its live
+// output when live is set, and waits until it does, so that the reply to subscribe comes after the switch. A
 // session without a feed (follow nil) has nothing to switch.
-func (ws *wsSession) followTask(ctx context.Context, taskID string) {
+func (ws *wsSession) followTask(ctx context.Context, taskID string, live bool) {
 	if ws.follow == nil {
 		return
 	}
-	req := followReq{taskID: taskID, done: make(chan struct{})}
+	req := followReq{taskID: taskID, live: live, done: make(chan struct{})}
 	select {
 	case ws.follow <- req:
 	case <-ctx.Done():
@@ -461,11 +464,11 @@ func (ws *wsSession) call(ctx context.Context, method string, raw json.RawMessag
 			return nil, err
 		}
 		ws.mu.Lock()
-		changed := p.TaskID != ws.taskID
+		changed := p.TaskID != ws.taskID || wantsLive(p.Types) != wantsLive(ws.types)
 		ws.taskID, ws.types = p.TaskID, p.Types
 		ws.mu.Unlock()
 		if changed {
-			ws.followTask(ctx, p.TaskID)
+			ws.followTask(ctx, p.TaskID, wantsLive(p.Types))
 		}
 		return map[string]any{"subscribed": true, "task_id": p.TaskID, "types": p.Types}, nil
 	default:
