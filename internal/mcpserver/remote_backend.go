@@ -74,7 +74,10 @@ type remoteWatch struct {
 func (w *remoteWatch) run(ctx context.Context, c *apiclient.Client, taskID string) {
 	defer close(w.done)
 	defer close(w.changed)
-	for _, err := range c.Events(ctx, apiclient.EventsPath(taskID), 0) {
+	for ev, err := range c.Events(ctx, apiclient.EventsPath(taskID), 0) {
+		if err == nil && ev.ID == 0 {
+			continue // live output: the task did not change
+		}
 		if err != nil {
 			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				w.mu.Lock()
