@@ -48,7 +48,6 @@ type liveOutput struct {
 // end when the execution does (an agent that failed mid-call).
 type openCalls struct {
 	calls map[[2]int]struct{}
-	over  bool
 }
 
 func newLiveOutput(st store.Store, clk clock.Clock, logger *slog.Logger) *liveOutput {
@@ -74,6 +73,9 @@ var _ taskrun.OutputWriter = (*run)(nil)
 // Output implements taskrun.OutputWriter: the text goes to the task's
 // watchers at once, never blocking the agent.
 func (r *run) Output(stepNo, callIndex int, text string) {
+	if r.x.ctx.Err() != nil {
+		return // the execution is over or stopping: its calls have ended
+	}
 	o := r.x.pool.e.out
 	o.mu.Lock()
 	open := o.runs[r.x]
@@ -83,14 +85,8 @@ func (r *run) Output(stepNo, callIndex int, text string) {
 		x := r.x
 		context.AfterFunc(x.ctx, func() { o.executionOver(x) })
 	}
-	over := open.over
-	if !over {
-		open.calls[[2]int{stepNo, callIndex}] = struct{}{}
-	}
+	open.calls[[2]int{stepNo, callIndex}] = struct{}{}
 	o.mu.Unlock()
-	if over {
-		return // the execution is over: nobody records this text
-	}
 	o.hub.Write(r.x.task.ID, stepNo, callIndex, text)
 	o.maybeSweep()
 }
@@ -114,7 +110,6 @@ func (o *liveOutput) executionOver(x *execution) {
 	delete(o.runs, x)
 	var calls [][2]int
 	if open != nil {
-		open.over = true
 		for c := range open.calls {
 			calls = append(calls, c)
 		}
