@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand/internal/clock"
@@ -84,4 +85,44 @@ func TestUnwatchedOutputIsNotRelayed(t *testing.T) {
 	recv(t, agent.mid)
 	waitForStatus(t, b.Engine, task.ID, store.StatusCompleted)
 	require.Zero(t, b.out.relay.sent.Load())
+}
+
+// When the relay's listeners lose their connections, the pieces sent
+// meanwhile are lost; once they listen again the watcher asks for the
+// text so far and ends with the whole text.
+func TestLiveOutputSurvivesLostListeners(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	clk := clock.NewFake(testStart)
+	a, b := openPGDaemon(t, dsn, clk), openPGDaemon(t, dsn, clk)
+	agent := newStreamingAgent([]string{"before "}, []string{"after ", "the cut"})
+	startPool(t, b.Engine, &PoolConfig{Handlers: map[string]taskrun.Handler{DefaultAgent: agent}})
+	recv(t, b.listening)
+	startPool(t, a.Engine, &PoolConfig{Handlers: map[string]taskrun.Handler{"elsewhere": agent}})
+	recv(t, a.listening)
+	task := submit(t, a.Engine, &SubmitParams{Goal: "stream through a cut"})
+	recv(t, agent.mid)
+	atA := followLive(t, a.Engine, EventFilter{TaskID: task.ID, Live: true})
+	atA.untilText("before ")
+
+	conn, err := pgx.Connect(t.Context(), dsn)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var schema string
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT current_schema()`).Scan(&schema))
+	var cut int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE query = $1`, `LISTEN "errand.`+schema+`/output"`).Scan(&cut))
+	require.Equal(t, 2, cut)
+	recv(t, a.listening)
+	recv(t, b.listening)
+	// The text so far comes again, whichever listened first.
+	for seen := len(atA.deltas); len(atA.deltas) == seen || atA.deltas[len(atA.deltas)-1].Offset != 0; {
+		atA.next()
+	}
+	require.Equal(t, "before ", string(atA.text))
+
+	close(agent.release)
+	atA.until(store.EventTaskStep)
+	require.Equal(t, "before after the cut", string(atA.text))
 }

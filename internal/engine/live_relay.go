@@ -300,12 +300,21 @@ func (r *relay) heard(payload string) {
 }
 
 // listening: what was sent before may be lost, so the remote text of
-// every task followed here is dropped and asked for afresh.
+// every task followed here is dropped and asked for afresh, and the text
+// so far of every task others want from here is sent again (a fresh want
+// may have been lost). Whichever side listens last, one of the two
+// reaches the other.
 func (r *relay) listening() {
 	r.mu.Lock()
 	tasks := slices.Collect(maps.Keys(r.following))
 	for _, t := range tasks {
 		r.fresh[t] = true
+	}
+	now := r.clock.Now()
+	for t, until := range r.wanted {
+		if _, queued := r.resync[t]; !queued && !now.After(until) {
+			r.resync[t] = false
+		}
 	}
 	r.kickLocked()
 	r.mu.Unlock()
