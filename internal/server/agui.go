@@ -296,9 +296,12 @@ func (s *Server) aguiStream(w http.ResponseWriter, r *http.Request, in *agui.Inp
 			}
 			evs, err := s.aguiEvent(ctx, run, f.taskID, ev)
 			if err != nil {
-				if ctx.Err() == nil {
+				switch {
+				case ctx.Err() == nil:
 					s.log.Error("ag-ui: read task", "task_id", f.taskID, "err", err)
 					send(run.Error("internal", "errand could not read the task"))
+				case r.Context().Err() == nil:
+					send(unavailable()) // stopping mid-read, the client still there
 				}
 				return
 			}
