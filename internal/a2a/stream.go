@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/live"
+	"github.com/errandhq/errand/internal/sse"
 )
 
 // A stream is Server-Sent Events, each data line one JSON-RPC answer to
@@ -96,19 +96,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *request, t 
 		defer sub.Close()
 	}
 
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	write := func(b []byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	write := sse.Open(w, s.cfg.WriteTimeout).Write
 	st := &streamState{s: s, d: req.method.dialect, taskID: t.ID, contextID: first.contextID, last: first, live: newLiveOutput()}
 	if !write(sseData(encodeResponse(req.id, streamTask(st.d, first), nil))) || first.state.settled() {
 		return

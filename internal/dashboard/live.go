@@ -1,13 +1,13 @@
 package dashboard
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/sse"
 )
 
 // liveThrottle bounds how often a page is told to refresh: a busy task
@@ -48,18 +48,12 @@ func (d *Dashboard) live(w http.ResponseWriter, r *http.Request, _ *view) {
 	http.Error(w, err.Error(), http.StatusInternalServerError)
 }
 
+// streamWriteTimeout bounds one write of a page's event stream: a tab
+// that stopped reading ends its stream.
+const streamWriteTimeout = 10 * time.Second
+
 func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request, sub *errand.Subscription) {
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	send := func(s string) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := fmt.Fprint(w, s); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	send := sse.Open(w, streamWriteTimeout).WriteString
 	if !send(": live\n\n") {
 		return
 	}

@@ -2,11 +2,11 @@ package dashboard
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/sse"
 	"github.com/errandhq/errand/store"
 )
 
@@ -39,17 +39,7 @@ func (d *Dashboard) output(w http.ResponseWriter, r *http.Request, _ *view) {
 	}
 	defer sub.Close()
 
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	send := func(s string) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := fmt.Fprint(w, s); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	send := sse.Open(w, streamWriteTimeout).WriteString
 	if !send(": output\n\n") {
 		return
 	}

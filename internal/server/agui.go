@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/agui"
 	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/internal/live"
+	"github.com/errandhq/errand/internal/sse"
 )
 
 // POST /api/ag-ui speaks AG-UI 1.0 (docs/agui.md): the body is a
@@ -247,19 +247,7 @@ func (s *Server) aguiStream(w http.ResponseWriter, r *http.Request, in *agui.Inp
 	s.cfg.OnStream(true)
 	defer s.cfg.OnStream(false)
 
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	write := func(b []byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	write := sse.Open(w, s.cfg.WriteTimeout).Write
 	var buf []byte
 	send := func(evs []agui.Event) bool {
 		buf = buf[:0]

@@ -8,11 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/live"
+	"github.com/errandhq/errand/internal/sse"
 	"github.com/errandhq/errand/store"
 )
 
@@ -158,19 +158,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter errand.Ev
 	s.cfg.OnStream(true)
 	defer s.cfg.OnStream(false)
 
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	write := func(b []byte) bool {
-		rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	write := sse.Open(w, s.cfg.WriteTimeout).Write
 	// A first comment lets clients know the stream is open; the id-only
 	// message sets an EventSource's last event id, so even a stream that
 	// drops before its first event resumes where it began.

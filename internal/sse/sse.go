@@ -1,6 +1,7 @@
-// Package sse reads server-sent event streams (text/event-stream), as
-// model servers send streamed replies: the events' types and data, which
-// the caller decodes. Comments, ids and retry hints are dropped.
+// Package sse reads and writes server-sent event streams
+// (text/event-stream). Reader reads them as model servers send streamed
+// replies: the events' types and data, which the caller decodes; comments,
+// ids and retry hints are dropped. Writer writes errand's own streams.
 package sse
 
 import (
