@@ -74,7 +74,7 @@ func (o *liveOutput) delta(d live.Delta) (livePiece, bool) {
 		return livePiece{key: k, text: d.Text, append: true}, true
 	}
 	// The piece rewrites the end of what was sent: send the call whole.
-	c.text = append(c.text[:byteOffset(c.text, d.Offset)], d.Text...)
+	c.text = append(c.text[:live.ByteOffset(c.text, d.Offset)], d.Text...)
 	c.runes = utf8.RuneCount(c.text)
 	return livePiece{key: k, text: string(c.text)}, true
 }
@@ -159,14 +159,4 @@ func liveUpdate(d dialect, taskID, contextID string, p livePiece) any {
 	}
 	return v1StreamResponse{ArtifactUpdate: &v1ArtifactUpdate{TaskID: taskID, ContextID: contextID,
 		Artifact: v1ArtifactOf(a), Append: p.append, LastChunk: p.lastChunk}}
-}
-
-// byteOffset is the byte index of the n-th character of b.
-func byteOffset(b []byte, n int) int {
-	i := 0
-	for ; n > 0 && i < len(b); n-- {
-		_, size := utf8.DecodeRune(b[i:])
-		i += size
-	}
-	return i
 }

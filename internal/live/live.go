@@ -204,7 +204,7 @@ func (h *Hub) Apply(d Delta, end bool) bool {
 	}
 	c.touched = h.now()
 	if d.Offset < c.runes {
-		at := byteOffset(c.text, d.Offset)
+		at := ByteOffset(c.text, d.Offset)
 		have := string(c.text[at:])
 		switch {
 		case strings.HasPrefix(have, d.Text):
@@ -401,8 +401,9 @@ func (s *Sub) Close() {
 	}
 }
 
-// byteOffset is the byte index of the n-th character of b.
-func byteOffset(b []byte, n int) int {
+// ByteOffset is the byte index of the n-th character of b: where a piece
+// at offset n joins a call's text.
+func ByteOffset(b []byte, n int) int {
 	i := 0
 	for ; n > 0 && i < len(b); n-- {
 		_, size := utf8.DecodeRune(b[i:])
