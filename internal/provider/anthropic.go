@@ -416,6 +416,7 @@ func anthropicEventError(e *anthropicErrorBody) *Error {
 		Provider:  anthropicName,
 		Message:   cmp.Or(e.Type, "error") + ": " + cmp.Or(e.Message, "no message"),
 		Retryable: ok && RetryableStatus(code),
+		limited:   ok && RateLimitStatus(code),
 	}
 }
 

@@ -140,7 +140,10 @@ func (c *httpCall) statusError(ctx, callCtx context.Context, resp *http.Response
 	}
 	msg := cmp.Or(serverErrorMessage(raw), truncate(strings.TrimSpace(string(raw)), maxErrorMessage), http.StatusText(resp.StatusCode))
 	// RetryableStatus covers 529, Anthropic's "overloaded", as a 5xx.
-	return &Error{Provider: c.provider, StatusCode: resp.StatusCode, Message: msg, Retryable: RetryableStatus(resp.StatusCode)}
+	return &Error{
+		Provider: c.provider, StatusCode: resp.StatusCode, Message: msg, Retryable: RetryableStatus(resp.StatusCode),
+		RetryAfter: retryAfterOf(resp.Header),
+	}
 }
 
 // serverErrorMessage finds the message of an error body, tolerating the

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Provider completes one conversation turn.
@@ -95,7 +96,14 @@ type Error struct {
 	StatusCode int // 0 when no HTTP response came back
 	Message    string
 	Retryable  bool
+	// RetryAfter is the wait the server asked for in its Retry-After
+	// header, at most MaxRetryAfter; 0 when it named none.
+	RetryAfter time.Duration
 	Err        error
+
+	// limited marks a stream's error event that says what a 429 or 529
+	// would (see RateLimit).
+	limited bool
 }
 
 func (e *Error) Error() string {
