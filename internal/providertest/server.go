@@ -58,6 +58,9 @@ type Reply struct {
 	// the status text).
 	Status       int
 	ErrorMessage string
+	// RetryAfter, with Status, is sent as the Retry-After header: seconds
+	// ("2") or an HTTP date, as a rate-limited server does.
+	RetryAfter string
 	// Delay is waited out before answering. A request whose context ends
 	// first (the client gave up) gets no answer.
 	Delay time.Duration
@@ -282,6 +285,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if reply.Status != 0 {
+		if reply.RetryAfter != "" {
+			w.Header().Set("Retry-After", reply.RetryAfter)
+		}
 		writeError(w, reply.Status, cmp.Or(reply.ErrorMessage, http.StatusText(reply.Status)))
 		return
 	}
