@@ -20,6 +20,7 @@ var ownEventTypes = []string{
 	EventTaskStep, EventTaskInputRequired, EventTaskInputAnswered,
 	EventTaskPaused, EventTaskPauseRequested, EventTaskResumed,
 	EventTaskBudgetWarning, EventTaskBudgetExceeded, EventTaskForked, EventTaskAgentChanged, EventTaskOutputDelta,
+	EventTaskDebounced,
 	EventScheduleFired, EventScheduleSkipped, EventHeartbeatDecision, EventAlert,
 	EventBudgetAlert, EventBudgetResumed, EventBudgetUpdated,
 	EventMemoryCreated, EventMemoryDeleted, EventMemoryPurged,

@@ -48,7 +48,8 @@ type Signaler interface {
 func SignalOf(typ, taskID string) (Signal, bool) {
 	switch typ {
 	case EventTaskCreated, EventTaskForked, EventTaskReleased, EventTaskRecovered, EventTaskRetried, EventTaskUnblocked,
-		EventTaskSubtasksDone, EventTaskInputAnswered, EventTaskResumed, EventTaskRetryScheduled:
+		EventTaskSubtasksDone, EventTaskInputAnswered, EventTaskResumed, EventTaskRetryScheduled,
+		EventTaskDebounced:
 		return Signal{Kind: SignalReady}, true
 	case EventTaskCancelRequested:
 		return Signal{Kind: SignalCancel, TaskID: taskID}, true

@@ -47,12 +47,15 @@ type Task struct {
 	PauseRequestedAt time.Time `json:"pause_requested_at,omitzero"`
 	PausedFrom       Status    `json:"paused_from,omitempty"`
 
-	DependsOn      []string  `json:"depends_on"`
-	IdempotencyKey string    `json:"idempotency_key,omitempty"`
-	Budget         *Budget   `json:"budget,omitempty"`
-	Consumed       *Consumed `json:"consumed,omitempty"`
-	Reserved       *Amount   `json:"reserved,omitempty"`
-	Options        *Options  `json:"options,omitempty"`
+	DependsOn      []string `json:"depends_on"`
+	IdempotencyKey string   `json:"idempotency_key,omitempty"`
+	// DebounceKey is the debounce key the task was submitted with: until
+	// it first starts, later submits with the key replace its content.
+	DebounceKey string    `json:"debounce_key,omitempty"`
+	Budget      *Budget   `json:"budget,omitempty"`
+	Consumed    *Consumed `json:"consumed,omitempty"`
+	Reserved    *Amount   `json:"reserved,omitempty"`
+	Options     *Options  `json:"options,omitempty"`
 
 	// ForkedFrom is the task and step this task was forked from; nil for
 	// a task that is not a fork.

@@ -94,6 +94,12 @@ func InsertTask(ctx context.Context, x TaskInserter, p *TaskInsertParams, at tim
 			return &TaskInsertResult{Task: found}, nil
 		}
 	}
+	if p.Debounce != nil {
+		res, err := debounceInto(ctx, x, p, row, at)
+		if err != nil || res != nil {
+			return res, err
+		}
+	}
 	if p.ParentID != "" {
 		if err := checkParent(ctx, x, p, row); err != nil {
 			return nil, err

@@ -28,8 +28,11 @@ type TaskInsertParams struct {
 	DependsOn           []string
 	OnDependencyFailure string
 	IdempotencyKey      string
-	Budget              *Budget
-	Options             *Options
+	// Debounce, when set, makes the task wait Debounce.Period, and a
+	// submit with its key while it still waits replaces it (see Debounce).
+	Debounce *Debounce
+	Budget   *Budget
+	Options  *Options
 	// MaxDepth bounds how deep in its tree a child may be (a root task is at
 	// depth 0); 0 means no bound.
 	MaxDepth int
@@ -41,6 +44,9 @@ type TaskInsertParams struct {
 type TaskInsertResult struct {
 	Task     *Task
 	Inserted bool // false when an existing task had the idempotency key
+	// Debounced is true when the submit replaced the content of the
+	// waiting task with its debounce key (Inserted is false).
+	Debounced bool
 }
 
 // TaskListParams filters TaskList. Empty fields do not filter.

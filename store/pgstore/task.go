@@ -20,7 +20,7 @@ const taskColumns = `id, parent_id, run_id, session_id, agent, title, goal, inpu
 	priority, status, progress, result, error_code, error_message, checkpoint, attempt, max_attempts,
 	run_at, lease_owner, lease_expires_at, lease_token, cancel_requested_at, depends_on,
 	idempotency_key, budget, consumed, created_at, updated_at, started_at, finished_at, reserved, options,
-	pause_requested_at, paused_from, forked_from, forked_from_step, agent_version`
+	pause_requested_at, paused_from, forked_from, forked_from_step, agent_version, debounce_key`
 
 func scanTask(r pgx.Row) (*store.Task, error) {
 	var (
@@ -29,7 +29,7 @@ func scanTask(r pgx.Row) (*store.Task, error) {
 		progress, result, errCode, errMessage *string
 		checkpoint, budget, consumed          *string
 		reserved, options, pausedFrom         *string
-		forkedFrom, agentVersion              *string
+		forkedFrom, agentVersion, debounceKey *string
 		forkedFromStep                        *int64
 		input, metadata, tags, dependsOn      string
 		runAt, createdAt, updatedAt           time.Time
@@ -40,7 +40,7 @@ func scanTask(r pgx.Row) (*store.Task, error) {
 		&t.Priority, &t.Status, &progress, &result, &errCode, &errMessage, &checkpoint, &t.Attempt, &t.MaxAttempts,
 		&runAt, &leaseOwner, &leaseExpires, &t.LeaseToken, &cancelReq, &dependsOn,
 		&idemKey, &budget, &consumed, &createdAt, &updatedAt, &startedAt, &finishedAt, &reserved, &options,
-		&pauseReq, &pausedFrom, &forkedFrom, &forkedFromStep, &agentVersion)
+		&pauseReq, &pausedFrom, &forkedFrom, &forkedFromStep, &agentVersion, &debounceKey)
 	if err != nil {
 		return nil, err
 	}
@@ -48,6 +48,7 @@ func scanTask(r pgx.Row) (*store.Task, error) {
 		t.ForkedFrom = &store.ForkRef{TaskID: *forkedFrom, StepNo: int(*forkedFromStep)}
 	}
 	t.ParentID, t.LeaseOwner, t.IdempotencyKey = deref(parentID), deref(leaseOwner), deref(idemKey)
+	t.DebounceKey = deref(debounceKey)
 	t.Input, t.Metadata = json.RawMessage(input), json.RawMessage(metadata)
 	if err := json.Unmarshal([]byte(tags), &t.Tags); err != nil {
 		return nil, fmt.Errorf("task %s tags: %w", t.ID, err)
@@ -204,12 +205,13 @@ func (x execTx) InsertTaskRow(ctx context.Context, row *store.TaskRow) error {
 	t := row.Task
 	_, err := x.tx.Exec(ctx, `INSERT INTO tasks (
 			id, parent_id, run_id, session_id, agent, title, goal, input, metadata, tags, priority, status,
-			max_attempts, run_at, depends_on, idempotency_key, budget, created_at, updated_at, options, on_dependency_failure)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18, $19, $20)`,
+			max_attempts, run_at, depends_on, idempotency_key, budget, created_at, updated_at, options, on_dependency_failure,
+			debounce_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18, $19, $20, $21)`,
 		t.ID, nullString(t.ParentID), t.RunID, t.SessionID, t.Agent, t.Title, t.Goal,
 		string(t.Input), string(t.Metadata), sqlval.MarshalList(t.Tags), t.Priority, t.Status,
 		t.MaxAttempts, t.RunAt, sqlval.MarshalList(t.DependsOn), nullString(t.IdempotencyKey),
-		nullJSON(row.BudgetJSON), t.CreatedAt, nullJSON(row.OptionsJSON), row.OnDependencyFailure)
+		nullJSON(row.BudgetJSON), t.CreatedAt, nullJSON(row.OptionsJSON), row.OnDependencyFailure, nullString(t.DebounceKey))
 	if err != nil || len(t.Tags) == 0 {
 		return err
 	}

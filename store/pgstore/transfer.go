@@ -133,10 +133,10 @@ const (
 		run_at, lease_owner, lease_expires_at, lease_token, cancel_requested_at, cancel_reason, depends_on,
 		idempotency_key, budget, consumed, reserved, budget_warned_at, options, on_dependency_failure,
 		paused_from, pause_requested_at, created_at, updated_at, started_at, finished_at, attempt_open,
-		forked_from, forked_from_step, agent_version)
+		forked_from, forked_from_step, agent_version, debounce_key)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
 		$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40,
-		$41, $42, $43)`
+		$41, $42, $43, $44)`
 
 	sqlImportTags = `INSERT INTO task_tags (tag, task_id) SELECT DISTINCT tag, $2 FROM unnest($1::text[]) AS tag
 		ON CONFLICT DO NOTHING`
@@ -344,7 +344,7 @@ func (im *importer) queueTask(rec *store.TaskRecord) error {
 		nullJSON(j.Options), store.ImportedDependencyPolicy(rec),
 		nullString(string(t.PausedFrom)), toNull(t.PauseRequestedAt),
 		t.CreatedAt, t.UpdatedAt, toNull(t.StartedAt), toNull(t.FinishedAt), rec.AttemptOpenOf(),
-		j.ForkedFrom, j.ForkedFromStep, nullJSON(j.AgentVersion))
+		j.ForkedFrom, j.ForkedFromStep, nullJSON(j.AgentVersion), nullString(t.DebounceKey))
 	return nil
 }
 

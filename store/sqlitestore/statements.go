@@ -28,8 +28,9 @@ type statements struct {
 
 const sqlInsertTask = `INSERT INTO tasks (
 		id, parent_id, run_id, session_id, agent, title, goal, input, metadata, tags, priority, status,
-		max_attempts, run_at, depends_on, idempotency_key, budget, created_at, updated_at, options, on_dependency_failure)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		max_attempts, run_at, depends_on, idempotency_key, budget, created_at, updated_at, options, on_dependency_failure,
+		debounce_key)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 const sqlInsertEvent = `INSERT INTO task_events (task_id, type, actor, data, created_at) VALUES (?, ?, ?, ?, ?)`
 

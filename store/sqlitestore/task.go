@@ -17,7 +17,7 @@ const taskColumns = `id, parent_id, run_id, session_id, agent, title, goal, inpu
 	priority, status, progress, result, error_code, error_message, checkpoint, attempt, max_attempts,
 	run_at, lease_owner, lease_expires_at, lease_token, cancel_requested_at, depends_on,
 	idempotency_key, budget, consumed, created_at, updated_at, started_at, finished_at, reserved, options,
-	pause_requested_at, paused_from, forked_from, forked_from_step, agent_version`
+	pause_requested_at, paused_from, forked_from, forked_from_step, agent_version, debounce_key`
 
 type rowScanner interface {
 	Scan(dest ...any) error
@@ -30,7 +30,7 @@ func scanTask(r rowScanner) (*store.Task, error) {
 		progress, result, errCode, errMessage sql.NullString
 		checkpoint, budget, consumed          sql.NullString
 		reserved, options, pausedFrom         sql.NullString
-		forkedFrom, agentVersion              sql.NullString
+		forkedFrom, agentVersion, debounceKey sql.NullString
 		forkedFromStep                        sql.NullInt64
 		pauseReq                              sql.NullInt64
 		input, metadata, tags, dependsOn      string
@@ -42,7 +42,7 @@ func scanTask(r rowScanner) (*store.Task, error) {
 		&t.Priority, &t.Status, &progress, &result, &errCode, &errMessage, &checkpoint, &t.Attempt, &t.MaxAttempts,
 		&runAt, &leaseOwner, &leaseExpires, &t.LeaseToken, &cancelReq, &dependsOn,
 		&idemKey, &budget, &consumed, &createdAt, &updatedAt, &startedAt, &finishedAt, &reserved, &options,
-		&pauseReq, &pausedFrom, &forkedFrom, &forkedFromStep, &agentVersion)
+		&pauseReq, &pausedFrom, &forkedFrom, &forkedFromStep, &agentVersion, &debounceKey)
 	if err != nil {
 		return nil, err
 	}
@@ -58,6 +58,7 @@ func scanTask(r rowScanner) (*store.Task, error) {
 	t.ParentID = parentID.String
 	t.LeaseOwner = leaseOwner.String
 	t.IdempotencyKey = idemKey.String
+	t.DebounceKey = debounceKey.String
 	t.Input = json.RawMessage(input)
 	t.Metadata = json.RawMessage(metadata)
 	if err := json.Unmarshal([]byte(tags), &t.Tags); err != nil {
@@ -257,7 +258,8 @@ func (x execTx) InsertTaskRow(ctx context.Context, row *store.TaskRow) error {
 		t.ID, nullString(t.ParentID), t.RunID, t.SessionID, t.Agent, t.Title, t.Goal,
 		string(t.Input), string(t.Metadata), sqlval.MarshalList(t.Tags), t.Priority, t.Status,
 		t.MaxAttempts, micros(t.RunAt), sqlval.MarshalList(t.DependsOn), nullString(t.IdempotencyKey),
-		nullJSON(row.BudgetJSON), micros(t.CreatedAt), micros(t.UpdatedAt), nullJSON(row.OptionsJSON), row.OnDependencyFailure)
+		nullJSON(row.BudgetJSON), micros(t.CreatedAt), micros(t.UpdatedAt), nullJSON(row.OptionsJSON), row.OnDependencyFailure,
+		nullString(t.DebounceKey))
 	if err != nil {
 		return err
 	}

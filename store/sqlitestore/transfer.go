@@ -157,8 +157,8 @@ const (
 		run_at, lease_owner, lease_expires_at, lease_token, cancel_requested_at, cancel_reason, depends_on,
 		idempotency_key, budget, consumed, reserved, budget_warned_at, options, on_dependency_failure,
 		paused_from, pause_requested_at, created_at, updated_at, started_at, finished_at, attempt_open,
-		forked_from, forked_from_step, agent_version)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		forked_from, forked_from_step, agent_version, debounce_key)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 	sqlImportStep = `INSERT INTO task_steps (
 		task_id, step_no, call_index, type, status, tool, idempotency_key, input, output,
@@ -396,7 +396,7 @@ func importTask(im *importer, rec *store.TaskRecord) error {
 		nullJSON(j.Options), store.ImportedDependencyPolicy(rec),
 		nullString(string(t.PausedFrom)), toNullMicros(t.PauseRequestedAt),
 		micros(t.CreatedAt), micros(t.UpdatedAt), toNullMicros(t.StartedAt), toNullMicros(t.FinishedAt),
-		rec.AttemptOpenOf(), j.ForkedFrom, j.ForkedFromStep, nullJSON(j.AgentVersion))
+		rec.AttemptOpenOf(), j.ForkedFrom, j.ForkedFromStep, nullJSON(j.AgentVersion), nullString(t.DebounceKey))
 }
 
 // nullRaw is a nullable JSON column's value: absent and JSON null are NULL.

@@ -65,6 +65,7 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"Dependency", testDependency},
 		{"Subtask", testSubtask},
 		{"Pause", testPause},
+		{"Debounce", testDebounce},
 		{"Notification", testNotification},
 		{"Cursor", testCursor},
 		{"Spend", testSpend},
