@@ -46,6 +46,9 @@ type SubmitParams struct {
 	MaxAttempts int
 	// IdempotencyKey makes submits with the same key return the same task.
 	IdempotencyKey string
+	// Debounce collapses this submit with others of the same key (see
+	// Debounce); nil: none.
+	Debounce *Debounce
 	// Budget limits what the task may consume; nil takes the engine's
 	// default budget.
 	Budget *store.Budget
@@ -117,7 +120,7 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 	for _, check := range []func(*SubmitParams) error{
 		checkDependencies, checkParent, checkTags, checkLengths, checkBudget,
 		checkAgentSettings, e.checkInputTimeout, checkSource, checkResultRoute,
-		checkMemoryLimits, checkLane,
+		checkMemoryLimits, checkLane, checkDebounce,
 	} {
 		if err := check(p); err != nil {
 			return nil, err
@@ -140,6 +143,7 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 		DependsOn:           p.DependsOn,
 		OnDependencyFailure: p.OnDependencyFailure,
 		IdempotencyKey:      p.IdempotencyKey,
+		Debounce:            storeDebounce(p.Debounce),
 		Budget:              cmp.Or(p.Budget, e.cfg.DefaultBudget),
 		Options:             e.options(p),
 		MaxDepth:            max(e.cfg.MaxSubtaskDepth, 0),
@@ -419,27 +423,37 @@ func (e *Engine) Submit(ctx context.Context, p *SubmitParams) (*store.Task, erro
 // SubmitResult is Submit that also says whether the task was written
 // (false: p's idempotency key named an existing task, which is returned).
 func (e *Engine) SubmitResult(ctx context.Context, p *SubmitParams) (*store.Task, bool, error) {
-	params, err := e.validate(p)
+	res, err := e.SubmitInsert(ctx, p)
 	if err != nil {
 		return nil, false, err
 	}
+	return res.Task, res.Inserted, nil
+}
+
+// SubmitInsert is Submit that also says whether the task was written, or
+// collapsed into the waiting task with its debounce key (Debounced).
+func (e *Engine) SubmitInsert(ctx context.Context, p *SubmitParams) (*store.TaskInsertResult, error) {
+	params, err := e.validate(p)
+	if err != nil {
+		return nil, err
+	}
 	if err := e.checkChain(ctx, p, 0); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	res, err := e.store.TaskInsert(ctx, params)
 	if err != nil {
 		var ref *store.ReferenceError
 		if errors.As(err, &ref) {
-			return nil, false, unprocessable(ref.Field, "task %s does not exist", ref.ID)
+			return nil, unprocessable(ref.Field, "task %s does not exist", ref.ID)
 		}
 		var deep *store.DepthError
 		if errors.As(err, &deep) {
-			return nil, false, unprocessable("parent_id", "%s", deep.Reason())
+			return nil, unprocessable("parent_id", "%s", deep.Reason())
 		}
-		return nil, false, fmt.Errorf("submit: %w", err)
+		return nil, fmt.Errorf("submit: %w", err)
 	}
-	if res.Inserted {
+	if res.Inserted || res.Debounced {
 		e.madeReady()
 	}
-	return res.Task, res.Inserted, nil
+	return res, nil
 }
