@@ -34,6 +34,9 @@ type execution struct {
 	pause     bool // an operator asked the task to pause after this step
 	// spendUntil is when a step the spend guard refused may ask again.
 	spendUntil time.Time
+	// progress is the task's progress as last written, which a wait for
+	// the model provider relabels.
+	progress store.Progress
 	// unrecorded is the version of its agent the task's next ended step
 	// records: the task had none when the attempt started.
 	unrecorded *store.AgentVersion
@@ -59,6 +62,9 @@ func (p *Pool) launch(ctx context.Context, t *store.Task, claimedAt time.Time) {
 		cancel:   cancel,
 		deadline: claimedAt.Add(p.e.cfg.LeaseTTL),
 		pause:    !t.PauseRequestedAt.IsZero(),
+	}
+	if t.Progress != nil {
+		x.progress = *t.Progress
 	}
 	p.mu.Lock()
 	p.active++
@@ -229,6 +235,7 @@ func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.Tas
 	}
 	cause := context.Cause(x.ctx)
 	var ask *taskrun.InputNeeded
+	var limited *taskrun.RateLimited
 	switch {
 	case errors.As(err, &taskrun.Paused{}):
 		// Handed back; the store holds it paused, as was asked.
@@ -271,21 +278,33 @@ func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.Tas
 		x.mu.Lock()
 		fp.RunAt = x.spendUntil
 		x.mu.Unlock()
+	case errors.As(err, &limited):
+		// Handed back to wait for the model provider, as for the guard.
+		if !p.waitRateLimit(x, limited, fp) {
+			return nil
+		}
 	default:
-		code, retryable, retryAfter := taskrun.Classify(err)
-		fp.Error = &store.TaskError{Code: code, Message: err.Error()}
-		if !retryable || x.task.Attempt >= x.task.MaxAttempts {
-			fp.Status = store.StatusFailed
-			break
-		}
-		fp.Status = store.StatusRetryScheduled
-		delay := retryAfter
-		if delay <= 0 {
-			delay = backoff(x.task.Attempt, p.e.cfg.BackoffBase, p.e.cfg.BackoffCap, jitter)
-		}
-		fp.RunAt = p.e.clock.Now().Add(delay)
+		p.failAttempt(x, err, fp)
 	}
 	return fp
+}
+
+// failAttempt fills fp for an attempt that failed with err: retried after
+// a backoff (or the error's RetryAfter) while it is retryable and attempts
+// remain, else failed.
+func (p *Pool) failAttempt(x *execution, err error, fp *store.TaskFinishParams) {
+	code, retryable, retryAfter := taskrun.Classify(err)
+	fp.Error = &store.TaskError{Code: code, Message: err.Error()}
+	if !retryable || x.task.Attempt >= x.task.MaxAttempts {
+		fp.Status = store.StatusFailed
+		return
+	}
+	fp.Status = store.StatusRetryScheduled
+	delay := retryAfter
+	if delay <= 0 {
+		delay = backoff(x.task.Attempt, p.e.cfg.BackoffBase, p.e.cfg.BackoffCap, jitter)
+	}
+	fp.RunAt = p.e.clock.Now().Add(delay)
 }
 
 // done forgets a task whose lease has ended: its lease is no longer
@@ -350,6 +369,9 @@ func (r *run) Progress(ctx context.Context, pr taskrun.Progress) error {
 		Lease: r.x.lease, Progress: sp, Actor: store.AgentActor(r.x.task.ID), Now: r.x.pool.e.now(),
 	})
 	if err == nil {
+		r.x.mu.Lock()
+		r.x.progress = sp
+		r.x.mu.Unlock()
 		r.x.pool.e.wrote()
 	}
 	return r.guard(err)
