@@ -334,6 +334,10 @@ type SubmitResult struct {
 	// Duplicate is true when the request's IdempotencyKey named an
 	// existing task: that task is returned and nothing was written.
 	Duplicate bool
+	// Debounced is true when the request collapsed into the waiting task
+	// with its debounce key: that task, now holding this request's
+	// content, is returned.
+	Debounced bool
 }
 
 // SubmitResult is Submit that also says whether the task is new.
@@ -344,11 +348,11 @@ func (c *Client) SubmitResult(ctx context.Context, p *SubmitParams) (*SubmitResu
 	if v := c.checkAgent(p.Agent); v != nil {
 		return nil, v
 	}
-	t, inserted, err := c.engine.SubmitResult(ctx, p.engineParams())
+	res, err := c.engine.SubmitInsert(ctx, p.engineParams())
 	if err != nil {
 		return nil, engineError(err)
 	}
-	return &SubmitResult{Task: t, Duplicate: !inserted}, nil
+	return &SubmitResult{Task: res.Task, Duplicate: !res.Inserted && !res.Debounced, Debounced: res.Debounced}, nil
 }
 
 // checkAgent refuses an agent nobody registered, once agents are known.

@@ -174,6 +174,9 @@ type SubmitParams struct {
 	MaxAttempts int
 	// IdempotencyKey makes submits with the same key return the same task.
 	IdempotencyKey string
+	// Debounce collapses submits with one key made within its period into
+	// one task, the last; nil: none (see Debounce).
+	Debounce *Debounce
 	// Budget limits what the task may consume; nil takes the client's
 	// default budget.
 	Budget *Budget
@@ -224,7 +227,7 @@ func (p *SubmitParams) engineParams() *engine.SubmitParams {
 		InputTimeout: p.InputTimeout, InputDefault: p.InputDefault, Source: p.Source,
 		ResultRoute: p.ResultRoute, Chain: p.Chain, Scout: p.Scout,
 		MaxMemoryTokens: p.MaxMemoryTokens, MaxMemoryEntries: p.MaxMemoryEntries, RecallFlagged: p.RecallFlagged,
-		Lane: p.Lane, Actor: p.Actor,
+		Lane: p.Lane, Actor: p.Actor, Debounce: (*engine.Debounce)(p.Debounce),
 	}
 }
 

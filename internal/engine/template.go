@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/errandhq/errand/internal/tasktemplate"
 	"github.com/errandhq/errand/internal/validation"
@@ -59,6 +60,13 @@ func ParamsFromBody(body *tasktemplate.CreateTask) (*SubmitParams, error) {
 		MaxMemoryEntries:    body.MaxMemoryEntries,
 		RecallFlagged:       body.RecallFlagged,
 		Source:              store.SourceUser,
+	}
+	if d := body.Debounce; d != nil {
+		period, err := time.ParseDuration(d.Period)
+		if err != nil {
+			return nil, invalid("debounce.period", "%q is not a duration such as \"5s\"", d.Period)
+		}
+		p.Debounce = &Debounce{Key: d.Key, Period: period}
 	}
 	if r := body.ResultRoute; r != nil {
 		p.ResultRoute = r.Type

@@ -34,6 +34,12 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 	if res.Duplicate {
 		status = http.StatusOK // a replay of the request that made it
 	}
+	if res.Debounced {
+		// Collapsed into the waiting task with its debounce key, which
+		// now holds this request's content.
+		status = http.StatusOK
+		w.Header().Set("Errand-Debounced", "true")
+	}
 	s.writeJSON(w, status, api.FromTask(res.Task))
 }
 

@@ -405,7 +405,7 @@ func (ws *wsSession) call(ctx context.Context, method string, raw json.RawMessag
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"task": api.FromTask(res.Task), "duplicate": res.Duplicate}, nil
+		return map[string]any{"task": api.FromTask(res.Task), "duplicate": res.Duplicate, "debounced": res.Debounced}, nil
 	case "check_task":
 		p, err := taskParams()
 		if err != nil {

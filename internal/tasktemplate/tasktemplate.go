@@ -56,6 +56,9 @@ type Task struct {
 	// AgentVersion is the digest of the agent definition the task's
 	// recorded work was done under; null until its first attempt starts.
 	AgentVersion *AgentVersion `json:"agent_version"`
+	// DebounceKey is the debounce key the task was submitted with; absent
+	// when none.
+	DebounceKey string `json:"debounce_key,omitempty"`
 }
 
 // AgentVersion identifies an agent's definition on the wire by its digest
@@ -97,6 +100,8 @@ type CreateTask struct {
 	ResultRoute         *Route          `json:"result_route,omitempty"`
 	IdempotencyKey      string          `json:"idempotency_key,omitempty"`
 	Lane                string          `json:"lane,omitempty"`
+	// Debounce collapses submits with one key (see Debounce).
+	Debounce *Debounce `json:"debounce,omitempty"`
 	// MaxMemoryTokens and MaxMemoryEntries bound what the task's recall
 	// returns; 0 or absent takes the defaults of its source.
 	MaxMemoryTokens  int `json:"max_memory_tokens,omitempty"`
@@ -141,6 +146,7 @@ func FromTask(t *store.Task) *Task {
 		StartedAt:   optTime(t.StartedAt),
 		FinishedAt:  optTime(t.FinishedAt),
 		ForkedFrom:  t.ForkedFrom,
+		DebounceKey: t.DebounceKey,
 	}
 	if v := t.AgentVersion; v != nil {
 		w.AgentVersion = &AgentVersion{Digest: v.Digest}
