@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand/internal/scheduler"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/internal/validation"
 	"github.com/errandhq/errand/store"
@@ -92,4 +94,37 @@ func TestDebounceBadInputNamesTheField(t *testing.T) {
 	list, err := b.engine.List(context.Background(), &ListParams{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, list.Tasks, "nothing is written")
+}
+
+// An event schedule whose task template debounces makes one task of a
+// burst of events, holding the last event.
+func TestDebounceEventSchedule(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	startPool(t, b.engine, &PoolConfig{Schedules: true, Handlers: handlers(idle)})
+	sc := createSchedule(t, b.engine, &scheduler.Params{
+		Name: "smoke", Kind: "event", Spec: `{"type": "deploy.finished"}`,
+		Task: json.RawMessage(`{"goal": "Smoke-test production", "agent": "tester", "debounce": {"key": "smoke", "period": "1h"}}`),
+	})
+	for i := range 5 {
+		_, err := b.engine.PostEvent(context.Background(), "deploy.finished", json.RawMessage(fmt.Sprintf(`{"version": %d}`, i)))
+		require.NoError(t, err)
+	}
+	last, err := b.engine.store.EventLastID(context.Background())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		b.clock.Advance(DefaultPollInterval)
+		return getSchedule(t, b.engine, sc.ID).EventCursor >= last
+	}, waitTimeout, time.Millisecond)
+
+	smokes := tasksBySource(t, b.engine, "event:"+sc.ID)
+	require.Len(t, smokes, 1)
+	require.Equal(t, "smoke", smokes[0].DebounceKey)
+	var input struct {
+		Event struct {
+			Data struct{ Version int } `json:"data"`
+		} `json:"event"`
+	}
+	require.NoError(t, json.Unmarshal(smokes[0].Input, &input))
+	require.Equal(t, 4, input.Event.Data.Version, "the last event's task")
 }
