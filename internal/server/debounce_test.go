@@ -29,6 +29,16 @@ func TestDebounceSubmit(t *testing.T) {
 	require.Equal(t, "last", got.Goal)
 	require.Equal(t, []string{"x"}, got.Tags)
 
+	// A retry of a submit whose content a later one replaced gets the task.
+	keyed := f.submit(`{"goal":"a","idempotency_key":"i1","debounce":{"key":"keyed","period":"1h"}}`)
+	res, b = f.do("POST", "/api/tasks", `{"goal":"b","debounce":{"key":"keyed","period":"1h"}}`)
+	require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+	res, b = f.do("POST", "/api/tasks", `{"goal":"a","idempotency_key":"i1","debounce":{"key":"keyed","period":"1h"}}`)
+	require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+	require.NoError(t, json.Unmarshal(b, &got))
+	require.Equal(t, keyed.ID, got.ID)
+	require.Equal(t, "b", got.Goal)
+
 	other := f.submit(`{"goal":"other key","debounce":{"key":"other","period":"1h"}}`)
 	require.NotEqual(t, first.ID, other.ID)
 

@@ -80,7 +80,10 @@ func (s *Server) submit(ctx context.Context, body *api.CreateTask) (*errand.Subm
 	if err != nil {
 		return nil, err
 	}
-	if t := res.Task; res.Duplicate && (t.Goal != p.Goal || t.ParentID != p.ParentID || (p.Agent != "" && t.Agent != p.Agent)) {
+	// A debounced task holds the last submit's content: a retry of an
+	// earlier one is answered with it, not refused.
+	debounced := p.Debounce != nil && res.Task.DebounceKey == p.Debounce.Key
+	if t := res.Task; res.Duplicate && !debounced && (t.Goal != p.Goal || t.ParentID != p.ParentID || (p.Agent != "" && t.Agent != p.Agent)) {
 		return nil, fmt.Errorf("%w: idempotency_key %q was used for task %s, which has a different goal, agent or parent", errDuplicate, p.IdempotencyKey, t.ID)
 	}
 	return res, nil
