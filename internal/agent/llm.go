@@ -284,11 +284,19 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			code, retryable = "step_timeout", true
 		}
+		limited, isLimit := provider.RateLimit(err)
+		if isLimit {
+			code = taskrun.CodeRateLimited
+		}
 		// Even when ctx is done (shutdown, cancel), so the reservation is
 		// handed back.
 		_ = step.End(ctx, taskrun.StepResult{Status: taskrun.StepFailed, ErrorCode: code, ErrorMessage: err.Error()})
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if isLimit {
+			// Waited out, not a failed attempt: the step runs again.
+			return nil, &taskrun.RateLimited{Wait: limited.RetryAfter, StatusCode: limited.StatusCode, Reason: limited.Message, Err: err}
 		}
 		return nil, &taskrun.Error{Code: code, Err: err, Retryable: retryable}
 	}

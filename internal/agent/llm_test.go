@@ -325,7 +325,7 @@ func TestLLMMaxStepsAndFailures(t *testing.T) {
 		b := setup(t)
 		model := &scriptedModel{block: func(ctx context.Context, i int) error {
 			if i == 0 {
-				return &provider.Error{Provider: "p", StatusCode: 429, Message: "slow down", Retryable: true}
+				return &provider.Error{Provider: "p", StatusCode: 500, Message: "upstream fault", Retryable: true}
 			}
 			return &provider.Error{Provider: "p", StatusCode: 401, Message: "bad key"}
 		}}

@@ -275,7 +275,7 @@ func TestScoutResumeKeepsQueue(t *testing.T) {
 			toolCall("q1", "submit_task", `{"goal":"Re-run the report","agent":"fixer","priority":7}`),
 			toolCall("s1", "get_task_status", `{"task_id":"`+report.ID+`"}`),
 		}},
-		providertest.Reply{Status: 503, ErrorMessage: "overloaded"},
+		providertest.Reply{Status: 502, ErrorMessage: "bad gateway"},
 		providertest.Reply{ToolCalls: []provider.ToolCall{
 			toolCall("a1", "alert", `{"message":"report failed"}`),
 			toolCall("f1", "finish_task", `{"result":{"reason":"Redoing the report."}}`),

@@ -81,7 +81,7 @@ func (p *Pool) waitRateLimit(x *execution, limited *taskrun.RateLimited, fp *sto
 		wait = backoff(waits, rateLimitBackoffBase, rateLimitBackoffCap, jitter)
 	}
 	wait = max(wait, minRateLimitWait)
-	until := now.Add(wait)
+	until := now.Add(wait).Truncate(time.Microsecond) // as the store keeps run_at
 	fp.Status, fp.Actor, fp.RunAt = store.StatusPending, store.ActorSystem, until
 
 	x.mu.Lock()
