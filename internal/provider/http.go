@@ -142,7 +142,7 @@ func (c *httpCall) statusError(ctx, callCtx context.Context, resp *http.Response
 	// RetryableStatus covers 529, Anthropic's "overloaded", as a 5xx.
 	return &Error{
 		Provider: c.provider, StatusCode: resp.StatusCode, Message: msg, Retryable: RetryableStatus(resp.StatusCode),
-		RetryAfter: retryAfterOf(resp.Header),
+		RetryAfter: retryAfterOf(resp.Header), quota: quotaExhausted(raw),
 	}
 }
 

@@ -102,8 +102,9 @@ type Error struct {
 	Err        error
 
 	// limited marks a stream's error event that says what a 429 or 529
-	// would (see RateLimit).
-	limited bool
+	// would, quota a 429 that says the account has run out of credit:
+	// waiting does not help it (see RateLimit).
+	limited, quota bool
 }
 
 func (e *Error) Error() string {

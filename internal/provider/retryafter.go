@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -66,11 +67,27 @@ func RateLimitStatus(code int) bool {
 // RateLimit returns err's *Error when it is a server holding calls off
 // (see RateLimitStatus, or the same said in a stream's error event): such
 // a call is waited for, RetryAfter or a backoff, rather than counted as a
-// failed attempt.
+// failed attempt. A 429 that says the account's quota is used up
+// (OpenAI's insufficient_quota) is not one: no wait ends it.
 func RateLimit(err error) (*Error, bool) {
 	pe, ok := errors.AsType[*Error](err)
-	if !ok || !(RateLimitStatus(pe.StatusCode) || pe.limited) {
+	if !ok || pe.quota || !(RateLimitStatus(pe.StatusCode) || pe.limited) {
 		return nil, false
 	}
 	return pe, true
+}
+
+// quotaExhausted reports whether an error body says the account has run
+// out of credit ({"error": {"code" or "type": "insufficient_quota"}}).
+func quotaExhausted(raw []byte) bool {
+	var body struct {
+		Error struct {
+			Code any    `json:"code"`
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &body); decodeFailed(err) {
+		return false
+	}
+	return body.Error.Code == "insufficient_quota" || body.Error.Type == "insufficient_quota"
 }

@@ -137,3 +137,25 @@ func FuzzParseRetryAfter(f *testing.F) {
 		}
 	})
 }
+
+// A 429 that says the quota is used up is no rate limit: waiting would
+// not end it.
+func TestQuotaExhaustedIsNoRateLimit(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]bool{
+		`{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`: false,
+		`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`:                       true,
+		`{"error":"slow down"}`: true,
+		`not json`:              true,
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = io.WriteString(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		p := NewOpenAI(OpenAIConfig{BaseURL: srv.URL, HTTPClient: srv.Client()})
+		_, err := p.Complete(context.Background(), &Request{Model: "m", Messages: []Message{{Role: RoleUser, Content: "x"}}})
+		_, ok := RateLimit(err)
+		require.Equal(t, want, ok, body)
+	}
+}
