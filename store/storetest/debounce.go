@@ -96,6 +96,27 @@ func testDebounce(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Equal(t, store.StatusPending, b.get(t, first.Task.ID).Status)
 	})
 
+	t.Run("PausedBeforeStartStillCollapsesCancelledDoesNot", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		first := submit(t, b, "k", 0, store.TaskInsertParams{})
+		_, err := b.store.TaskPause(b.ctx, &store.TaskPauseParams{ID: first.Task.ID, Actor: "user", Now: at(time.Second)})
+		require.NoError(t, err)
+		second := submit(t, b, "k", 2*time.Second, store.TaskInsertParams{Goal: "while paused"})
+		require.Equal(t, first.Task.ID, second.Task.ID)
+		require.Equal(t, store.StatusPaused, second.Task.Status, "it stays paused")
+		require.Equal(t, "while paused", second.Task.Goal)
+		resumed, err := b.store.TaskResume(b.ctx, &store.TaskPauseParams{ID: first.Task.ID, Actor: "user", Now: at(3 * time.Second)})
+		require.NoError(t, err)
+		require.Equal(t, store.StatusPending, resumed.Status)
+
+		_, err = b.store.TaskCancel(b.ctx, &store.TaskCancelParams{ID: first.Task.ID, Actor: "user", Now: at(4 * time.Second)})
+		require.NoError(t, err)
+		third := submit(t, b, "k", 5*time.Second, store.TaskInsertParams{Goal: "after cancel"})
+		require.True(t, third.Inserted)
+		require.NotEqual(t, first.Task.ID, third.Task.ID)
+	})
+
 	t.Run("KeysAreSeparateAndPlainInsertsUnaffected", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, newDatabase)
