@@ -59,7 +59,9 @@ type RateLimitDeferral struct {
 // RateLimitPatience it is an ordinary failed attempt instead. It reports
 // false when the lease turned out lost: nothing is to be written.
 func (p *Pool) waitRateLimit(x *execution, limited *taskrun.RateLimited, fp *store.TaskFinishParams) bool {
-	ctx := context.WithoutCancel(x.ctx)
+	// As a step's record: written though the task is stopping, and bounded.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), taskrun.StepRecordTimeout)
+	defer cancel()
 	now := p.e.clock.Now()
 	waits, first, err := p.e.rateLimitWaits(ctx, x.task.ID, now)
 	if err != nil {
