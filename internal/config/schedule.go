@@ -199,31 +199,38 @@ type anyJSON struct{}
 // prompt_file, each with the type the API gives it. Values the engine
 // checks further (result_route, input, metadata) may be any JSON here.
 type taskShape struct {
-	Goal                string      `yaml:"goal"`
-	Title               string      `yaml:"title"`
-	Agent               string      `yaml:"agent"`
-	Input               anyJSON     `yaml:"input"`
-	Metadata            anyJSON     `yaml:"metadata"`
-	Tags                []string    `yaml:"tags"`
-	Priority            int         `yaml:"priority"`
-	ParentID            string      `yaml:"parent_id"`
-	DependsOn           []string    `yaml:"depends_on"`
-	OnDependencyFailure string      `yaml:"on_dependency_failure"`
-	SessionID           string      `yaml:"session_id"`
-	RunAt               string      `yaml:"run_at"`
-	MaxSteps            int         `yaml:"max_steps"`
-	MaxAttempts         int         `yaml:"max_attempts"`
-	Budget              budgetShape `yaml:"budget"`
-	Tools               []string    `yaml:"tools"`
-	ToolsDeny           []string    `yaml:"tools_deny"`
-	SystemPrompt        string      `yaml:"system_prompt"`
-	ResultRoute         anyJSON     `yaml:"result_route"`
-	IdempotencyKey      string      `yaml:"idempotency_key"`
-	Lane                string      `yaml:"lane"`
-	MaxMemoryTokens     int         `yaml:"max_memory_tokens"`
-	MaxMemoryEntries    int         `yaml:"max_memory_entries"`
-	RecallFlagged       bool        `yaml:"recall_flagged"`
-	PromptFile          string      `yaml:"prompt_file"`
+	Goal                string        `yaml:"goal"`
+	Title               string        `yaml:"title"`
+	Agent               string        `yaml:"agent"`
+	Input               anyJSON       `yaml:"input"`
+	Metadata            anyJSON       `yaml:"metadata"`
+	Tags                []string      `yaml:"tags"`
+	Priority            int           `yaml:"priority"`
+	ParentID            string        `yaml:"parent_id"`
+	DependsOn           []string      `yaml:"depends_on"`
+	OnDependencyFailure string        `yaml:"on_dependency_failure"`
+	SessionID           string        `yaml:"session_id"`
+	RunAt               string        `yaml:"run_at"`
+	MaxSteps            int           `yaml:"max_steps"`
+	MaxAttempts         int           `yaml:"max_attempts"`
+	Budget              budgetShape   `yaml:"budget"`
+	Tools               []string      `yaml:"tools"`
+	ToolsDeny           []string      `yaml:"tools_deny"`
+	SystemPrompt        string        `yaml:"system_prompt"`
+	ResultRoute         anyJSON       `yaml:"result_route"`
+	IdempotencyKey      string        `yaml:"idempotency_key"`
+	Lane                string        `yaml:"lane"`
+	Debounce            debounceShape `yaml:"debounce"`
+	MaxMemoryTokens     int           `yaml:"max_memory_tokens"`
+	MaxMemoryEntries    int           `yaml:"max_memory_entries"`
+	RecallFlagged       bool          `yaml:"recall_flagged"`
+	PromptFile          string        `yaml:"prompt_file"`
+}
+
+// debounceShape is a task's debounce: a key and a period such as "5s".
+type debounceShape struct {
+	Key    string `yaml:"key"`
+	Period string `yaml:"period"`
 }
 
 // budgetShape is a task's budget (store.Budget), whose cost JSON must
