@@ -118,6 +118,7 @@ type Server struct {
 	next   int
 	reqs   []RecordedRequest
 	held   int // replies that reached their Hold
+	limit  rateLimit
 	// changed is closed and replaced when a request is recorded or a reply
 	// reaches its Hold; nil until someone waits.
 	changed chan struct{}
@@ -258,6 +259,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.reqs = append(s.reqs, rec)
 	s.signal()
+	if wait, refused := s.limit.refuse(); refused {
+		s.mu.Unlock()
+		writeRateLimited(w, wait)
+		return
+	}
 	n := s.next
 	s.next++
 	var reply Reply
