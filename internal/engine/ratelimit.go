@@ -99,14 +99,12 @@ func (p *Pool) waitRateLimit(x *execution, limited *taskrun.RateLimited, fp *sto
 		Reason: ReasonRateLimited, Attempt: x.task.Attempt, StatusCode: limited.StatusCode, Message: limited.Reason,
 		RetryAfterMS: limited.Wait.Milliseconds(), WaitMS: wait.Milliseconds(), Until: until.UTC(), Waits: waits,
 	})
-	if err == nil {
-		_, err = p.e.store.EventInsert(ctx, &store.EventInsertParams{
-			Type: store.EventTaskDeferred, TaskID: x.task.ID, Actor: store.ActorSystem, Data: data, Now: p.e.now(),
-		})
-	}
-	if err != nil {
-		// The wait does not depend on it: the finish still hands the task
-		// back until then.
+	_, evErr := p.e.store.EventInsert(ctx, &store.EventInsertParams{
+		Type: store.EventTaskDeferred, TaskID: x.task.ID, Actor: store.ActorSystem, Data: data, Now: p.e.now(),
+	})
+	if err = errors.Join(err, evErr); err != nil {
+		// The wait does not depend on them: the finish still hands the
+		// task back until then.
 		p.logger.WarnContext(ctx, "journal rate-limit wait", slog.String("task_id", x.task.ID), slog.String("error", err.Error()))
 	}
 	p.e.wrote()

@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/errandhq/errand/internal/faultstore"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
@@ -177,4 +179,38 @@ func TestRateLimitPatienceFailsTheAttempt(t *testing.T) {
 	d := rateLimitDeferrals(t, b.engine, task.ID)
 	require.Equal(t, 1, d[len(d)-1].Waits, "the retry starts the count over")
 	require.Equal(t, 2, d[len(d)-1].Attempt)
+}
+
+// A progress label that cannot be written does not keep the task from
+// waiting: it is handed back until the wait is over, the wait journaled.
+// A lease lost meanwhile writes nothing: the task is left to recovery.
+func TestRateLimitWaitSurvivesAFailedProgressWrite(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	calls := make(chan int, 10)
+	pool := startPool(t, b.engine, &PoolConfig{Workers: 1, Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+		calls <- r.Task().Attempt
+		return taskrun.Result{}, &taskrun.RateLimited{Wait: 3 * time.Second, StatusCode: 429}
+	})})
+	b.faults.Inject("TaskProgress", faultstore.Before, errors.New("disk full"), 1)
+	task := submit(t, b.engine, &SubmitParams{Goal: "x", MaxAttempts: 1})
+	recv(t, calls)
+	got := handedBack(t, b.engine, task.ID)
+	require.Equal(t, store.StatusPending, got.Status)
+	require.GreaterOrEqual(t, got.RunAt.Sub(b.clock.Now()), 3*time.Second)
+	require.Len(t, rateLimitDeferrals(t, b.engine, task.ID), 1)
+
+	relabel := make(chan struct{}, 1)
+	b.faults.Hook("TaskProgress", func(context.Context) error {
+		relabel <- struct{}{}
+		return nil
+	})
+	b.faults.Inject("TaskProgress", faultstore.Before, store.ErrLeaseLost, 1)
+	b.clock.Advance(got.RunAt.Sub(b.clock.Now()) + DefaultPollInterval)
+	recv(t, calls)
+	recv(t, relabel)
+	stopPool(t, pool) // the finish, had there been one, is written
+	require.EqualValues(t, 1, pool.Stats().LeaseLost)
+	requireStatus(t, b.engine, task.ID, store.StatusRunning)
+	require.Len(t, rateLimitDeferrals(t, b.engine, task.ID), 1, "nothing journaled for a lost lease")
 }
