@@ -69,6 +69,10 @@ type Options struct {
 	// Lane, when set, lets at most one task of the lane run at a time; the
 	// others wait their turn, by priority then age.
 	Lane string `json:"lane,omitempty"`
+	// ConcurrencyKey caps, with a limit in the config, how many tasks
+	// holding it run at once; among ready tasks of one priority, claims
+	// rotate across keys (a task without one goes by its session).
+	ConcurrencyKey string `json:"concurrency_key,omitempty"`
 	// Scout marks a heartbeat scout: its tools look across every run, and
 	// its result is a decision the engine carries out.
 	Scout bool `json:"scout,omitempty"`

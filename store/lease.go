@@ -10,6 +10,13 @@ type TaskLeaseManyParams struct {
 	Limit  int
 	TTL    time.Duration
 	Agents []string // claim only tasks for these agents; nil claims any
+	// Limits caps, per concurrency key, how many tasks holding it may run
+	// at once across every claimer of the store: a task holds its own key
+	// (Options.ConcurrencyKey) and the key of its agent (AgentKey). A key
+	// not listed is unlimited; a limit of 0 holds its tasks pending (a
+	// paused agent). The claim counts what runs and claims within what is
+	// left, never more.
+	Limits map[string]int
 	Now    *time.Time
 }
 

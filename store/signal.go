@@ -22,6 +22,8 @@ const (
 	// signals sent before may not have been heard, cancel and pause
 	// requests among them: look again at what they would have said.
 	SignalMissed
+	// SignalAgents: an agent was paused or resumed.
+	SignalAgents
 )
 
 // Signal is one notice a Signaler delivers.

@@ -410,4 +410,5 @@ type Store interface {
 	OverheadStore     // learned prompt overheads: overhead.go
 	ForkStore         // forks: fork.go
 	AgentVersionStore // agent versions: agentversion.go
+	FlowStore         // flow control: flow.go
 }

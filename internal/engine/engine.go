@@ -75,6 +75,10 @@ type Config struct {
 	// SessionLanes puts every top-level task with a session in the lane
 	// of its session: one runs at a time per session (config lanes: session).
 	SessionLanes bool
+	// Concurrency caps how many tasks holding a concurrency key run at
+	// once across every daemon of the store (config concurrency:); keys
+	// "agent:NAME" cap an agent's tasks. A key not listed is unlimited.
+	Concurrency map[string]int
 	// CheckAgent, when set, refuses agent names nobody runs (schedule and
 	// chain templates, a scout's tasks); it returns a *validation.Error.
 	CheckAgent func(name string) error
@@ -163,6 +167,8 @@ type Engine struct {
 	mem *memory.Keeper
 	// out carries the live output of running tasks to their watchers.
 	out *liveOutput
+	// flow holds claims to the concurrency limits and paused agents.
+	flow *flow
 
 	mu    sync.Mutex
 	pools map[*Pool]struct{}
@@ -201,6 +207,7 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 		logger:  cfg.Logger,
 		pools:   map[*Pool]struct{}{},
 		cancels: map[store.Lease]time.Time{},
+		flow:    newFlow(cfg.Concurrency),
 	}
 	e.sched = scheduler.New(st, schedulerHooks{e}, &scheduler.Config{
 		PollInterval: cfg.PollInterval, EventPageSize: DefaultEventPageSize, MaxListLimit: MaxListLimit,

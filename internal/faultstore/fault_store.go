@@ -88,6 +88,11 @@ var Points = [...]string{
 	"PushConfigDelete",
 	"PromptOverheadGet",
 	"PromptOverheadRecord",
+	"AgentPauseSet",
+	"AgentPauseList",
+	"FlowStats",
+	"RateLimitTake",
+	"RateLimitAdjust",
 }
 
 // When says on which side of the inner call an injected fault strikes.

@@ -74,6 +74,8 @@ func Run(t *testing.T, newDatabase NewDatabaseFunc) {
 		{"EventInsert", testEventInsert},
 		{"FollowUp", testFollowUp},
 		{"Lanes", testLanes},
+		{"Concurrency", testConcurrency},
+		{"Flow", testFlow},
 		{"Purge", testPurge},
 		{"SpendGuard", testSpendGuard},
 		{"Memories", testMemory},

@@ -1,0 +1,5 @@
+package storetest
+
+import "testing"
+
+func testFlow(t *testing.T, newDatabase NewDatabaseFunc) {}
