@@ -35,8 +35,8 @@ type FlowStore interface {
 
 	// FlowStats counts, per agent and per concurrency key (a task's own
 	// key, not agent keys), the tasks running and the tasks ready or
-	// waiting to be (pending or retry_scheduled), and per agent the ready
-	// tasks deferred for a rate limit (their progress label is
+	// waiting to be (pending or retry_scheduled), and the ready tasks
+	// deferred for a rate limit (their progress label starts with
 	// RateLimitLabel).
 	FlowStats(ctx context.Context) (*FlowStats, error)
 
@@ -70,9 +70,9 @@ type AgentPause struct {
 	PausedAt time.Time `json:"paused_at"`
 }
 
-// RateLimitLabel is the progress label of a task waiting for a model's
-// rate limit, in place or deferred.
-const RateLimitLabel = "waiting for rate limit"
+// RateLimitLabel starts the progress label of a task waiting for a
+// model's rate limit, in place or deferred.
+const RateLimitLabel = "waiting for the model provider's rate limit"
 
 // FlowCount is what one agent or key holds.
 type FlowCount struct {

@@ -89,7 +89,7 @@ func (p *Pool) waitRateLimit(x *execution, limited *taskrun.RateLimited, fp *sto
 	x.mu.Lock()
 	progress := x.progress
 	x.mu.Unlock()
-	progress.Label = fmt.Sprintf("waiting for the model provider's rate limit until %s", until.UTC().Format(time.RFC3339))
+	progress.Label = fmt.Sprintf("%s until %s", store.RateLimitLabel, until.UTC().Format(time.RFC3339))
 	err = p.e.store.TaskProgress(ctx, &store.TaskProgressParams{Lease: x.lease, Progress: progress, Actor: store.ActorSystem, Now: p.e.now()})
 	if errors.Is(err, store.ErrLeaseLost) {
 		x.loseLease()
