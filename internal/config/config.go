@@ -132,6 +132,13 @@ type Config struct {
 	Agents map[string]Agent `yaml:"agents"`
 	// Pricing is USD per million tokens, by model name.
 	Pricing map[string]Price `yaml:"pricing"`
+	// RateLimits are each model's requests and tokens per minute, shared
+	// by every agent and daemon that calls it.
+	RateLimits map[string]RateLimit `yaml:"rate_limits"`
+	// Concurrency caps how many tasks holding a concurrency key run at
+	// once across every daemon of the store; "agent:NAME" keys cap an
+	// agent. A key not listed is unlimited.
+	Concurrency map[string]int `yaml:"concurrency"`
 	// Budget limits spend per task and per day and month.
 	Budget Budget `yaml:"budget"`
 	// Webhooks receive events as signed HTTP POSTs.
@@ -165,6 +172,12 @@ type Config struct {
 	Auth Auth `yaml:"auth"`
 	// A2A configures the A2A server at /a2a.
 	A2A A2A `yaml:"a2a"`
+}
+
+// RateLimit is a model's allowance per minute; 0 is no limit.
+type RateLimit struct {
+	RequestsPerMinute int `yaml:"requests_per_minute"`
+	TokensPerMinute   int `yaml:"tokens_per_minute"`
 }
 
 // A2A configures the A2A server.
