@@ -77,6 +77,14 @@ type Config struct {
 	// SessionLanes runs at most one top-level task per session at a time
 	// (errand.yaml lanes: session); a task's own Lane applies either way.
 	SessionLanes bool
+	// Concurrency caps how many tasks holding a concurrency key run at
+	// once across every process of the store (SubmitParams.ConcurrencyKey;
+	// "agent:NAME" caps an agent). A key not listed is unlimited.
+	Concurrency map[string]int
+	// RateLimits are each model's requests and tokens per minute, shared
+	// by every agent and process that calls it: a call waits for its
+	// allowance rather than being sent.
+	RateLimits map[string]RateLimit
 	// BaseDir is where a schedule's relative prompt_file is found; default
 	// the directory of ConfigFile, else the working directory.
 	BaseDir string
@@ -208,6 +216,8 @@ func newClient(st store.Store, cfg *Config) (*Client, error) {
 		DefaultBudget:   budget,
 		MaxSubtaskDepth: cfg.MaxSubtaskDepth,
 		SessionLanes:    cfg.SessionLanes,
+		Concurrency:     cfg.Concurrency,
+		RateLimits:      cfg.RateLimits,
 		Retention:       cfg.Retention,
 		OnPurged:        cfg.OnPurged,
 		MemoryRetention: cfg.MemoryRetention,

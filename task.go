@@ -32,6 +32,9 @@ type (
 	// Step is one recorded step of a task: an LLM call, a tool call, a
 	// subtask or a question to a person.
 	Step = store.Step
+	// RateLimit is a model's requests and tokens per minute; 0 is no
+	// limit (Config.RateLimits).
+	RateLimit = store.RateLimit
 	// Chain is the task or schedule that follows a task's completion
 	// (result route chain).
 	Chain = store.Chain

@@ -79,6 +79,9 @@ type Config struct {
 	// once across every daemon of the store (config concurrency:); keys
 	// "agent:NAME" cap an agent's tasks. A key not listed is unlimited.
 	Concurrency map[string]int
+	// RateLimits are each model's requests and tokens per minute, kept in
+	// the store's buckets and shared by every daemon (config rate_limits:).
+	RateLimits map[string]store.RateLimit
 	// CheckAgent, when set, refuses agent names nobody runs (schedule and
 	// chain templates, a scout's tasks); it returns a *validation.Error.
 	CheckAgent func(name string) error
