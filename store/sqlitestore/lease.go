@@ -20,19 +20,16 @@ var claimable = sqlval.StatusList(store.SourcesOf(store.StatusRunning))
 var (
 	// A task in a lane is ready only when no task of its lane runs and no
 	// ready task of its lane comes before it: each lane offers its head.
-	sqlSelectReady = `SELECT rowid, status FROM tasks INDEXED BY tasks_ready
-		WHERE status IN (` + claimable + `) AND run_at <= ?1
-		  AND (?2 IS NULL OR agent IN (SELECT value FROM json_each(?2)))
-		  AND (lane IS NULL OR (
-		    NOT EXISTS (SELECT 1 FROM tasks r INDEXED BY tasks_lane_running
-		      WHERE r.lane = tasks.lane AND r.status = 'running')
-		    AND NOT EXISTS (SELECT 1 FROM tasks e INDEXED BY tasks_lane_order
-		      WHERE e.lane = tasks.lane AND e.status IN (` + claimable + `) AND e.run_at <= ?1
-		        AND (e.priority > tasks.priority OR e.priority = tasks.priority
-		          AND (e.run_at < tasks.run_at OR e.run_at = tasks.run_at AND e.id < tasks.id)))))
-		  AND priority >= ?4
-		ORDER BY priority DESC, run_at, id
-		LIMIT ?3`
+	// Claims go by priority, then turn (pass, see passFor), run_at and id.
+	sqlSelectReady = selectReady("", "rowid, status")
+
+	// sqlSelectReadyLimited also leaves out the tasks of keys with no room
+	// left (?5: concurrency keys, ?6: agents) and those already taken (?7:
+	// rowids), and returns each task's keys.
+	sqlSelectReadyLimited = selectReady(`
+		  AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(?5)))
+		  AND agent NOT IN (SELECT value FROM json_each(?6))
+		  AND rowid NOT IN (SELECT value FROM json_each(?7))`, "rowid, status, concurrency_key, agent")
 
 	// A claim clears what earlier attempts reserved of the budget and never
 	// released: those attempts are over.
@@ -49,6 +46,24 @@ var (
 		WHERE id = ?2 AND lease_token = ?3 AND status = 'running'
 		RETURNING cancel_requested_at, pause_requested_at`
 )
+
+// selectReady is the ready-task query with more conditions, returning
+// columns.
+func selectReady(more, columns string) string {
+	return `SELECT ` + columns + ` FROM tasks INDEXED BY tasks_ready
+		WHERE status IN (` + claimable + `) AND run_at <= ?1
+		  AND (?2 IS NULL OR agent IN (SELECT value FROM json_each(?2)))
+		  AND (lane IS NULL OR (
+		    NOT EXISTS (SELECT 1 FROM tasks r INDEXED BY tasks_lane_running
+		      WHERE r.lane = tasks.lane AND r.status = 'running')
+		    AND NOT EXISTS (SELECT 1 FROM tasks e INDEXED BY tasks_lane_order
+		      WHERE e.lane = tasks.lane AND e.status IN (` + claimable + `) AND e.run_at <= ?1
+		        AND (e.priority > tasks.priority OR e.priority = tasks.priority
+		          AND (e.run_at < tasks.run_at OR e.run_at = tasks.run_at AND e.id < tasks.id)))))
+		  AND priority >= ?4` + more + `
+		ORDER BY priority DESC, pass, run_at, id
+		LIMIT ?3`
+}
 
 // TaskLeaseMany implements store.Store.
 func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams) ([]*store.Task, error) {
@@ -69,33 +84,19 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 		if err != nil || !ok {
 			return err // the spend guard holds every task
 		}
-		rows, err := tx.StmtContext(ctx, s.stmts.selectReady).QueryContext(ctx, micros(at), agents, p.Limit, floor)
-		if err != nil {
-			return err
-		}
 		var rowids []int64
 		from := map[int64]store.Status{}
-		for rows.Next() {
-			var rowid int64
-			var st store.Status
-			if err := rows.Scan(&rowid, &st); err != nil {
-				rows.Close()
-				return err
-			}
-			rowids = append(rowids, rowid)
-			from[rowid] = st
+		if len(p.Limits) == 0 {
+			rowids, err = s.selectReady(ctx, tx, at, agents, p.Limit, floor, from)
+		} else {
+			rowids, err = selectReadyLimited(ctx, tx, at, agents, p.Limit, floor, p.Limits, from)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(rowids) == 0 {
+		if err != nil || len(rowids) == 0 {
 			return err
 		}
 
-		ids := make([]string, len(rowids))
-		for i, r := range rowids {
-			ids[i] = fmt.Sprint(r)
-		}
-		rows, err = tx.StmtContext(ctx, s.stmts.claim).QueryContext(ctx,
-			p.Owner, micros(expires), micros(at), "["+strings.Join(ids, ",")+"]")
+		rows, err := tx.StmtContext(ctx, s.stmts.claim).QueryContext(ctx,
+			p.Owner, micros(expires), micros(at), marshalRowids(rowids))
 		if err != nil {
 			return err
 		}
@@ -122,6 +123,116 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 	// RETURNING gives no order; callers expect claim order.
 	slices.SortFunc(claimed, store.ClaimOrder)
 	return claimed, nil
+}
+
+// selectReady lists up to limit ready tasks in claim order, recording the
+// status each is claimed from.
+func (s *Store) selectReady(ctx context.Context, tx *sql.Tx, at time.Time, agents sql.NullString, limit int, floor int64, from map[int64]store.Status) ([]int64, error) {
+	rows, err := tx.StmtContext(ctx, s.stmts.selectReady).QueryContext(ctx, micros(at), agents, limit, floor)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var rowids []int64
+	for rows.Next() {
+		var rowid int64
+		var st store.Status
+		if err := rows.Scan(&rowid, &st); err != nil {
+			return nil, err
+		}
+		rowids = append(rowids, rowid)
+		from[rowid] = st
+	}
+	return rowids, rows.Err()
+}
+
+// selectReadyLimited is selectReady held to concurrency limits: it counts
+// what runs under each limited key, then takes ready tasks in claim order
+// while their keys have room. A key that fills up mid-batch is left out of
+// the next query, so tasks behind it are still reached; each round either
+// fills the batch, runs out of tasks or fills a key, so it ends. The write
+// transaction serializes claims: the counts cannot change underneath.
+func selectReadyLimited(ctx context.Context, tx *sql.Tx, at time.Time, agents sql.NullString, limit int, floor int64, limits map[string]int, from map[int64]store.Status) ([]int64, error) {
+	room, err := claimRoom(ctx, tx, limits)
+	if err != nil {
+		return nil, err
+	}
+	var rowids []int64
+	for len(rowids) < limit {
+		want := limit - len(rowids)
+		fullKeys, fullAgents := room.Full()
+		rows, err := tx.QueryContext(ctx, sqlSelectReadyLimited, micros(at), agents, want, floor,
+			sqlval.MarshalList(fullKeys), sqlval.MarshalList(fullAgents), marshalRowids(rowids))
+		if err != nil {
+			return nil, err
+		}
+		fetched, skipped := 0, 0
+		for rows.Next() {
+			fetched++
+			var rowid int64
+			var st store.Status
+			var key sql.NullString
+			var agent string
+			if err := rows.Scan(&rowid, &st, &key, &agent); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if !room.Take(key.String, agent) {
+				skipped++
+				continue
+			}
+			rowids = append(rowids, rowid)
+			from[rowid] = st
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if fetched < want || skipped == 0 {
+			break // no more ready tasks, or all taken
+		}
+	}
+	return rowids, nil
+}
+
+// claimRoom counts, for each limited key, the tasks running under it.
+func claimRoom(ctx context.Context, tx *sql.Tx, limits map[string]int) (*store.Room, error) {
+	room := store.NewRoom(limits)
+	keys, agents := room.Keys()
+	count := func(query string, names []string, add func(string, int)) error {
+		if len(names) == 0 {
+			return nil
+		}
+		rows, err := tx.QueryContext(ctx, query, sqlval.MarshalList(names))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var n int
+			if err := rows.Scan(&name, &n); err != nil {
+				return err
+			}
+			add(name, n)
+		}
+		return rows.Err()
+	}
+	err := count(`SELECT concurrency_key, count(*) FROM tasks INDEXED BY tasks_key_running
+		WHERE concurrency_key IN (SELECT value FROM json_each(?1)) AND status = 'running' GROUP BY 1`, keys, room.RunningKey)
+	if err == nil {
+		err = count(`SELECT agent, count(*) FROM tasks INDEXED BY tasks_status
+			WHERE status = 'running' AND agent IN (SELECT value FROM json_each(?1)) GROUP BY 1`, agents, room.RunningAgent)
+	}
+	return room, err
+}
+
+func marshalRowids(rowids []int64) string {
+	ids := make([]string, len(rowids))
+	for i, r := range rowids {
+		ids[i] = fmt.Sprint(r)
+	}
+	return "[" + strings.Join(ids, ",") + "]"
 }
 
 // prefixScanner scans a leading rowid column before the task columns.

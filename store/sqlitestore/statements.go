@@ -26,11 +26,31 @@ type statements struct {
 	insertNotification *sql.Stmt
 }
 
-const sqlInsertTask = `INSERT INTO tasks (
+// sqlInsertTask writes a task with its turn among the ready tasks of its
+// priority (see passFor).
+var sqlInsertTask = `INSERT INTO tasks (
 		id, parent_id, run_id, session_id, agent, title, goal, input, metadata, tags, priority, status,
 		max_attempts, run_at, depends_on, idempotency_key, budget, created_at, updated_at, options, on_dependency_failure,
-		debounce_key)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		debounce_key, pass)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
+		` + passFor("?11", "coalesce('k:' || json_extract(?20, '$.concurrency_key'), ?4)") + `)`
+
+// passFor is the SQL of the turn ("pass") a task of priority and fairness
+// key fairKey takes in the claim order: one past the last ready task of
+// its key, and never before the front of the queue. A key with a long
+// backlog then takes turns with keys that arrive later instead of holding
+// them back, and within a key tasks go in the order written. Concurrent
+// writers may give two tasks one pass; the claim orders ties by run_at
+// and id.
+func passFor(priority, fairKey string) string {
+	return `max(
+		coalesce((SELECT pass FROM tasks INDEXED BY tasks_ready
+			WHERE status IN (` + claimable + `) AND priority = ` + priority + `
+			ORDER BY priority DESC, pass LIMIT 1), 0),
+		coalesce((SELECT pass + 1 FROM tasks INDEXED BY tasks_fair
+			WHERE fair_key = ` + fairKey + ` AND status IN (` + claimable + `) AND priority = ` + priority + `
+			ORDER BY pass DESC LIMIT 1), 0))`
+}
 
 const sqlInsertEvent = `INSERT INTO task_events (task_id, type, actor, data, created_at) VALUES (?, ?, ?, ?, ?)`
 

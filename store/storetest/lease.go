@@ -21,7 +21,9 @@ func testClaim(t *testing.T, newDatabase NewDatabaseFunc) {
 	}
 
 	// orderedTasks inserts tasks whose claim order is known, in reverse id
-	// order so that insertion order cannot stand in for id order. It
+	// order so that insertion order cannot stand in for id order; each in
+	// a session of its own, so that turns taken across fairness keys (all
+	// equal here) leave priority, run_at and id to decide. It
 	// returns the ids in the order they must be claimed at base, and the id
 	// of a task not yet due.
 	orderedTasks := func(t *testing.T, b *testBundle) (want []string, future string) {
@@ -48,7 +50,8 @@ func testClaim(t *testing.T, newDatabase NewDatabaseFunc) {
 		}
 		for i := len(specs) - 1; i >= 0; i-- {
 			runAt := base.Add(specs[i].runAt)
-			b.insert(t, store.TaskInsertParams{ID: ids[i], Priority: specs[i].priority, RunAt: &runAt, Now: at(-48 * time.Hour)})
+			b.insert(t, store.TaskInsertParams{ID: ids[i], Priority: specs[i].priority, RunAt: &runAt, Now: at(-48 * time.Hour),
+				SessionID: fmt.Sprintf("ses_%d", i)})
 		}
 		order := []int{10, 0, 1, 2, 9, 3, 4, 5, 8, 6}
 		for _, i := range order {
