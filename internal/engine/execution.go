@@ -237,6 +237,10 @@ func (p *Pool) decide(x *execution, result taskrun.Result, err error) *store.Tas
 	var ask *taskrun.InputNeeded
 	var limited *taskrun.RateLimited
 	switch {
+	case errors.As(err, &taskrun.Paused{}) && !x.pauseAsked():
+		// Stopped for its agent's pause: pending, not paused, so it runs
+		// again once the agent is resumed.
+		p.deferForAgent(x, fp)
 	case errors.As(err, &taskrun.Paused{}):
 		// Handed back; the store holds it paused, as was asked.
 		fp.Status = store.StatusPending
@@ -396,10 +400,17 @@ func (r *run) Renew(ctx context.Context) error {
 	return nil
 }
 
+// PauseRequested is also true while the task's agent is paused: the task
+// stops after its step, as for a pause of its own.
 func (r *run) PauseRequested() bool {
-	r.x.mu.Lock()
-	defer r.x.mu.Unlock()
-	return r.x.pause
+	return r.x.pauseAsked() || r.x.agentPaused()
+}
+
+// pauseAsked reports whether a pause of the task itself was asked.
+func (x *execution) pauseAsked() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.pause
 }
 
 func (r *run) BeginStep(ctx context.Context, spec taskrun.StepSpec) (*taskrun.StepRecord, error) {

@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"context"
+	"log/slog"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/errandhq/errand/store"
 )
@@ -14,6 +17,11 @@ type flow struct {
 
 	mu     sync.RWMutex
 	paused map[string]bool
+	// loadedAt is when the paused set was last read from the store (zero:
+	// never); gen counts this process's own changes to it, so a read that
+	// began before one does not undo it.
+	loadedAt time.Time
+	gen      uint64
 }
 
 func newFlow(limits map[string]int) *flow {
@@ -39,15 +47,54 @@ func (f *flow) claimLimits() map[string]int {
 	return out
 }
 
-// setPaused replaces the set of paused agents.
-func (f *flow) setPaused(agents []string) {
+// setPaused replaces the set of paused agents, as read from the store at
+// generation gen, and reports whether an agent was resumed by it. A read
+// older than a change made since in this process is dropped.
+func (f *flow) setPaused(agents []string, gen uint64, at time.Time) (resumed bool) {
 	paused := make(map[string]bool, len(agents))
 	for _, a := range agents {
 		paused[a] = true
 	}
 	f.mu.Lock()
-	f.paused = paused
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	if gen != f.gen {
+		return false
+	}
+	for a := range f.paused {
+		if !paused[a] {
+			resumed = true
+		}
+	}
+	f.paused, f.loadedAt = paused, at
+	return resumed
+}
+
+// mark pauses or resumes one agent at once, ahead of the next read.
+func (f *flow) mark(agent string, paused bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gen++
+	if paused {
+		f.paused[agent] = true
+	} else {
+		delete(f.paused, agent)
+	}
+}
+
+// generation is the count of local changes a read begun now is checked
+// against.
+func (f *flow) generation() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.gen
+}
+
+// stale reports whether the paused set was read longer than d ago, or
+// never.
+func (f *flow) stale(now time.Time, d time.Duration) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.loadedAt.IsZero() || now.Sub(f.loadedAt) >= d
 }
 
 // isPaused reports whether agent is paused.
@@ -61,4 +108,37 @@ func (f *flow) isPaused(agent string) bool {
 func (f *flow) limit(key string) (int, bool) {
 	n, ok := f.limits[key]
 	return n, ok
+}
+
+// loadPaused reads the paused agents from the store. Resumed ones may
+// have tasks to claim at once: the pools are woken.
+func (e *Engine) loadPaused(ctx context.Context) error {
+	gen := e.flow.generation()
+	at := e.clock.Now()
+	pauses, err := e.store.AgentPauseList(ctx)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(pauses))
+	for i, p := range pauses {
+		names[i] = p.Agent
+	}
+	if e.flow.setPaused(names, gen, at) {
+		e.madeReady()
+	}
+	return nil
+}
+
+// claimLimits is flow.claimLimits with the paused set read again first
+// when it is older than the poll interval (or was never read): an agent
+// paused or resumed by a process that sends no signal (another daemon on
+// the same SQLite file) is noticed within a poll. A failed read keeps the
+// set as it was.
+func (e *Engine) claimLimits(ctx context.Context) map[string]int {
+	if e.flow.stale(e.clock.Now(), e.cfg.PollInterval) {
+		if err := e.loadPaused(ctx); err != nil && ctx.Err() == nil {
+			e.logger.ErrorContext(ctx, "read paused agents", slog.String("error", err.Error()))
+		}
+	}
+	return e.flow.claimLimits()
 }

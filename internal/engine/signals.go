@@ -14,8 +14,9 @@ const maxRelayed = 1024
 
 // listen hears, until ctx ends, the signals of a store other processes
 // share: their writes wake this process's workers, subscriptions and
-// schedulers at once, and their cancel and pause requests reach the tasks
-// this process runs without waiting for a renewal.
+// schedulers at once, their cancel and pause requests reach the tasks
+// this process runs without waiting for a renewal, and agents they pause
+// or resume are paused or resumed here too.
 func (p *Pool) listen(ctx context.Context, sg store.Signaler) {
 	defer p.bg.Done()
 	relay := make(chan store.Signal, maxRelayed)
@@ -27,9 +28,13 @@ func (p *Pool) listen(ctx context.Context, sg store.Signaler) {
 			case <-ctx.Done():
 				return
 			case sig := <-relay:
-				if sig.Kind == store.SignalMissed {
+				switch sig.Kind {
+				case store.SignalMissed:
+					p.e.reloadPaused(ctx)
 					p.e.recheckRunning(ctx)
-				} else {
+				case store.SignalAgents:
+					p.e.reloadPaused(ctx)
+				default:
 					p.e.relay(ctx, sig)
 				}
 			}
@@ -45,7 +50,7 @@ func (p *Pool) listen(ctx context.Context, sg store.Signaler) {
 			p.e.scheduleChanged()
 		case store.SignalSpend:
 			p.e.spendChanged()
-		case store.SignalCancel, store.SignalPause, store.SignalMissed:
+		case store.SignalCancel, store.SignalPause, store.SignalMissed, store.SignalAgents:
 			select {
 			case relay <- sig:
 			default:
@@ -56,6 +61,15 @@ func (p *Pool) listen(ctx context.Context, sg store.Signaler) {
 		p.e.logger.ErrorContext(ctx, "listen for the store's signals", slog.String("error", err.Error()))
 	}
 	<-done
+}
+
+// reloadPaused reads the paused agents again after another process paused
+// or resumed one (or may have): running tasks of a paused agent see it at
+// their next step, and a resumed agent's tasks are claimed at once.
+func (e *Engine) reloadPaused(ctx context.Context) {
+	if err := e.loadPaused(ctx); err != nil && ctx.Err() == nil {
+		e.logger.ErrorContext(ctx, "read paused agents", slog.String("error", err.Error()))
+	}
 }
 
 // relay passes a cancel or pause request for a running task to this
