@@ -11,6 +11,10 @@ import (
 
 func inLane(lane string) *store.Options { return &store.Options{Lane: lane} }
 
+// withKey is the options of a task holding a concurrency key (shared by
+// the concurrency and flow cases).
+func withKey(key string) *store.Options { return &store.Options{ConcurrencyKey: key} }
+
 func testLanes(t *testing.T, newDatabase NewDatabaseFunc) {
 	t.Run("OneRunningPerLane", func(t *testing.T) {
 		t.Parallel()
