@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,8 +35,23 @@ var claimable = sqlval.StatusList(store.SourcesOf(store.StatusRunning))
 //
 // A claim clears what earlier attempts reserved of the budget and never
 // released: those attempts are over.
-var sqlClaim = `WITH ready AS (
-		SELECT id, status FROM tasks
+var sqlClaim = `WITH ready AS (` + selectReady("", "id, status") + `
+		FOR UPDATE SKIP LOCKED
+	)
+	UPDATE tasks SET ` + claimSet + `
+	FROM ready WHERE tasks.id = ready.id
+	RETURNING ready.status, ` + prefixed("tasks.", taskColumns)
+
+// claimSet is what a claim writes.
+const claimSet = `status = 'running', lease_owner = $5, lease_expires_at = $6,
+		lease_token = lease_token + 1, attempt = attempt + 1 - attempt_open, attempt_open = 0, reserved = NULL, spend_reserved = 0,
+		started_at = coalesce(started_at, $1), updated_at = $1`
+
+// selectReady is the ready-task query with more conditions, returning
+// columns, in claim order: priority, then turn (pass, see passFor),
+// run_at and id.
+func selectReady(more, columns string) string {
+	return `SELECT ` + columns + ` FROM tasks
 		WHERE status IN (` + claimable + `) AND run_at <= $1
 		  AND ($2::text[] IS NULL OR agent = ANY($2::text[]))
 		  AND (lane IS NULL OR (
@@ -45,17 +61,28 @@ var sqlClaim = `WITH ready AS (
 		      WHERE e.lane = tasks.lane AND e.status IN (` + claimable + `) AND e.run_at <= $1
 		        AND (e.priority > tasks.priority OR e.priority = tasks.priority
 		          AND (e.run_at, e.id) < (tasks.run_at, tasks.id)))))
-		  AND priority >= $4
-		ORDER BY priority DESC, run_at, id
-		LIMIT $3
-		FOR UPDATE SKIP LOCKED
-	)
-	UPDATE tasks SET
-		status = 'running', lease_owner = $5, lease_expires_at = $6,
-		lease_token = lease_token + 1, attempt = attempt + 1 - attempt_open, attempt_open = 0, reserved = NULL, spend_reserved = 0,
-		started_at = coalesce(started_at, $1), updated_at = $1
-	FROM ready WHERE tasks.id = ready.id
-	RETURNING ready.status, ` + prefixed("tasks.", taskColumns)
+		  AND priority >= $4` + more + `
+		ORDER BY priority DESC, pass, run_at, id
+		LIMIT $3`
+}
+
+// sqlSelectReadyLimited also leaves out the tasks of keys with no room
+// left ($5: concurrency keys, $6: agents) and those already taken ($7),
+// and returns each task's keys, locking the rows it returns.
+var sqlSelectReadyLimited = selectReady(`
+		  AND (concurrency_key IS NULL OR NOT concurrency_key = ANY($5::text[]))
+		  AND NOT agent = ANY($6::text[])
+		  AND NOT id = ANY($7::text[])`, "id, status, concurrency_key, agent") + `
+		FOR UPDATE SKIP LOCKED`
+
+// sqlClaimIDs claims the tasks a limited claim picked and locked.
+var sqlClaimIDs = `UPDATE tasks SET ` + strings.NewReplacer("$5", "$3", "$6", "$4").Replace(claimSet) + `
+	WHERE id = ANY($2::text[]) AND status IN (` + claimable + `)
+	RETURNING ` + taskColumns
+
+// limitsLock is the transaction-level advisory lock claims held to
+// concurrency limits take, so two of them never both count the same room.
+const limitsLock = 0x657272616e64 // "errand"
 
 // laneIndex is the unique index that holds at most one running task per
 // lane.
@@ -76,7 +103,7 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 	var claimed []*store.Task
 	var err error
 	for attempt := 1; ; attempt++ {
-		claimed, err = s.claim(ctx, p.Owner, agents, p.Limit, at, expires)
+		claimed, err = s.claim(ctx, p.Owner, agents, p.Limit, p.Limits, at, expires)
 		// A lane conflict means another claim committed a running task
 		// of that lane meanwhile: claiming again sees it.
 		if err == nil || !laneConflict(err) || attempt >= maxTxAttempts || ctx.Err() != nil {
@@ -89,7 +116,7 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 	return claimed, nil
 }
 
-func (s *Store) claim(ctx context.Context, owner string, agents []string, limit int, at, expires time.Time) ([]*store.Task, error) {
+func (s *Store) claim(ctx context.Context, owner string, agents []string, limit int, limits map[string]int, at, expires time.Time) ([]*store.Task, error) {
 	var claimed []*store.Task
 	err := s.writeTx(ctx, func(tx *txn) error {
 		claimed = claimed[:0]
@@ -104,29 +131,123 @@ func (s *Store) claim(ctx context.Context, owner string, agents []string, limit 
 		if err != nil || !ok {
 			return err // the spend guard holds every task
 		}
-		rows, err := tx.Query(ctx, sqlClaim, at, agents, limit, floor, owner, expires)
+		from := map[string]store.Status{}
+		if len(limits) == 0 {
+			rows, err := tx.Query(ctx, sqlClaim, at, agents, limit, floor, owner, expires)
+			if err != nil {
+				return err
+			}
+			claimed, err = collect(rows, func(r pgx.Row) (*store.Task, error) {
+				var st store.Status
+				t, err := scanTask(prefixScanner{r, &st})
+				if err == nil {
+					from[t.ID] = st
+				}
+				return t, err
+			})
+		} else {
+			claimed, err = claimLimited(ctx, tx, owner, agents, limit, limits, floor, at, expires, from)
+		}
 		if err != nil {
 			return err
 		}
 		tx.queue(`RESET enable_bitmapscan`)
 		tx.queue(`RESET enable_sort`)
-		from := map[string]store.Status{}
-		claimed, err = collect(rows, func(r pgx.Row) (*store.Task, error) {
-			var st store.Status
-			t, err := scanTask(prefixScanner{r, &st})
-			if err == nil {
-				from[t.ID] = st
-			}
-			return t, err
-		})
-		if err != nil {
-			return err
-		}
 		// RETURNING gives no order; callers expect claim order.
 		slices.SortFunc(claimed, store.ClaimOrder)
 		return store.AppendStarted(ctx, execTx{s, tx}, claimed, from, owner, at)
 	})
 	return claimed, err
+}
+
+// claimLimited claims as sqlClaim does, held to concurrency limits: under
+// an advisory lock that serializes such claims across every daemon, it
+// counts what runs under each limited key, then takes ready tasks in claim
+// order while their keys have room. A key that fills up mid-batch is left
+// out of the next query, so tasks behind it are still reached; each round
+// either fills the batch, runs out of tasks or fills a key, so it ends.
+func claimLimited(ctx context.Context, tx *txn, owner string, agents []string, limit int, limits map[string]int, floor int64, at, expires time.Time, from map[string]store.Status) ([]*store.Task, error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(limitsLock)); err != nil {
+		return nil, err
+	}
+	room, err := claimRoom(ctx, tx, limits)
+	if err != nil {
+		return nil, err
+	}
+	ids := []string{}
+	for len(ids) < limit {
+		want := limit - len(ids)
+		fullKeys, fullAgents := room.Full()
+		rows, err := tx.Query(ctx, sqlSelectReadyLimited, at, agents, want, floor, fullKeys, fullAgents, ids)
+		if err != nil {
+			return nil, err
+		}
+		fetched, skipped := 0, 0
+		for rows.Next() {
+			fetched++
+			var id string
+			var st store.Status
+			var key *string
+			var agent string
+			if err := rows.Scan(&id, &st, &key, &agent); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if !room.Take(deref(key), agent) {
+				skipped++
+				continue
+			}
+			ids = append(ids, id)
+			from[id] = st
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if fetched < want || skipped == 0 {
+			break // no more ready tasks, or all taken
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, sqlClaimIDs, at, ids, owner, expires)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r pgx.Row) (*store.Task, error) { return scanTask(r) })
+}
+
+// claimRoom counts, for each limited key, the tasks running under it.
+func claimRoom(ctx context.Context, tx *txn, limits map[string]int) (*store.Room, error) {
+	room := store.NewRoom(limits)
+	keys, agents := room.Keys()
+	count := func(query string, names []string, add func(string, int)) error {
+		if len(names) == 0 {
+			return nil
+		}
+		rows, err := tx.Query(ctx, query, names)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var n int
+			if err := rows.Scan(&name, &n); err != nil {
+				return err
+			}
+			add(name, n)
+		}
+		return rows.Err()
+	}
+	err := count(`SELECT concurrency_key, count(*) FROM tasks
+		WHERE concurrency_key = ANY($1::text[]) AND status = 'running' GROUP BY 1`, keys, room.RunningKey)
+	if err == nil {
+		err = count(`SELECT agent, count(*) FROM tasks
+			WHERE status = 'running' AND agent = ANY($1::text[]) GROUP BY 1`, agents, room.RunningAgent)
+	}
+	return room, err
 }
 
 // laneConflict reports a claim that would have run a second task of a

@@ -200,14 +200,32 @@ func (x execTx) FirstMissingTask(ctx context.Context, ids []string) (string, err
 	return missing, err
 }
 
+// passFor is the SQL of the turn ("pass") a task of priority and fairness
+// key fairKey takes in the claim order: one past the last ready task of
+// its key, and never before the front of the queue. A key with a long
+// backlog then takes turns with keys that arrive later instead of holding
+// them back, and within a key tasks go in the order written. Concurrent
+// writers may give two tasks one pass; the claim orders ties by run_at
+// and id.
+func passFor(priority, fairKey string) string {
+	return `greatest(
+		coalesce((SELECT pass FROM tasks
+			WHERE status IN (` + claimable + `) AND priority = ` + priority + `
+			ORDER BY priority DESC, pass LIMIT 1), 0),
+		coalesce((SELECT pass + 1 FROM tasks
+			WHERE fair_key = ` + fairKey + ` AND status IN (` + claimable + `) AND priority = ` + priority + `
+			ORDER BY pass DESC LIMIT 1), 0))`
+}
+
 // InsertTaskRow implements store.TaskInserter.
 func (x execTx) InsertTaskRow(ctx context.Context, row *store.TaskRow) error {
 	t := row.Task
 	_, err := x.tx.Exec(ctx, `INSERT INTO tasks (
 			id, parent_id, run_id, session_id, agent, title, goal, input, metadata, tags, priority, status,
 			max_attempts, run_at, depends_on, idempotency_key, budget, created_at, updated_at, options, on_dependency_failure,
-			debounce_key)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18, $19, $20, $21)`,
+			debounce_key, pass)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18, $19, $20, $21,
+			`+passFor("$11::int", "coalesce('k:' || ($19::json ->> 'concurrency_key'), $4)")+`)`,
 		t.ID, nullString(t.ParentID), t.RunID, t.SessionID, t.Agent, t.Title, t.Goal,
 		string(t.Input), string(t.Metadata), sqlval.MarshalList(t.Tags), t.Priority, t.Status,
 		t.MaxAttempts, t.RunAt, sqlval.MarshalList(t.DependsOn), nullString(t.IdempotencyKey),
