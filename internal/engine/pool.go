@@ -309,7 +309,7 @@ func (p *Pool) producer(ctx context.Context) {
 			claimedAt := p.e.clock.Now()
 			tasks, err := p.e.store.TaskLeaseMany(ctx, &store.TaskLeaseManyParams{
 				Owner: p.cfg.Owner, Limit: want, TTL: p.e.cfg.LeaseTTL, Agents: p.agents, Now: p.e.now(),
-				Limits: p.e.flow.claimLimits(),
+				Limits: p.e.claimLimits(ctx),
 			})
 			if err != nil {
 				p.logger.ErrorContext(ctx, "claim tasks", slog.String("error", err.Error()))
