@@ -216,6 +216,11 @@ type SubmitParams struct {
 	// Config.SessionLanes, a top-level task with a session and no lane
 	// takes the lane session:<session_id>.
 	Lane string
+	// ConcurrencyKey caps how many tasks holding it run at once, across
+	// every daemon of the store, at the limit Config.Concurrency gives it
+	// (a key not listed there is unlimited); among ready tasks of one
+	// priority, claims rotate across keys. At most 200 bytes of text.
+	ConcurrencyKey string
 	// Actor is recorded on the task.created event; default "user".
 	Actor string
 }
@@ -230,7 +235,7 @@ func (p *SubmitParams) engineParams() *engine.SubmitParams {
 		InputTimeout: p.InputTimeout, InputDefault: p.InputDefault, Source: p.Source,
 		ResultRoute: p.ResultRoute, Chain: p.Chain, Scout: p.Scout,
 		MaxMemoryTokens: p.MaxMemoryTokens, MaxMemoryEntries: p.MaxMemoryEntries, RecallFlagged: p.RecallFlagged,
-		Lane: p.Lane, Actor: p.Actor, Debounce: (*engine.Debounce)(p.Debounce),
+		Lane: p.Lane, ConcurrencyKey: p.ConcurrencyKey, Actor: p.Actor, Debounce: (*engine.Debounce)(p.Debounce),
 	}
 }
 

@@ -406,6 +406,8 @@ func Default() *Config {
 		HeartbeatInterval: DefaultHeartbeatInterval,
 		Agents:            map[string]Agent{},
 		Pricing:           map[string]Price{},
+		RateLimits:        map[string]RateLimit{},
+		Concurrency:       map[string]int{},
 		Budget: Budget{
 			DailyUSD:        DefaultDailyUSD,
 			MonthlyUSD:      DefaultMonthlyUSD,
@@ -428,6 +430,12 @@ func (c *Config) normalize() {
 	}
 	if c.Pricing == nil {
 		c.Pricing = map[string]Price{}
+	}
+	if c.RateLimits == nil {
+		c.RateLimits = map[string]RateLimit{}
+	}
+	if c.Concurrency == nil {
+		c.Concurrency = map[string]int{}
 	}
 	if c.MCPServers == nil {
 		c.MCPServers = map[string]MCPServer{}

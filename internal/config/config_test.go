@@ -48,6 +48,8 @@ func designExample() *Config {
 		Pricing: map[string]Price{
 			"gpt-4o-mini": {InputPerMTok: 0.15, OutputPerMTok: 0.60},
 		},
+		RateLimits:  map[string]RateLimit{},
+		Concurrency: map[string]int{},
 		Budget: Budget{
 			Task: TaskBudget{
 				MaxTokens:    50000,
@@ -114,6 +116,8 @@ func TestDefault(t *testing.T) {
 		HeartbeatInterval: Duration(30 * time.Second),
 		Agents:            map[string]Agent{},
 		Pricing:           map[string]Price{},
+		RateLimits:        map[string]RateLimit{},
+		Concurrency:       map[string]int{},
 		Budget:            Budget{DailyUSD: 5, MonthlyUSD: 50, AlertThresholds: []float64{0.5, 0.8, 0.9}, OnLimit: "pause-all"},
 		MCPServers:        map[string]MCPServer{},
 		Retention:         Duration(720 * time.Hour),
@@ -236,6 +240,22 @@ func TestValidateMessages(t *testing.T) {
 		{"PriceNaN", "pricing: {m: {output_per_mtok: .nan}}", "pricing.m.output_per_mtok: must be a finite number"},
 		{"PriceEmptyName", "pricing: {' ': {input_per_mtok: 1}}", "pricing: model names must not be empty"},
 
+		{"RateLimitNegative", "rate_limits: {gpt-4o: {requests_per_minute: -1, tokens_per_minute: 10}}", "rate_limits.gpt-4o.requests_per_minute: must not be negative"},
+		{"RateLimitTokensNegative", "rate_limits: {m: {requests_per_minute: 60, tokens_per_minute: -5}}", "rate_limits.m.tokens_per_minute: must not be negative"},
+		{"RateLimitNone", "rate_limits: {m: {requests_per_minute: 0}}", "rate_limits.m: set requests_per_minute or tokens_per_minute above 0 (or leave the model out)"},
+		{"RateLimitNull", "rate_limits: {m: ~}", "rate_limits.m: set requests_per_minute or tokens_per_minute above 0 (or leave the model out)"},
+		{"RateLimitEmptyModel", "rate_limits: {' ': {requests_per_minute: 60}}", "rate_limits: model names must not be empty"},
+		{"RateLimitFraction", "rate_limits: {m: {requests_per_minute: 1.5}}", `rate_limits.m.requests_per_minute: "1.5" is not an integer (line 1)`},
+		{"RateLimitUnknownKey", "rate_limits: {m: {rpm: 60}}", "rate_limits.m.rpm: unknown key (line 1)"},
+
+		{"ConcurrencyNegative", "concurrency: {repo:main: -1}", "concurrency.repo:main: -1 must not be negative (0 runs none, leave the key out for no limit)"},
+		{"ConcurrencyEmptyKey", "concurrency: {' ': 2}", "concurrency: keys must not be empty"},
+		{"ConcurrencyControl", "concurrency: {\"a\\x07b\": 2}", `concurrency: key "a\ab" holds the control character U+0007 at byte 1`},
+		{"ConcurrencyLongKey", "concurrency: {" + strings.Repeat("k", 201) + ": 2}", `concurrency: key "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"… is 201 bytes; the limit is 200`},
+		{"ConcurrencyUnknownAgent", "agents: {shell: {kind: exec, command: [x]}}\nconcurrency: {agent:shel: 1}", `concurrency.agent:shel: "shel" is not an agent in agents`},
+		{"ConcurrencyFraction", "concurrency: {k: 2.5}", `concurrency.k: "2.5" is not an integer (line 1)`},
+		{"ConcurrencyNotNumber", "concurrency: {k: many}", `concurrency.k: "many" is not an integer (line 1)`},
+
 		{"OnLimit", "budget: {on_limit: nope}", `budget.on_limit: "nope" is not pause-all, pause-non-critical or alert-only`},
 		{"AlertThresholdZero", "budget: {alert_thresholds: [0, 0.5]}", "budget.alert_thresholds[0]: must be greater than 0 and at most 1"},
 		{"AlertThresholdAboveOne", "budget: {alert_thresholds: [0.5, 1.5]}", "budget.alert_thresholds[1]: must be greater than 0 and at most 1"},
@@ -308,6 +328,8 @@ func TestValidAlternatives(t *testing.T) {
 		"agents: {a.b-c_1: {kind: exec, command: [x], env: {PATH: /bin}, work_dir: /tmp, max_steps: 1, step_timeout: 1ms}}",
 		"agents: {c: {kind: llm, provider: anthropic, model: claude, tools: [web_fetch], tools_deny: [cancel_task], max_output_tokens: 1024}}",
 		"pricing: {meta-llama/Llama-3-8b:latest: {input_per_mtok: 0, output_per_mtok: 1}}",
+		"rate_limits: {gpt-4o-mini: {requests_per_minute: 500, tokens_per_minute: 200000}, meta-llama/Llama-3-8b:latest: {tokens_per_minute: 1}}",
+		"agents: {shell: {kind: exec, command: [x]}}\nconcurrency: {agent:shell: 2, agent:default: 1, 'customer:acme': 0, repo:errand: 1, 'ünïcode key': 3}",
 	} {
 		_, err := Parse([]byte(doc))
 		require.NoError(t, err, doc)

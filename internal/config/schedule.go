@@ -220,6 +220,7 @@ type taskShape struct {
 	ResultRoute         anyJSON       `yaml:"result_route"`
 	IdempotencyKey      string        `yaml:"idempotency_key"`
 	Lane                string        `yaml:"lane"`
+	ConcurrencyKey      string        `yaml:"concurrency_key"`
 	Debounce            debounceShape `yaml:"debounce"`
 	MaxMemoryTokens     int           `yaml:"max_memory_tokens"`
 	MaxMemoryEntries    int           `yaml:"max_memory_entries"`

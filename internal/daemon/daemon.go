@@ -172,6 +172,8 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		LeaseTTL:        time.Duration(cfg.LeaseTTL),
 		MaxSubtaskDepth: cfg.MaxSubtaskDepth,
 		SessionLanes:    cfg.Lanes == "session",
+		Concurrency:     cfg.Concurrency,
+		RateLimits:      rateLimits(cfg.RateLimits),
 		Retention:       time.Duration(cfg.Retention),
 		MemoryRetention: time.Duration(cfg.MemoryRetention),
 		OnPurged: func(taskIDs []string) {
@@ -564,4 +566,17 @@ func redactDSN(dsn string) string {
 		return scheme + "://…" + dsn[i:]
 	}
 	return dsn
+}
+
+// rateLimits is the config's rate_limits as errand takes them; nil when
+// there are none.
+func rateLimits(in map[string]config.RateLimit) map[string]errand.RateLimit {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]errand.RateLimit, len(in))
+	for model, l := range in {
+		out[model] = errand.RateLimit{RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute}
+	}
+	return out
 }

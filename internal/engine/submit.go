@@ -86,6 +86,10 @@ type SubmitParams struct {
 	// engine's SessionLanes, a top-level task with a session and no lane
 	// takes the lane session:<session_id>.
 	Lane string
+	// ConcurrencyKey caps, with a limit in the config's concurrency map,
+	// how many tasks holding it run at once (see
+	// store.Options.ConcurrencyKey); empty: the task holds none.
+	ConcurrencyKey string
 	// Actor is recorded on the task.created event; default "user".
 	Actor string
 }
@@ -120,7 +124,7 @@ func (e *Engine) validate(p *SubmitParams) (*store.TaskInsertParams, error) {
 	for _, check := range []func(*SubmitParams) error{
 		checkDependencies, checkParent, checkTags, checkLengths, checkBudget,
 		checkAgentSettings, e.checkInputTimeout, checkSource, checkResultRoute,
-		checkMemoryLimits, checkLane, checkDebounce,
+		checkMemoryLimits, checkLane, checkConcurrencyKey, checkDebounce,
 	} {
 		if err := check(p); err != nil {
 			return nil, err
@@ -344,6 +348,19 @@ func checkLane(p *SubmitParams) error {
 	return nil
 }
 
+// maxConcurrencyKeyBytes bounds a concurrency key, like a lane.
+const maxConcurrencyKeyBytes = 200
+
+func checkConcurrencyKey(p *SubmitParams) error {
+	if err := checkText("concurrency_key", p.ConcurrencyKey); err != nil {
+		return err
+	}
+	if len(p.ConcurrencyKey) > maxConcurrencyKeyBytes {
+		return invalid("concurrency_key", "is %d bytes; the limit is %d", len(p.ConcurrencyKey), maxConcurrencyKeyBytes)
+	}
+	return nil
+}
+
 // options are the task's own settings for its agent, nil when it has
 // none. With SessionLanes, a top-level task with a session and no lane
 // takes its session's.
@@ -353,13 +370,13 @@ func (e *Engine) options(p *SubmitParams) *store.Options {
 		lane = "session:" + p.SessionID
 	}
 	if p.MaxSteps == 0 && len(p.Tools) == 0 && len(p.ToolsDeny) == 0 && p.SystemPrompt == "" && p.InputTimeout <= 0 && p.InputDefault == nil &&
-		p.Source == "" && p.ResultRoute == "" && !p.Scout && lane == "" && p.MaxMemoryTokens <= 0 && p.MaxMemoryEntries <= 0 && !p.RecallFlagged {
+		p.Source == "" && p.ResultRoute == "" && !p.Scout && lane == "" && p.ConcurrencyKey == "" && p.MaxMemoryTokens <= 0 && p.MaxMemoryEntries <= 0 && !p.RecallFlagged {
 		return nil
 	}
 	return &store.Options{
 		MaxSteps: p.MaxSteps, Tools: p.Tools, ToolsDeny: p.ToolsDeny, SystemPrompt: p.SystemPrompt,
 		InputTimeout: store.Duration(p.InputTimeout), InputDefault: p.InputDefault,
-		Source: p.Source, ResultRoute: p.ResultRoute, Chain: p.Chain, Scout: p.Scout, Lane: lane,
+		Source: p.Source, ResultRoute: p.ResultRoute, Chain: p.Chain, Scout: p.Scout, Lane: lane, ConcurrencyKey: p.ConcurrencyKey,
 		MaxMemoryTokens: p.MaxMemoryTokens, MaxMemoryEntries: p.MaxMemoryEntries, RecallFlagged: p.RecallFlagged,
 	}
 }

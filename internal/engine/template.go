@@ -56,6 +56,7 @@ func ParamsFromBody(body *tasktemplate.CreateTask) (*SubmitParams, error) {
 		ToolsDeny:           body.ToolsDeny,
 		SystemPrompt:        body.SystemPrompt,
 		Lane:                body.Lane,
+		ConcurrencyKey:      body.ConcurrencyKey,
 		MaxMemoryTokens:     body.MaxMemoryTokens,
 		MaxMemoryEntries:    body.MaxMemoryEntries,
 		RecallFlagged:       body.RecallFlagged,

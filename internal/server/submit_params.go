@@ -34,6 +34,6 @@ func fromEngineParams(p *engine.SubmitParams) *errand.SubmitParams {
 		InputTimeout: p.InputTimeout, InputDefault: p.InputDefault, Source: p.Source,
 		ResultRoute: p.ResultRoute, Chain: p.Chain, Scout: p.Scout,
 		MaxMemoryTokens: p.MaxMemoryTokens, MaxMemoryEntries: p.MaxMemoryEntries, RecallFlagged: p.RecallFlagged,
-		Lane: p.Lane, Actor: p.Actor, Debounce: (*errand.Debounce)(p.Debounce),
+		Lane: p.Lane, ConcurrencyKey: p.ConcurrencyKey, Actor: p.Actor, Debounce: (*errand.Debounce)(p.Debounce),
 	}
 }

@@ -2,7 +2,9 @@ package server
 
 import (
 	"encoding/json"
+	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,4 +87,76 @@ func fillValue(t *testing.T, v reflect.Value) {
 	default:
 		t.Fatalf("fill: no value for %s", v.Type())
 	}
+}
+
+// A task's concurrency_key is taken from POST /api/tasks, the WebSocket's
+// submit_task, a schedule's template and a chain's, and shows where the
+// lane does; a bad one is refused with 400 naming it, writing nothing.
+func TestSubmitConcurrencyKey(t *testing.T) {
+	t.Parallel()
+	f := newScheduleFixture(t)
+
+	keyed := f.submit(`{"goal":"touch the repo","concurrency_key":"repo:web"}`)
+	require.NotNil(t, keyed.ConcurrencyKey)
+	require.Equal(t, "repo:web", *keyed.ConcurrencyKey)
+	stored, err := f.client.Get(t.Context(), keyed.ID)
+	require.NoError(t, err)
+	require.Equal(t, "repo:web", stored.Options.ConcurrencyKey)
+	res, b := f.do("GET", "/api/tasks/"+keyed.ID, "")
+	require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(b, &raw))
+	require.Equal(t, "repo:web", raw["concurrency_key"])
+
+	// Without one the key is null, present like the lane.
+	plain := f.submit(`{"goal":"free"}`)
+	require.Nil(t, plain.ConcurrencyKey)
+	res, b = f.do("GET", "/api/tasks/"+plain.ID, "")
+	require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+	raw = nil
+	require.NoError(t, json.Unmarshal(b, &raw))
+	v, ok := raw["concurrency_key"]
+	require.True(t, ok, "concurrency_key must be present")
+	require.Nil(t, v)
+
+	conn := f.dialWS(t, "")
+	fr := conn.call(t, 1, "submit_task", `{"goal":"over the socket","concurrency_key":"customer:acme"}`)
+	require.Nil(t, fr.Error)
+	var sub struct{ Task api.Task }
+	require.NoError(t, json.Unmarshal(fr.Result, &sub), string(fr.Result))
+	require.Equal(t, "customer:acme", *sub.Task.ConcurrencyKey)
+
+	f.createSchedule(`{"name":"nightly","kind":"interval","spec":"24h",
+		"task":{"goal":"rebuild","concurrency_key":"repo:web","result_route":{"type":"chain","task":{"goal":"then","concurrency_key":"repo:docs"}}}}`)
+	res, b = f.do("POST", "/api/schedules/nightly/run", "")
+	require.Equal(t, http.StatusCreated, res.StatusCode, string(b))
+	var run api.ScheduleRun
+	require.NoError(t, json.Unmarshal(b, &run))
+	require.Equal(t, "repo:web", *run.Task.ConcurrencyKey)
+
+	db := openRaw(t, f.dbPath)
+	before := snapshot(t, db)
+	for _, c := range []struct{ body, code string }{
+		{`{"goal":"x","concurrency_key":"a\u0007b"}`, api.CodeInvalid},
+		{`{"goal":"x","concurrency_key":"` + strings.Repeat("k", 201) + `"}`, api.CodeInvalid},
+		{"{\"goal\":\"x\",\"concurrency_key\":\"\xff\"}", api.CodeBadRequest},
+		{`{"goal":"x","concurrency_key":7}`, api.CodeBadRequest},
+	} {
+		res, b := f.do("POST", "/api/tasks", c.body)
+		e := requireError(t, res, b, http.StatusBadRequest, c.code)
+		require.Equal(t, "concurrency_key", e.Field, c.body)
+	}
+	fr = conn.call(t, 2, "submit_task", `{"goal":"x","concurrency_key":"a\u0000b"}`)
+	require.NotNil(t, fr.Error)
+	require.Equal(t, "concurrency_key", fr.Error.Field)
+	for _, c := range []struct{ body, field string }{
+		{`{"name":"bad","kind":"interval","spec":"1h","task":{"goal":"g","concurrency_key":"a\u0007"}}`, "task.concurrency_key"},
+		{`{"name":"bad","kind":"interval","spec":"1h","task":{"goal":"g","result_route":{"type":"chain","task":{"goal":"h","concurrency_key":"` +
+			strings.Repeat("k", 201) + `"}}}}`, "task.result_route.task.concurrency_key"},
+	} {
+		res, b := f.do("POST", "/api/schedules", c.body)
+		e := requireError(t, res, b, http.StatusBadRequest, api.CodeInvalid)
+		require.Equal(t, c.field, e.Field, c.body)
+	}
+	require.Equal(t, before, snapshot(t, db), "a refused key writes nothing")
 }

@@ -17,35 +17,38 @@ import (
 
 // Task is a task as the API returns it. Absent values are null.
 type Task struct {
-	ID          string           `json:"id"`
-	ParentID    *string          `json:"parent_id"`
-	RunID       string           `json:"run_id"`
-	SessionID   *string          `json:"session_id"`
-	Agent       string           `json:"agent"`
-	Title       string           `json:"title"`
-	Goal        string           `json:"goal"`
-	Input       json.RawMessage  `json:"input"`
-	Metadata    json.RawMessage  `json:"metadata"`
-	Tags        []string         `json:"tags"`
-	Source      string           `json:"source"`
-	ResultRoute *Route           `json:"result_route"`
-	Lane        *string          `json:"lane"`
-	Priority    int              `json:"priority"`
-	Status      store.Status     `json:"status"`
-	Progress    *store.Progress  `json:"progress"`
-	Plan        json.RawMessage  `json:"plan"`
-	Result      json.RawMessage  `json:"result"`
-	Error       *store.TaskError `json:"error"`
-	Attempt     int              `json:"attempt"`
-	MaxAttempts int              `json:"max_attempts"`
-	RunAt       *time.Time       `json:"run_at"`
-	DependsOn   []string         `json:"depends_on"`
-	Budget      *store.Budget    `json:"budget"`
-	Consumed    *store.Consumed  `json:"consumed"`
-	CreatedAt   time.Time        `json:"created_at"`
-	UpdatedAt   time.Time        `json:"updated_at"`
-	StartedAt   *time.Time       `json:"started_at"`
-	FinishedAt  *time.Time       `json:"finished_at"`
+	ID          string          `json:"id"`
+	ParentID    *string         `json:"parent_id"`
+	RunID       string          `json:"run_id"`
+	SessionID   *string         `json:"session_id"`
+	Agent       string          `json:"agent"`
+	Title       string          `json:"title"`
+	Goal        string          `json:"goal"`
+	Input       json.RawMessage `json:"input"`
+	Metadata    json.RawMessage `json:"metadata"`
+	Tags        []string        `json:"tags"`
+	Source      string          `json:"source"`
+	ResultRoute *Route          `json:"result_route"`
+	Lane        *string         `json:"lane"`
+	// ConcurrencyKey is the key whose limit caps the task with others
+	// holding it; null when it holds none.
+	ConcurrencyKey *string          `json:"concurrency_key"`
+	Priority       int              `json:"priority"`
+	Status         store.Status     `json:"status"`
+	Progress       *store.Progress  `json:"progress"`
+	Plan           json.RawMessage  `json:"plan"`
+	Result         json.RawMessage  `json:"result"`
+	Error          *store.TaskError `json:"error"`
+	Attempt        int              `json:"attempt"`
+	MaxAttempts    int              `json:"max_attempts"`
+	RunAt          *time.Time       `json:"run_at"`
+	DependsOn      []string         `json:"depends_on"`
+	Budget         *store.Budget    `json:"budget"`
+	Consumed       *store.Consumed  `json:"consumed"`
+	CreatedAt      time.Time        `json:"created_at"`
+	UpdatedAt      time.Time        `json:"updated_at"`
+	StartedAt      *time.Time       `json:"started_at"`
+	FinishedAt     *time.Time       `json:"finished_at"`
 	// ForkedFrom names the task and step this task was forked from; null
 	// for a task that is not a fork.
 	ForkedFrom *store.ForkRef `json:"forked_from"`
@@ -100,6 +103,9 @@ type CreateTask struct {
 	ResultRoute         *Route          `json:"result_route,omitempty"`
 	IdempotencyKey      string          `json:"idempotency_key,omitempty"`
 	Lane                string          `json:"lane,omitempty"`
+	// ConcurrencyKey caps how many tasks holding it run at once, at the
+	// limit the config's concurrency map gives it.
+	ConcurrencyKey string `json:"concurrency_key,omitempty"`
 	// Debounce collapses submits with one key (see Debounce).
 	Debounce *Debounce `json:"debounce,omitempty"`
 	// MaxMemoryTokens and MaxMemoryEntries bound what the task's recall
@@ -156,6 +162,7 @@ func FromTask(t *store.Task) *Task {
 			w.Source = o.Source
 		}
 		w.Lane = optString(o.Lane)
+		w.ConcurrencyKey = optString(o.ConcurrencyKey)
 	}
 	if w.Consumed == nil {
 		w.Consumed = &store.Consumed{}
