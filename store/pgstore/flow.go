@@ -3,34 +3,290 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/errandhq/errand/store"
 )
 
-var errFlowUnbuilt = errors.New("flow control: not built yet")
+var _ store.FlowStore = (*Store)(nil)
 
-// AgentPauseSet implements store.FlowStore.
+// AgentPauseSet implements store.FlowStore. A change signals every daemon,
+// whose claims hold a paused agent's tasks back.
 func (s *Store) AgentPauseSet(ctx context.Context, p *store.AgentPauseSetParams) (bool, error) {
-	return false, errFlowUnbuilt
+	if p.Agent == "" {
+		return false, errors.New("pause agent: agent is required")
+	}
+	at := s.now(p.Now)
+	var changed bool
+	err := s.writeTx(ctx, func(tx *txn) error {
+		var (
+			tag pgconn.CommandTag
+			err error
+		)
+		if p.Paused {
+			tag, err = tx.Exec(ctx, `INSERT INTO agent_pauses (agent, actor, paused_at) VALUES ($1, $2, $3)
+				ON CONFLICT (agent) DO NOTHING`, p.Agent, p.Actor, at)
+		} else {
+			tag, err = tx.Exec(ctx, `DELETE FROM agent_pauses WHERE agent = $1`, p.Agent)
+		}
+		if err != nil {
+			return err
+		}
+		if changed = tag.RowsAffected() > 0; changed {
+			tx.signal(store.Signal{Kind: store.SignalAgents})
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("pause agent %s: %w", p.Agent, err)
+	}
+	return changed, nil
 }
 
 // AgentPauseList implements store.FlowStore.
 func (s *Store) AgentPauseList(ctx context.Context) ([]*store.AgentPause, error) {
-	return nil, nil
+	rows, err := s.pool.Query(ctx, `SELECT agent, actor, paused_at FROM agent_pauses ORDER BY agent`)
+	if err != nil {
+		return nil, fmt.Errorf("list paused agents: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.AgentPause, error) {
+		var ap store.AgentPause
+		if err := row.Scan(&ap.Agent, &ap.Actor, &ap.PausedAt); err != nil {
+			return nil, err
+		}
+		ap.PausedAt = ap.PausedAt.UTC()
+		return &ap, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list paused agents: %w", err)
+	}
+	return out, nil
 }
+
+// sqlFlowStats counts by agent (false) and by concurrency key (true) in
+// one query over the tasks that run or wait to.
+const sqlFlowStats = `SELECT false, agent,
+		count(*) FILTER (WHERE status = 'running'), count(*) FILTER (WHERE status <> 'running'),
+		count(*) FILTER (WHERE status <> 'running' AND starts_with(progress ->> 'label', $1))
+	FROM tasks WHERE status IN ('running', 'pending', 'retry_scheduled')
+	GROUP BY agent
+	UNION ALL
+	SELECT true, concurrency_key,
+		count(*) FILTER (WHERE status = 'running'), count(*) FILTER (WHERE status <> 'running'),
+		count(*) FILTER (WHERE status <> 'running' AND starts_with(progress ->> 'label', $1))
+	FROM tasks WHERE status IN ('running', 'pending', 'retry_scheduled') AND concurrency_key IS NOT NULL
+	GROUP BY concurrency_key`
 
 // FlowStats implements store.FlowStore.
 func (s *Store) FlowStats(ctx context.Context) (*store.FlowStats, error) {
-	return nil, errFlowUnbuilt
+	rows, err := s.pool.Query(ctx, sqlFlowStats, store.RateLimitLabel)
+	if err != nil {
+		return nil, fmt.Errorf("count flow: %w", err)
+	}
+	defer rows.Close()
+	st := &store.FlowStats{Agents: map[string]store.FlowCount{}, Keys: map[string]store.FlowCount{}}
+	for rows.Next() {
+		var (
+			byKey bool
+			name  string
+			c     store.FlowCount
+		)
+		if err := rows.Scan(&byKey, &name, &c.Running, &c.Pending, &c.RateLimited); err != nil {
+			return nil, fmt.Errorf("count flow: %w", err)
+		}
+		if byKey {
+			st.Keys[name] = c
+		} else {
+			st.Agents[name] = c
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count flow: %w", err)
+	}
+	return st, nil
 }
 
-// RateLimitTake implements store.FlowStore.
+// RateLimitTake implements store.FlowStore. The bucket's row lock makes
+// its read and write one step for every daemon of the store.
 func (s *Store) RateLimitTake(ctx context.Context, p *store.RateLimitTakeParams) (time.Duration, error) {
-	return 0, errFlowUnbuilt
+	if err := validateTake(p); err != nil {
+		return 0, err
+	}
+	if p.Limit == (store.RateLimit{}) {
+		return 0, nil
+	}
+	at := s.now(p.Now)
+	var wait time.Duration
+	err := s.writeTx(ctx, func(tx *txn) error {
+		b, err := lockBucket(ctx, tx, p.Model, p.Limit, at)
+		if err != nil {
+			return err
+		}
+		if wait = b.take(p.Limit, p.Requests, p.Tokens); wait > 0 {
+			return nil
+		}
+		saveBucket(tx, p.Model, b)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("take rate limit of %s: %w", p.Model, err)
+	}
+	return wait, nil
 }
 
 // RateLimitAdjust implements store.FlowStore.
 func (s *Store) RateLimitAdjust(ctx context.Context, p *store.RateLimitAdjustParams) error {
-	return errFlowUnbuilt
+	if err := validateRateLimit(p.Model, p.Limit); err != nil {
+		return err
+	}
+	if p.Limit.TokensPerMinute == 0 || p.Tokens == 0 {
+		return nil
+	}
+	at := s.now(p.Now)
+	err := s.writeTx(ctx, func(tx *txn) error {
+		b, err := lockBucket(ctx, tx, p.Model, p.Limit, at)
+		if err != nil {
+			return err
+		}
+		b.adjust(p.Limit, p.Tokens)
+		saveBucket(tx, p.Model, b)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("adjust rate limit of %s: %w", p.Model, err)
+	}
+	return nil
+}
+
+// lockBucket locks a model's bucket until tx ends, creating it full if
+// there is none, and returns it refilled up to at.
+func lockBucket(ctx context.Context, tx *txn, model string, l store.RateLimit, at time.Time) (*bucket, error) {
+	full := fullBucket(l, at.UnixMicro())
+	tx.queue(`INSERT INTO rate_buckets (model, requests, tokens, updated_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (model) DO NOTHING`, model, full.requests, full.tokens, at)
+	var (
+		b       bucket
+		updated time.Time
+	)
+	if err := tx.QueryRow(ctx, `SELECT requests, tokens, updated_at FROM rate_buckets WHERE model = $1 FOR UPDATE`, model).
+		Scan(&b.requests, &b.tokens, &updated); err != nil {
+		return nil, err
+	}
+	b.at = updated.UnixMicro()
+	b.refill(l, at.UnixMicro())
+	return &b, nil
+}
+
+// saveBucket writes b with the commit.
+func saveBucket(tx *txn, model string, b *bucket) {
+	tx.queue(`UPDATE rate_buckets SET requests = $2, tokens = $3, updated_at = $4 WHERE model = $1`,
+		model, b.requests, b.tokens, time.UnixMicro(b.at).UTC())
+}
+
+// The bucket arithmetic below is the same in every driver.
+
+func validateRateLimit(model string, l store.RateLimit) error {
+	if model == "" {
+		return errors.New("rate limit: model is required")
+	}
+	if l.RequestsPerMinute < 0 {
+		return fmt.Errorf("rate limit of %s: requests_per_minute is negative (%d)", model, l.RequestsPerMinute)
+	}
+	if l.TokensPerMinute < 0 {
+		return fmt.Errorf("rate limit of %s: tokens_per_minute is negative (%d)", model, l.TokensPerMinute)
+	}
+	return nil
+}
+
+func validateTake(p *store.RateLimitTakeParams) error {
+	if err := validateRateLimit(p.Model, p.Limit); err != nil {
+		return err
+	}
+	if p.Requests < 0 {
+		return fmt.Errorf("take rate limit of %s: requests is negative (%d)", p.Model, p.Requests)
+	}
+	if p.Tokens < 0 {
+		return fmt.Errorf("take rate limit of %s: tokens is negative (%d)", p.Model, p.Tokens)
+	}
+	return nil
+}
+
+// bucket is a model's request and token levels as of at (microseconds).
+type bucket struct {
+	requests, tokens float64
+	at               int64
+}
+
+func fullBucket(l store.RateLimit, at int64) *bucket {
+	return &bucket{requests: float64(l.RequestsPerMinute), tokens: float64(l.TokensPerMinute), at: at}
+}
+
+// refill adds what the limits give from b.at to at, up to a full bucket. A
+// time before b.at (another host's clock) refills nothing.
+func (b *bucket) refill(l store.RateLimit, at int64) {
+	if at <= b.at {
+		return
+	}
+	elapsed := float64(at - b.at)
+	b.requests = refillLevel(b.requests, l.RequestsPerMinute, elapsed)
+	b.tokens = refillLevel(b.tokens, l.TokensPerMinute, elapsed)
+	b.at = at
+}
+
+const minuteMicros = float64(time.Minute / time.Microsecond)
+
+func refillLevel(level float64, limit int, elapsedMicros float64) float64 {
+	if limit == 0 {
+		return level
+	}
+	return min(float64(limit), level+float64(limit)*elapsedMicros/minuteMicros)
+}
+
+// take takes requests and tokens when both buckets hold them, else takes
+// nothing and returns how long until they would.
+func (b *bucket) take(l store.RateLimit, requests int, tokens int64) time.Duration {
+	wait := max(shortfall(b.requests, l.RequestsPerMinute, float64(requests)),
+		shortfall(b.tokens, l.TokensPerMinute, float64(tokens)))
+	if wait > 0 {
+		return wait
+	}
+	if l.RequestsPerMinute > 0 {
+		b.requests -= float64(requests)
+	}
+	if l.TokensPerMinute > 0 {
+		b.tokens -= float64(tokens)
+	}
+	return 0
+}
+
+// adjust gives tokens back (up to a full bucket) or takes more (into debt).
+func (b *bucket) adjust(l store.RateLimit, tokens int64) {
+	b.tokens += float64(tokens)
+	if tokens > 0 {
+		b.tokens = min(b.tokens, float64(l.TokensPerMinute))
+	}
+}
+
+// levelSlack absorbs float rounding in refills, so a bucket refilled to
+// exactly what is asked serves it.
+const levelSlack = 1e-9
+
+// shortfall is how long a bucket at level, refilling limit a minute, takes
+// to hold ask, or a full bucket when ask is more than that; at least a
+// millisecond when not 0.
+func shortfall(level float64, limit int, ask float64) time.Duration {
+	if limit == 0 {
+		return 0
+	}
+	missing := min(ask, float64(limit)) - level
+	if missing <= levelSlack {
+		return 0
+	}
+	d := time.Duration(math.Ceil(missing * float64(time.Minute) / float64(limit)))
+	return max(d, time.Millisecond)
 }

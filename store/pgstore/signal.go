@@ -13,7 +13,7 @@ import (
 // Signals travel by NOTIFY on one channel per schema, so errands sharing a
 // database in different schemas do not wake each other. A payload is
 // space-separated codes: w (written), r (ready), s (schedules), $ (spend),
-// c:<task id> (cancel), p:<task id> (pause).
+// a (agents), c:<task id> (cancel), p:<task id> (pause).
 
 // maxPayload keeps a payload under NOTIFY's 8000-byte limit.
 const maxPayload = 7000
@@ -39,6 +39,8 @@ func encodeSignal(sig store.Signal) string {
 		return "s"
 	case store.SignalSpend:
 		return "$"
+	case store.SignalAgents:
+		return "a"
 	case store.SignalCancel:
 		return "c:" + sig.TaskID
 	case store.SignalPause:
@@ -60,6 +62,8 @@ func decodeSignals(payload string) []store.Signal {
 			sig.Kind = store.SignalSchedules
 		case code == "$":
 			sig.Kind = store.SignalSpend
+		case code == "a":
+			sig.Kind = store.SignalAgents
 		case strings.HasPrefix(code, "c:"):
 			sig = store.Signal{Kind: store.SignalCancel, TaskID: code[2:]}
 		case strings.HasPrefix(code, "p:"):
@@ -110,7 +114,7 @@ func (s *Store) Listen(ctx context.Context, f func(store.Signal)) error {
 		// Whatever committed before LISTEN took effect was not heard: at
 		// the first start (the caller may have begun earlier) as after a
 		// reconnect, anything may have happened.
-		for _, k := range []store.SignalKind{store.SignalMissed, store.SignalWritten, store.SignalReady, store.SignalSchedules, store.SignalSpend} {
+		for _, k := range []store.SignalKind{store.SignalMissed, store.SignalWritten, store.SignalReady, store.SignalSchedules, store.SignalSpend, store.SignalAgents} {
 			f(store.Signal{Kind: k})
 		}
 		if s.listening != nil {
