@@ -269,7 +269,21 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	if err != nil {
 		return nil, err
 	}
-	if err := a.reserveModelCall(ctx, step, req, prompt); err != nil {
+	maxOut := a.maxReply(prompt)
+	// The model's allowance (config rate_limits) before the budget's, so
+	// the step's duration is its call's and not the wait's.
+	bound := prompt + maxOut
+	allowed, err := run.RateLimitWait(ctx, a.cfg.Model, bound)
+	if err != nil {
+		var limited *taskrun.RateLimited
+		if errors.As(err, &limited) {
+			// Failed, not left running: the next attempt begins it again.
+			_ = step.End(ctx, taskrun.StepResult{Status: taskrun.StepFailed, ErrorCode: taskrun.CodeRateLimited, ErrorMessage: err.Error()})
+		}
+		return nil, err
+	}
+	if err := a.reserveModelCall(ctx, step, req, prompt, maxOut); err != nil {
+		allowed(0) // no call was made: the tokens go back
 		return nil, err
 	}
 
@@ -280,6 +294,10 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	resp, err := a.cfg.Provider.Complete(callCtx, req)
 	cancel()
 	if err != nil {
+		// Counted whole: a call that failed may still have been counted by
+		// the provider (a timeout after it did the work), and one it held
+		// off says its limit is reached anyway.
+		allowed(bound)
 		code, retryable := "model_error", provider.IsRetryable(err)
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			code, retryable = "step_timeout", true
@@ -301,6 +319,7 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		return nil, &taskrun.Error{Code: code, Err: err, Retryable: retryable}
 	}
 	provider.FillUsage(req, resp)
+	allowed(resp.Usage.InputTokens + resp.Usage.OutputTokens)
 	reply := a.newReply(resp, names, n)
 	if a.counted(state, req, resp.Usage, reply, prompt) && learn != nil && (learn.tokens == 0 || resp.Usage.InputTokens < learn.tokens) {
 		// A figure to bound this agent's next first prompts by. Losing it
@@ -386,12 +405,10 @@ func (a *LLM) toolCallsUsedUp() bool {
 // leaves less stops the task.
 const minOutputTokens = 16
 
-// reserveModelCall sizes the reply to what the budget leaves, then reserves
-// the call's worst case for step: the prompt's upper bound (promptBound)
-// plus the whole reply, priced. The reply's size goes to the server as its
-// output limit, so the call can use no more than it reserved. A refused
-// call is recorded failed, not denied: a retry with more budget asks again.
-func (a *LLM) reserveModelCall(ctx context.Context, step *taskrun.Step, req *provider.Request, prompt int64) error {
+// maxReply sizes the reply of a call whose prompt is at most prompt
+// tokens (promptBound) to what the budget leaves, at least
+// minOutputTokens: a smaller one is refused by reserveModelCall.
+func (a *LLM) maxReply(prompt int64) int64 {
 	maxOut := int64(a.cfg.MaxOutputTokens)
 	if b := a.budget.MaxTokens; b > 0 {
 		maxOut = min(maxOut, b-a.spent.Tokens-prompt)
@@ -403,7 +420,15 @@ func (a *LLM) reserveModelCall(ctx context.Context, step *taskrun.Step, req *pro
 			maxOut = min(maxOut, int64(left/price.OutputPerMTok*1e6))
 		}
 	}
-	maxOut = max(maxOut, minOutputTokens) // a smaller reply is refused below
+	return max(maxOut, minOutputTokens)
+}
+
+// reserveModelCall reserves the call's worst case for step: the prompt's
+// upper bound (promptBound) plus the whole reply (maxReply), priced. The
+// reply's size goes to the server as its output limit, so the call can use
+// no more than it reserved. A refused call is recorded failed, not denied:
+// a retry with more budget asks again.
+func (a *LLM) reserveModelCall(ctx context.Context, step *taskrun.Step, req *provider.Request, prompt, maxOut int64) error {
 	req.MaxTokens = int(maxOut)
 	return step.Reserve(ctx, taskrun.Amount{
 		Tokens:  prompt + maxOut,

@@ -256,6 +256,16 @@ type Run interface {
 	// of code budget_exceeded that is not retryable: the step must not run.
 	Reserve(ctx context.Context, amount Amount) error
 
+	// RateLimitWait waits for model's allowance (config rate_limits),
+	// shared by every daemon of the store, before a call that may use up
+	// to tokens (prompt and reply). For a model without a limit it returns
+	// at once. A short wait is waited in place, the task's progress saying
+	// so; a longer one returns a *RateLimited, to be returned as it is:
+	// the task waits pending, its attempt kept. done, called once the
+	// call's real use is known (or with tokens when it is not), corrects
+	// the allowance taken.
+	RateLimitWait(ctx context.Context, model string, tokens int64) (done func(usedTokens int64), err error)
+
 	// Answers returns the answers people gave to this task's questions,
 	// oldest first. An agent that returned *InputNeeded reads its answer
 	// here when the task resumes.
