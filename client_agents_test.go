@@ -1,0 +1,129 @@
+package errand
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Agents lists every agent the client runs (with its kind), every other
+// the store knows of and every concurrency key, with their tasks, limits
+// and pauses; pausing and resuming one shows at once, and an unknown name
+// is refused naming it.
+func TestAgentsReportAndPause(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "errand.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`
+agents:
+  writer:
+    kind: llm
+    base_url: http://127.0.0.1:1/v1
+    model: tiny-model
+  shell:
+    kind: exec
+    command: ["true"]
+`), 0o600))
+	noop := AgentFunc(func(ctx context.Context, run *TaskRun) (Result, error) { return Result{}, nil })
+	c := openTest(t, &Config{
+		ConfigFile:  file,
+		Agents:      map[string]Agent{"coder": noop},
+		Concurrency: map[string]int{"agent:writer": 2, "agent:retired": 0, "repo:web": 1},
+	})
+	ctx := t.Context()
+	for range 2 {
+		_, err := c.Submit(ctx, &SubmitParams{Goal: "g", Agent: "writer", ConcurrencyKey: "repo:web"})
+		require.NoError(t, err)
+	}
+	_, err := c.Submit(ctx, &SubmitParams{Goal: "g", Agent: "coder", ConcurrencyKey: "repo:api"})
+	require.NoError(t, err)
+
+	two, zero := 2, 0
+	one := 1
+	all, err := c.Agents(ctx)
+	require.NoError(t, err)
+	require.Equal(t, &AgentStates{
+		Agents: []*AgentState{
+			{Name: "coder", Kind: AgentKindGo, Pending: 1},
+			{Name: "retired", Limit: &zero},
+			{Name: "shell", Kind: AgentKindExec},
+			{Name: "writer", Kind: AgentKindLLM, Model: modelOf(t, c, "writer"), Pending: 2, Limit: &two},
+		},
+		Keys: []*KeyState{
+			{Key: "repo:api", Pending: 1},
+			{Key: "repo:web", Pending: 2, Limit: &one},
+		},
+	}, all)
+
+	paused, err := c.PauseAgent(ctx, "writer")
+	require.NoError(t, err)
+	require.True(t, paused.Paused)
+	require.NotNil(t, paused.PausedAt)
+	require.Equal(t, 2, paused.Pending)
+	again, err := c.PauseAgent(ctx, "writer")
+	require.NoError(t, err)
+	require.Equal(t, paused.PausedAt, again.PausedAt, "pausing a paused agent changes nothing")
+	got, err := c.Agent(ctx, "writer")
+	require.NoError(t, err)
+	require.Equal(t, paused, got)
+
+	resumed, err := c.ResumeAgent(ctx, "writer")
+	require.NoError(t, err)
+	require.False(t, resumed.Paused)
+	require.Nil(t, resumed.PausedAt)
+
+	_, err = c.PauseAgent(ctx, "nobody")
+	var unknown *UnknownAgentError
+	require.ErrorAs(t, err, &unknown)
+	require.Equal(t, "nobody", unknown.Name)
+	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorContains(t, err, `"nobody"`)
+	_, err = c.ResumeAgent(ctx, "")
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// modelOf is the model Agents reports for an llm agent: its config's
+// model once the agent tells it (see describeHandler), else none.
+func modelOf(t *testing.T, c *Client, name string) string {
+	t.Helper()
+	kind, model := describeHandler(c.registeredAgents()[name])
+	require.Equal(t, AgentKindLLM, kind)
+	return model
+}
+
+// A paused agent's tasks wait, pending, and run once it is resumed.
+func TestPausedAgentTasksWaitForResume(t *testing.T) {
+	t.Parallel()
+	ran := make(chan string, 1)
+	c := openTest(t, &Config{Agents: map[string]Agent{
+		"default": AgentFunc(func(ctx context.Context, run *TaskRun) (Result, error) {
+			ran <- run.Task().ID
+			return Result{Output: "ok"}, nil
+		}),
+	}})
+	ctx := t.Context()
+	_, err := c.PauseAgent(ctx, "default")
+	require.NoError(t, err)
+	e, err := NewEngine(c, nil)
+	require.NoError(t, err)
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, e.Stop(context.Background())) })
+
+	task, err := c.Submit(ctx, &SubmitParams{Goal: "wait"})
+	require.NoError(t, err)
+	st, err := c.Agent(ctx, "default")
+	require.NoError(t, err)
+	require.True(t, st.Paused)
+	_, err = c.ResumeAgent(ctx, "default")
+	require.NoError(t, err)
+	select {
+	case id := <-ran:
+		require.Equal(t, task.ID, id)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the resumed agent's task did not run")
+	}
+	require.Equal(t, StatusCompleted, waitEnd(t, c, task.ID).Status)
+}
