@@ -223,26 +223,35 @@ type bucket struct {
 }
 
 func fullBucket(l store.RateLimit, at int64) *bucket {
-	return &bucket{requests: float64(l.RequestsPerMinute), tokens: float64(l.TokensPerMinute), at: at}
+	return &bucket{requests: fullLevel(l.RequestsPerMinute), tokens: fullLevel(l.TokensPerMinute), at: at}
 }
 
-// refill adds what the limits give from b.at to at, up to a full bucket. A
-// time before b.at (another host's clock) refills nothing.
-func (b *bucket) refill(l store.RateLimit, at int64) {
-	if at <= b.at {
-		return
+// unlimited is the level of a bucket without a limit: full of any limit
+// it may be given later, as a new bucket would be.
+const unlimited = 1e300
+
+func fullLevel(limit int) float64 {
+	if limit == 0 {
+		return unlimited
 	}
-	elapsed := float64(at - b.at)
+	return float64(limit)
+}
+
+// refill adds what the limits give from b.at to at, up to a full bucket
+// (of the limits as they are now). A time before b.at (another host's
+// clock) adds nothing.
+func (b *bucket) refill(l store.RateLimit, at int64) {
+	elapsed := float64(max(0, at-b.at))
 	b.requests = refillLevel(b.requests, l.RequestsPerMinute, elapsed)
 	b.tokens = refillLevel(b.tokens, l.TokensPerMinute, elapsed)
-	b.at = at
+	b.at = max(b.at, at)
 }
 
 const minuteMicros = float64(time.Minute / time.Microsecond)
 
 func refillLevel(level float64, limit int, elapsedMicros float64) float64 {
 	if limit == 0 {
-		return level
+		return unlimited
 	}
 	return min(float64(limit), level+float64(limit)*elapsedMicros/minuteMicros)
 }

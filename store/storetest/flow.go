@@ -265,6 +265,21 @@ func testFlow(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Equal(t, 10*time.Millisecond, rateTaker(t, b.store, "model-c", limit)(0, 1, 1))
 	})
 
+	t.Run("RateLimitChanged", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		// The config's limits may change between calls (a reload).
+		require.Zero(t, rateTaker(t, b.store, "model-a", store.RateLimit{RequestsPerMinute: 60})(0, 1, 1_000_000))
+		// A dimension limited only now starts full.
+		both := rateTaker(t, b.store, "model-a", store.RateLimit{RequestsPerMinute: 60, TokensPerMinute: 6000})
+		require.Zero(t, both(0, 1, 6000))
+		require.Equal(t, 10*time.Millisecond, both(0, 1, 1))
+		// A lower limit caps what the bucket holds.
+		lower := rateTaker(t, b.store, "model-a", store.RateLimit{RequestsPerMinute: 30})
+		require.Zero(t, lower(time.Hour, 30, 0))
+		require.Equal(t, 2*time.Second, lower(time.Hour, 1, 0))
+	})
+
 	t.Run("RateLimitInvalid", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, newDatabase)
