@@ -37,8 +37,8 @@ type Signal struct {
 // process finds work written elsewhere by polling. Delivery is best
 // effort: a process that may have missed signals (its listener has just
 // started, or reconnected) receives SignalMissed, SignalWritten,
-// SignalReady, SignalSchedules and SignalSpend, and polling stays the
-// fallback.
+// SignalReady, SignalSchedules, SignalSpend and SignalAgents, and polling
+// stays the fallback.
 type Signaler interface {
 	// Listen calls f with each signal of a committed write, from this
 	// process or another, until ctx ends; f must not block. It returns
