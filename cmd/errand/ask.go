@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/internal/tasktemplate"
 )
 
 func (a *app) newAskCmd() *cobra.Command {
@@ -19,6 +21,8 @@ func (a *app) newAskCmd() *cobra.Command {
 		priority     int
 		budgetTokens int64
 		input        string
+		debounceKey  string
+		debounceFor  time.Duration
 		wait         bool
 		quiet        bool
 	)
@@ -38,7 +42,8 @@ the waiting (exit status 130), not the task, and prints how to follow it again.
 With --json it prints the task as JSON instead: the new task, or with --wait
 the finished one (no events and no live output).`,
 		Example: `  errand ask "Summarize https://example.com/report.pdf" --wait
-  errand ask "Write the release notes" --agent writer --priority 8 --depends-on tsk_01J…`,
+  errand ask "Write the release notes" --agent writer --priority 8 --depends-on tsk_01J…
+  errand ask "Rebuild the search index" --debounce-key reindex --debounce-period 30s --concurrency-key repo:web`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p.Goal = strings.Join(args, " ")
@@ -54,6 +59,18 @@ the finished one (no events and no live output).`,
 					return fmt.Errorf("--budget-tokens %d: must be at least 1", budgetTokens)
 				}
 				p.Budget = &errand.Budget{MaxTokens: budgetTokens}
+			}
+			switch {
+			case f.Changed("debounce-key") != f.Changed("debounce-period"):
+				return fmt.Errorf("--debounce-key and --debounce-period go together: submits with the key within the period collapse into one task")
+			case f.Changed("debounce-key"):
+				if debounceKey == "" {
+					return fmt.Errorf("--debounce-key: must not be empty")
+				}
+				if debounceFor <= 0 {
+					return fmt.Errorf("--debounce-period %s: must be positive", debounceFor)
+				}
+				p.Debounce = &tasktemplate.Debounce{Key: debounceKey, Period: debounceFor.String()}
 			}
 			if input != "" {
 				if !json.Valid([]byte(input)) {
@@ -95,6 +112,9 @@ the finished one (no events and no live output).`,
 	f.StringSliceVar(&p.DependsOn, "depends-on", nil, "task id this task waits for (repeat, or separate with commas)")
 	f.StringVar(&p.SessionID, "session", "", "session id; its inbox is told when the task ends")
 	f.StringVar(&p.Lane, "lane", "", "lane: at most one task of a lane runs at a time")
+	f.StringVar(&p.ConcurrencyKey, "concurrency-key", "", "concurrency key: the daemon's concurrency: config caps how many tasks holding it run at once")
+	f.StringVar(&debounceKey, "debounce-key", "", "debounce key: submits with it within --debounce-period collapse into one task, the last")
+	f.DurationVar(&debounceFor, "debounce-period", 0, "with --debounce-key: how long after the last submit the task runs, e.g. 5s")
 	f.Int64Var(&budgetTokens, "budget-tokens", 0, "most tokens the task may use")
 	f.StringVar(&p.Title, "title", "", "short title (default: derived from the goal)")
 	f.StringVar(&input, "input", "", "input for the agent, as JSON")

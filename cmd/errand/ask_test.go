@@ -47,3 +47,36 @@ func TestAskInterruptedBeforeSubmit(t *testing.T) {
 	require.Equal(t, exitInterrupted, exitCode(err))
 	require.NotContains(t, stderr.String(), "goes on")
 }
+
+// TestAskFlowControlFlags: --concurrency-key and --debounce-key with
+// --debounce-period reach the submit body; a debounce half given, or
+// with a bad period, sends nothing.
+func TestAskFlowControlFlags(t *testing.T) {
+	t.Parallel()
+	f := newFakeDaemon(t)
+	f.reply("POST /api/tasks", 201, &api.Task{ID: "tsk_new", Status: errand.StatusPending})
+
+	r := cli(t, testEnv(nil), f.args("ask", "reindex", "--concurrency-key", "repo:web",
+		"--debounce-key", "reindex", "--debounce-period", "90s")...)
+	require.NoError(t, r.err, r.stderr)
+	require.Equal(t, "tsk_new\n", r.stdout)
+	reqs := f.requests("/api/tasks")
+	require.Len(t, reqs, 1)
+	require.JSONEq(t, `{"goal":"reindex","concurrency_key":"repo:web","debounce":{"key":"reindex","period":"1m30s"}}`, reqs[0].Body)
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--debounce-key", "k"}, "--debounce-key and --debounce-period go together"},
+		{[]string{"--debounce-period", "5s"}, "--debounce-key and --debounce-period go together"},
+		{[]string{"--debounce-key", "", "--debounce-period", "5s"}, "--debounce-key: must not be empty"},
+		{[]string{"--debounce-key", "k", "--debounce-period", "0s"}, "--debounce-period 0s: must be positive"},
+		{[]string{"--debounce-key", "k", "--debounce-period", "5"}, "--debounce-period"},
+	} {
+		r := cli(t, testEnv(nil), f.args(append([]string{"ask", "x"}, tc.args...)...)...)
+		require.Equal(t, 1, r.code, tc.args)
+		require.Contains(t, r.stderr, tc.want, tc.args)
+	}
+	require.Len(t, f.requests("/api/tasks"), 1, "bad flags send nothing")
+}

@@ -66,6 +66,8 @@ func FuzzScheduleParams(f *testing.F) {
 		{"event", `{"type": "task.failed", "match": {"agent": "a"}}`, "", `{"goal": "x"}`},
 		{"heartbeat", "", "UTC", `{"prompt_file": "HEARTBEAT.md"}`},
 		{"cron", "61 * * * *", "Mars/Base", `{"goal": ""}`},
+		{"interval", "1h", "", `{"goal": "x", "concurrency_key": "repo:web", "result_route": {"type": "chain", "task": {"goal": "y", "concurrency_key": "a\u0007"}}}`},
+		{"event", `{"type": "deploy.finished"}`, "", `{"goal": "x", "concurrency_key": 5, "debounce": {"key": "k", "period": "5s"}}`},
 	} {
 		f.Add(s[0], s[1], s[2], s[3])
 	}

@@ -62,6 +62,15 @@ func FuzzToolArguments(f *testing.F) {
 	} {
 		f.Add(uint8(slices.Index(toolNames, "fork_task")), args)
 	}
+	for _, args := range []string{
+		`{"goal":"g","concurrency_key":"repo:web","debounce":{"key":"k","period":"5s"}}`,
+		`{"goal":"g","concurrency_key":"a\u0007b"}`, `{"goal":"g","concurrency_key":"` + strings.Repeat("k", 201) + `"}`,
+		`{"goal":"g","concurrency_key":null,"debounce":null}`, `{"goal":"g","debounce":{"key":"","period":"-1s"}}`,
+		`{"goal":"g","debounce":{"key":"k","period":"9999999h"}}`, `{"goal":"g","debounce":{"key":"k"}}`,
+		`{"goal":"g","parent_id":"` + task.ID + `","debounce":{"key":"k","period":"1s"}}`,
+	} {
+		f.Add(uint8(slices.Index(toolNames, "submit_task")), args)
+	}
 	faults := &errorCounter{}
 	session := connectFuzz(f, NewServer(LocalBackend(c), &Config{Logger: slog.New(faults), Clock: instantClock{clock.New()}}))
 	f.Fuzz(func(t *testing.T, tool uint8, args string) {

@@ -16,12 +16,15 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/id"
+	"github.com/errandhq/errand/internal/tasktemplate"
 )
 
 // Bounds of tool arguments the engine does not check itself.
 const (
 	maxCursorBytes  = 200
 	maxSessionBytes = 200
+	// maxConcurrencyKeyBytes is the engine's bound, stated in the schema.
+	maxConcurrencyKeyBytes = 200
 )
 
 type submitArgs struct {
@@ -34,6 +37,14 @@ type submitArgs struct {
 	DependsOn      []string        `json:"depends_on,omitempty" jsonschema:"tasks (tsk_…) that must complete before this one starts"`
 	Input          json.RawMessage `json:"input,omitempty" jsonschema:"structured input for the agent: a JSON object (at most 256 KiB)"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty" jsonschema:"makes a retried call return the task the first call made instead of a second one"`
+	ConcurrencyKey string          `json:"concurrency_key,omitempty" jsonschema:"caps how many tasks holding this key run at once, at the limit errand's config gives it (e.g. repo:web for one at a time on a repository)"`
+	Debounce       *debounceArgs   `json:"debounce,omitempty" jsonschema:"collapses the tasks submitted with one key within the period into one, the last; every call gets its id"`
+}
+
+// debounceArgs is submit_task's debounce: a key and a period.
+type debounceArgs struct {
+	Key    string `json:"key" jsonschema:"the debounce key: submits with it collapse"`
+	Period string `json:"period" jsonschema:"how long after the last submit the task runs, a duration such as 5s or 2m"`
 }
 
 type taskArgs struct {
@@ -106,6 +117,11 @@ func (s *server) addTools(srv *mcp.Server) {
 			p["priority"].Minimum = jsonschema.Ptr(0.0)
 			p["priority"].Maximum = jsonschema.Ptr(9.0)
 			p["depends_on"].MaxItems = jsonschema.Ptr(errand.MaxDependsOn)
+			p["concurrency_key"].MaxLength = jsonschema.Ptr(maxConcurrencyKeyBytes)
+			d := p["debounce"]
+			d.Properties["key"].MinLength = jsonschema.Ptr(1)
+			d.Properties["key"].MaxLength = jsonschema.Ptr(errand.MaxDebounceKeyBytes)
+			d.Properties["period"].MinLength = jsonschema.Ptr(1)
 		}),
 		Annotations: &mcp.ToolAnnotations{Title: "Submit a task", DestructiveHint: &no},
 	}, handle(s, "submit_task", s.submitTask))
@@ -242,14 +258,25 @@ func (s *server) submitTask(ctx context.Context, _ *mcp.CallToolRequest, a submi
 	if string(input) == "null" {
 		input = nil
 	}
-	t, dup, err := s.backend.Submit(ctx, &api.CreateTask{
+	body := &api.CreateTask{
 		Goal: a.Goal, Title: a.Title, Agent: a.Agent, Priority: a.Priority, SessionID: a.SessionID,
 		ParentID: a.ParentID, DependsOn: a.DependsOn, Input: input, IdempotencyKey: a.IdempotencyKey,
-	})
+		ConcurrencyKey: a.ConcurrencyKey,
+	}
+	if d := a.Debounce; d != nil {
+		body.Debounce = &tasktemplate.Debounce{Key: d.Key, Period: d.Period}
+	}
+	t, dup, err := s.backend.Submit(ctx, body)
 	if err != nil {
 		return nil, "", err
 	}
 	summary := "Submitted task " + t.ID + " " + quote(t.Title) + " (" + string(t.Status) + "). Follow it with wait_for_task."
+	if a.Debounce != nil {
+		// A later submit with the key may replace this task's content, but
+		// the id stays the one to follow.
+		summary = "Submitted task " + t.ID + " " + quote(t.Title) + " (" + string(t.Status) + "), debounced: submits with key " +
+			quote(a.Debounce.Key) + " within " + a.Debounce.Period + " collapse into it. Follow it with wait_for_task."
+	}
 	if dup {
 		summary = "The idempotency key names task " + t.ID + ", submitted before: " + describeTask(t)
 	}

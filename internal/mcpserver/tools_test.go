@@ -39,8 +39,8 @@ func TestToolsList(t *testing.T) {
 	required := func(tool string) []any { return schemas[tool]["required"].([]any) }
 	props := func(tool string) map[string]any { return schemas[tool]["properties"].(map[string]any) }
 	require.Equal(t, []any{"goal"}, required("submit_task"))
-	require.ElementsMatch(t, []string{"goal", "title", "agent", "priority", "session_id", "parent_id", "depends_on", "input", "idempotency_key"},
-		keys(props("submit_task")))
+	require.ElementsMatch(t, []string{"goal", "title", "agent", "priority", "session_id", "parent_id", "depends_on", "input", "idempotency_key",
+		"concurrency_key", "debounce"}, keys(props("submit_task")))
 	require.Equal(t, []any{"null", "object"}, props("submit_task")["input"].(map[string]any)["type"])
 	require.Equal(t, []any{"task_id", "answer"}, required("answer_task"))
 	require.Equal(t, []any{"task_id", "from_step"}, required("fork_task"))

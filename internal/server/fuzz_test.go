@@ -170,6 +170,7 @@ func FuzzAPI(f *testing.F) {
 		seed{route: 0, body: `{"goal":"\ud800"}`},
 		seed{route: 0, body: `{"goal":"a\u0000b"}`},
 		seed{route: 0, body: `{"goal":"x","parent_id":"tsk_01"}`},
+		seed{route: 0, body: `{"goal":"x","concurrency_key":"k","debounce":{"key":"d","period":"1s"}}`},
 		seed{route: 1, query: "agent=nobody;x"},
 		seed{route: 1, query: "status=pending,running&limit=2&cursor=abc"},
 		seed{route: 1, query: "session=%ff"},
@@ -264,6 +265,8 @@ func FuzzWebSocketFrame(f *testing.F) {
 		"{\"type\":\"req\",\"id\":11,\"method\":\"submit_task\",\"params\":{\"goal\":\"\xff\"}}",
 		`{"type":"req","id":12,"method":"submit_task","params":{"goal":"a\u0000"}} trailing`,
 		`{"type":"req","id":13,"ID":14,"method":"list_tasks"}`,
+		`{"type":"req","id":15,"method":"submit_task","params":{"goal":"x","concurrency_key":"repo:web","debounce":{"key":"k","period":"5s"}}}`,
+		`{"type":"req","id":16,"method":"submit_task","params":{"goal":"x","concurrency_key":"a\u0000","debounce":{"key":"k","period":"x"}}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -313,6 +316,11 @@ func FuzzCreateTask(f *testing.F) {
 		`{"goal":"x","tools":[""]}`, `{"goal":"x","goal":"y"}`,
 		`{"goal":"x","idempotency_key":"` + strings.Repeat("k", 5000) + `"}`,
 		`{"goal":"x","session_id":"` + strings.Repeat("s", 5000) + `"}`,
+		`{"goal":"x","concurrency_key":"repo:web"}`, `{"goal":"x","concurrency_key":"a\u0007b"}`, `{"goal":"x","concurrency_key":7}`,
+		`{"goal":"x","concurrency_key":"` + strings.Repeat("k", 201) + `"}`, "{\"goal\":\"x\",\"concurrency_key\":\"\xff\"}",
+		`{"goal":"x","debounce":{"key":"k","period":"5s"},"concurrency_key":"c"}`, `{"goal":"x","debounce":{"key":"k","period":"5"}}`,
+		`{"goal":"x","debounce":{"key":"","period":"-1s"}}`, `{"goal":"x","debounce":{"key":"k","period":"25h","extra":1}}`,
+		`{"goal":"x","debounce":"5s"}`, `{"goal":"x","debounce":null}`, `{"goal":"x","run_at":"2030-01-01T00:00:00Z","debounce":{"key":"k","period":"1s"}}`,
 		`{"goal":"x","agent":"nobody"}`, `{"Goal":"x"}`, `{"goal":"x","input":{"a":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}}`,
 	} {
 		f.Add([]byte(seed))
