@@ -108,6 +108,7 @@ $ERRAND_HOME, default ~/.errand).`,
 		a.newImportCmd(),
 		a.newGCCmd(),
 		a.newBudgetCmd(),
+		a.newAgentsCmd(),
 		a.newMCPCmd(),
 		a.newVersionCmd(),
 	)
