@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -114,7 +113,7 @@ func (s *Store) FlowStats(ctx context.Context) (*store.FlowStats, error) {
 // RateLimitTake implements store.FlowStore. The bucket's row lock makes
 // its read and write one step for every daemon of the store.
 func (s *Store) RateLimitTake(ctx context.Context, p *store.RateLimitTakeParams) (time.Duration, error) {
-	if err := validateTake(p); err != nil {
+	if err := store.ValidateRateLimitTake(p); err != nil {
 		return 0, err
 	}
 	if p.Limit == (store.RateLimit{}) {
@@ -127,7 +126,7 @@ func (s *Store) RateLimitTake(ctx context.Context, p *store.RateLimitTakeParams)
 		if err != nil {
 			return err
 		}
-		if wait = b.take(p.Limit, p.Requests, p.Tokens); wait > 0 {
+		if wait = b.Take(p.Limit, p.Requests, p.Tokens); wait > 0 {
 			return nil
 		}
 		saveBucket(tx, p.Model, b)
@@ -141,7 +140,7 @@ func (s *Store) RateLimitTake(ctx context.Context, p *store.RateLimitTakeParams)
 
 // RateLimitAdjust implements store.FlowStore.
 func (s *Store) RateLimitAdjust(ctx context.Context, p *store.RateLimitAdjustParams) error {
-	if err := validateRateLimit(p.Model, p.Limit); err != nil {
+	if err := store.ValidateRateLimit(p.Model, p.Limit); err != nil {
 		return err
 	}
 	if p.Limit.TokensPerMinute == 0 || p.Tokens == 0 {
@@ -153,7 +152,7 @@ func (s *Store) RateLimitAdjust(ctx context.Context, p *store.RateLimitAdjustPar
 		if err != nil {
 			return err
 		}
-		b.adjust(p.Limit, p.Tokens)
+		b.Adjust(p.Limit, p.Tokens)
 		saveBucket(tx, p.Model, b)
 		return nil
 	})
@@ -165,137 +164,25 @@ func (s *Store) RateLimitAdjust(ctx context.Context, p *store.RateLimitAdjustPar
 
 // lockBucket locks a model's bucket until tx ends, creating it full if
 // there is none, and returns it refilled up to at.
-func lockBucket(ctx context.Context, tx *txn, model string, l store.RateLimit, at time.Time) (*bucket, error) {
-	full := fullBucket(l, at.UnixMicro())
+func lockBucket(ctx context.Context, tx *txn, model string, l store.RateLimit, at time.Time) (*store.RateBucket, error) {
+	full := store.NewRateBucket(l, at.UnixMicro())
 	tx.queue(`INSERT INTO rate_buckets (model, requests, tokens, updated_at) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (model) DO NOTHING`, model, full.requests, full.tokens, at)
+		ON CONFLICT (model) DO NOTHING`, model, full.Requests, full.Tokens, at)
 	var (
-		b       bucket
+		b       store.RateBucket
 		updated time.Time
 	)
 	if err := tx.QueryRow(ctx, `SELECT requests, tokens, updated_at FROM rate_buckets WHERE model = $1 FOR UPDATE`, model).
-		Scan(&b.requests, &b.tokens, &updated); err != nil {
+		Scan(&b.Requests, &b.Tokens, &updated); err != nil {
 		return nil, err
 	}
-	b.at = updated.UnixMicro()
-	b.refill(l, at.UnixMicro())
+	b.UpdatedAt = updated.UnixMicro()
+	b.Refill(l, at.UnixMicro())
 	return &b, nil
 }
 
 // saveBucket writes b with the commit.
-func saveBucket(tx *txn, model string, b *bucket) {
+func saveBucket(tx *txn, model string, b *store.RateBucket) {
 	tx.queue(`UPDATE rate_buckets SET requests = $2, tokens = $3, updated_at = $4 WHERE model = $1`,
-		model, b.requests, b.tokens, time.UnixMicro(b.at).UTC())
-}
-
-// The bucket arithmetic below is the same in every driver.
-
-func validateRateLimit(model string, l store.RateLimit) error {
-	if model == "" {
-		return errors.New("rate limit: model is required")
-	}
-	if l.RequestsPerMinute < 0 {
-		return fmt.Errorf("rate limit of %s: requests_per_minute is negative (%d)", model, l.RequestsPerMinute)
-	}
-	if l.TokensPerMinute < 0 {
-		return fmt.Errorf("rate limit of %s: tokens_per_minute is negative (%d)", model, l.TokensPerMinute)
-	}
-	return nil
-}
-
-func validateTake(p *store.RateLimitTakeParams) error {
-	if err := validateRateLimit(p.Model, p.Limit); err != nil {
-		return err
-	}
-	if p.Requests < 0 {
-		return fmt.Errorf("take rate limit of %s: requests is negative (%d)", p.Model, p.Requests)
-	}
-	if p.Tokens < 0 {
-		return fmt.Errorf("take rate limit of %s: tokens is negative (%d)", p.Model, p.Tokens)
-	}
-	return nil
-}
-
-// bucket is a model's request and token levels as of at (microseconds).
-type bucket struct {
-	requests, tokens float64
-	at               int64
-}
-
-func fullBucket(l store.RateLimit, at int64) *bucket {
-	return &bucket{requests: fullLevel(l.RequestsPerMinute), tokens: fullLevel(l.TokensPerMinute), at: at}
-}
-
-// unlimited is the level of a bucket without a limit: full of any limit
-// it may be given later, as a new bucket would be.
-const unlimited = 1e300
-
-func fullLevel(limit int) float64 {
-	if limit == 0 {
-		return unlimited
-	}
-	return float64(limit)
-}
-
-// refill adds what the limits give from b.at to at, up to a full bucket
-// (of the limits as they are now). A time before b.at (another host's
-// clock) adds nothing.
-func (b *bucket) refill(l store.RateLimit, at int64) {
-	elapsed := float64(max(0, at-b.at))
-	b.requests = refillLevel(b.requests, l.RequestsPerMinute, elapsed)
-	b.tokens = refillLevel(b.tokens, l.TokensPerMinute, elapsed)
-	b.at = max(b.at, at)
-}
-
-const minuteMicros = float64(time.Minute / time.Microsecond)
-
-func refillLevel(level float64, limit int, elapsedMicros float64) float64 {
-	if limit == 0 {
-		return unlimited
-	}
-	return min(float64(limit), level+float64(limit)*elapsedMicros/minuteMicros)
-}
-
-// take takes requests and tokens when both buckets hold them, else takes
-// nothing and returns how long until they would.
-func (b *bucket) take(l store.RateLimit, requests int, tokens int64) time.Duration {
-	wait := max(shortfall(b.requests, l.RequestsPerMinute, float64(requests)),
-		shortfall(b.tokens, l.TokensPerMinute, float64(tokens)))
-	if wait > 0 {
-		return wait
-	}
-	if l.RequestsPerMinute > 0 {
-		b.requests -= float64(requests)
-	}
-	if l.TokensPerMinute > 0 {
-		b.tokens -= float64(tokens)
-	}
-	return 0
-}
-
-// adjust gives tokens back (up to a full bucket) or takes more (into debt).
-func (b *bucket) adjust(l store.RateLimit, tokens int64) {
-	b.tokens += float64(tokens)
-	if tokens > 0 {
-		b.tokens = min(b.tokens, float64(l.TokensPerMinute))
-	}
-}
-
-// levelSlack absorbs float rounding in refills, so a bucket refilled to
-// exactly what is asked serves it.
-const levelSlack = 1e-9
-
-// shortfall is how long a bucket at level, refilling limit a minute, takes
-// to hold ask, or a full bucket when ask is more than that; at least a
-// millisecond when not 0.
-func shortfall(level float64, limit int, ask float64) time.Duration {
-	if limit == 0 {
-		return 0
-	}
-	missing := min(ask, float64(limit)) - level
-	if missing <= levelSlack {
-		return 0
-	}
-	d := time.Duration(math.Ceil(missing * float64(time.Minute) / float64(limit)))
-	return max(d, time.Millisecond)
+		model, b.Requests, b.Tokens, time.UnixMicro(b.UpdatedAt).UTC())
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/errandhq/errand/store"
@@ -109,7 +108,7 @@ func (s *Store) FlowStats(ctx context.Context) (*store.FlowStats, error) {
 // RateLimitTake implements store.FlowStore. The write lock makes the read
 // and the write of the bucket one step for every daemon of the file.
 func (s *Store) RateLimitTake(ctx context.Context, p *store.RateLimitTakeParams) (time.Duration, error) {
-	if err := validateTake(p); err != nil {
+	if err := store.ValidateRateLimitTake(p); err != nil {
 		return 0, err
 	}
 	if p.Limit == (store.RateLimit{}) {
@@ -122,7 +121,7 @@ func (s *Store) RateLimitTake(ctx context.Context, p *store.RateLimitTakeParams)
 		if err != nil {
 			return err
 		}
-		if wait = b.take(p.Limit, p.Requests, p.Tokens); wait > 0 {
+		if wait = b.Take(p.Limit, p.Requests, p.Tokens); wait > 0 {
 			return nil
 		}
 		return saveBucket(ctx, tx, p.Model, b)
@@ -135,7 +134,7 @@ func (s *Store) RateLimitTake(ctx context.Context, p *store.RateLimitTakeParams)
 
 // RateLimitAdjust implements store.FlowStore.
 func (s *Store) RateLimitAdjust(ctx context.Context, p *store.RateLimitAdjustParams) error {
-	if err := validateRateLimit(p.Model, p.Limit); err != nil {
+	if err := store.ValidateRateLimit(p.Model, p.Limit); err != nil {
 		return err
 	}
 	if p.Limit.TokensPerMinute == 0 || p.Tokens == 0 {
@@ -147,7 +146,7 @@ func (s *Store) RateLimitAdjust(ctx context.Context, p *store.RateLimitAdjustPar
 		if err != nil {
 			return err
 		}
-		b.adjust(p.Limit, p.Tokens)
+		b.Adjust(p.Limit, p.Tokens)
 		return saveBucket(ctx, tx, p.Model, b)
 	})
 	if err != nil {
@@ -158,135 +157,23 @@ func (s *Store) RateLimitAdjust(ctx context.Context, p *store.RateLimitAdjustPar
 
 // loadBucket reads a model's bucket refilled up to at; a model without one
 // starts full.
-func loadBucket(ctx context.Context, tx *sql.Tx, model string, l store.RateLimit, at int64) (*bucket, error) {
-	var b bucket
+func loadBucket(ctx context.Context, tx *sql.Tx, model string, l store.RateLimit, at int64) (*store.RateBucket, error) {
+	var b store.RateBucket
 	err := tx.QueryRowContext(ctx, `SELECT requests, tokens, updated_at FROM rate_buckets WHERE model = ?`, model).
-		Scan(&b.requests, &b.tokens, &b.at)
+		Scan(&b.Requests, &b.Tokens, &b.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fullBucket(l, at), nil
+		return store.NewRateBucket(l, at), nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	b.refill(l, at)
+	b.Refill(l, at)
 	return &b, nil
 }
 
-func saveBucket(ctx context.Context, tx *sql.Tx, model string, b *bucket) error {
+func saveBucket(ctx context.Context, tx *sql.Tx, model string, b *store.RateBucket) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO rate_buckets (model, requests, tokens, updated_at) VALUES (?1, ?2, ?3, ?4)
 		ON CONFLICT (model) DO UPDATE SET requests = ?2, tokens = ?3, updated_at = ?4`,
-		model, b.requests, b.tokens, b.at)
+		model, b.Requests, b.Tokens, b.UpdatedAt)
 	return err
-}
-
-// The bucket arithmetic below is the same in every driver.
-
-func validateRateLimit(model string, l store.RateLimit) error {
-	if model == "" {
-		return errors.New("rate limit: model is required")
-	}
-	if l.RequestsPerMinute < 0 {
-		return fmt.Errorf("rate limit of %s: requests_per_minute is negative (%d)", model, l.RequestsPerMinute)
-	}
-	if l.TokensPerMinute < 0 {
-		return fmt.Errorf("rate limit of %s: tokens_per_minute is negative (%d)", model, l.TokensPerMinute)
-	}
-	return nil
-}
-
-func validateTake(p *store.RateLimitTakeParams) error {
-	if err := validateRateLimit(p.Model, p.Limit); err != nil {
-		return err
-	}
-	if p.Requests < 0 {
-		return fmt.Errorf("take rate limit of %s: requests is negative (%d)", p.Model, p.Requests)
-	}
-	if p.Tokens < 0 {
-		return fmt.Errorf("take rate limit of %s: tokens is negative (%d)", p.Model, p.Tokens)
-	}
-	return nil
-}
-
-// bucket is a model's request and token levels as of at (microseconds).
-type bucket struct {
-	requests, tokens float64
-	at               int64
-}
-
-func fullBucket(l store.RateLimit, at int64) *bucket {
-	return &bucket{requests: fullLevel(l.RequestsPerMinute), tokens: fullLevel(l.TokensPerMinute), at: at}
-}
-
-// unlimited is the level of a bucket without a limit: full of any limit
-// it may be given later, as a new bucket would be.
-const unlimited = 1e300
-
-func fullLevel(limit int) float64 {
-	if limit == 0 {
-		return unlimited
-	}
-	return float64(limit)
-}
-
-// refill adds what the limits give from b.at to at, up to a full bucket
-// (of the limits as they are now). A time before b.at (another host's
-// clock) adds nothing.
-func (b *bucket) refill(l store.RateLimit, at int64) {
-	elapsed := float64(max(0, at-b.at))
-	b.requests = refillLevel(b.requests, l.RequestsPerMinute, elapsed)
-	b.tokens = refillLevel(b.tokens, l.TokensPerMinute, elapsed)
-	b.at = max(b.at, at)
-}
-
-const minuteMicros = float64(time.Minute / time.Microsecond)
-
-func refillLevel(level float64, limit int, elapsedMicros float64) float64 {
-	if limit == 0 {
-		return unlimited
-	}
-	return min(float64(limit), level+float64(limit)*elapsedMicros/minuteMicros)
-}
-
-// take takes requests and tokens when both buckets hold them, else takes
-// nothing and returns how long until they would.
-func (b *bucket) take(l store.RateLimit, requests int, tokens int64) time.Duration {
-	wait := max(shortfall(b.requests, l.RequestsPerMinute, float64(requests)),
-		shortfall(b.tokens, l.TokensPerMinute, float64(tokens)))
-	if wait > 0 {
-		return wait
-	}
-	if l.RequestsPerMinute > 0 {
-		b.requests -= float64(requests)
-	}
-	if l.TokensPerMinute > 0 {
-		b.tokens -= float64(tokens)
-	}
-	return 0
-}
-
-// adjust gives tokens back (up to a full bucket) or takes more (into debt).
-func (b *bucket) adjust(l store.RateLimit, tokens int64) {
-	b.tokens += float64(tokens)
-	if tokens > 0 {
-		b.tokens = min(b.tokens, float64(l.TokensPerMinute))
-	}
-}
-
-// levelSlack absorbs float rounding in refills, so a bucket refilled to
-// exactly what is asked serves it.
-const levelSlack = 1e-9
-
-// shortfall is how long a bucket at level, refilling limit a minute, takes
-// to hold ask, or a full bucket when ask is more than that; at least a
-// millisecond when not 0.
-func shortfall(level float64, limit int, ask float64) time.Duration {
-	if limit == 0 {
-		return 0
-	}
-	missing := min(ask, float64(limit)) - level
-	if missing <= levelSlack {
-		return 0
-	}
-	d := time.Duration(math.Ceil(missing * float64(time.Minute) / float64(limit)))
-	return max(d, time.Millisecond)
 }

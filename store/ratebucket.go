@@ -1,0 +1,126 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// ValidateRateLimit checks a model's rate limit, so every driver rejects
+// the same bad input with the same error.
+func ValidateRateLimit(model string, l RateLimit) error {
+	if model == "" {
+		return errors.New("rate limit: model is required")
+	}
+	if l.RequestsPerMinute < 0 {
+		return fmt.Errorf("rate limit of %s: requests_per_minute is negative (%d)", model, l.RequestsPerMinute)
+	}
+	if l.TokensPerMinute < 0 {
+		return fmt.Errorf("rate limit of %s: tokens_per_minute is negative (%d)", model, l.TokensPerMinute)
+	}
+	return nil
+}
+
+// ValidateRateLimitTake checks what RateLimitTake is asked, before a driver
+// touches its bucket.
+func ValidateRateLimitTake(p *RateLimitTakeParams) error {
+	if err := ValidateRateLimit(p.Model, p.Limit); err != nil {
+		return err
+	}
+	if p.Requests < 0 {
+		return fmt.Errorf("take rate limit of %s: requests is negative (%d)", p.Model, p.Requests)
+	}
+	if p.Tokens < 0 {
+		return fmt.Errorf("take rate limit of %s: tokens is negative (%d)", p.Model, p.Tokens)
+	}
+	return nil
+}
+
+// RateBucket is a model's request and token levels as of UpdatedAt
+// (microseconds since the Unix epoch). Drivers only load and save it; the
+// arithmetic lives here once so every store serves limits alike.
+type RateBucket struct {
+	Requests, Tokens float64
+	UpdatedAt        int64
+}
+
+// NewRateBucket is the bucket of a model seen for the first time: full.
+func NewRateBucket(l RateLimit, at int64) *RateBucket {
+	return &RateBucket{Requests: rateFullLevel(l.RequestsPerMinute), Tokens: rateFullLevel(l.TokensPerMinute), UpdatedAt: at}
+}
+
+// rateUnlimited is the level of a bucket without a limit: full of any
+// limit it may be given later, as a new bucket would be.
+const rateUnlimited = 1e300
+
+func rateFullLevel(limit int) float64 {
+	if limit == 0 {
+		return rateUnlimited
+	}
+	return float64(limit)
+}
+
+// Refill adds what the limits give from b.UpdatedAt to at, up to a full
+// bucket (of the limits as they are now). A time before b.UpdatedAt
+// (another host's clock) adds nothing.
+func (b *RateBucket) Refill(l RateLimit, at int64) {
+	elapsed := float64(max(0, at-b.UpdatedAt))
+	b.Requests = rateRefillLevel(b.Requests, l.RequestsPerMinute, elapsed)
+	b.Tokens = rateRefillLevel(b.Tokens, l.TokensPerMinute, elapsed)
+	b.UpdatedAt = max(b.UpdatedAt, at)
+}
+
+const rateMinuteMicros = float64(time.Minute / time.Microsecond)
+
+func rateRefillLevel(level float64, limit int, elapsedMicros float64) float64 {
+	if limit == 0 {
+		return rateUnlimited
+	}
+	return min(float64(limit), level+float64(limit)*elapsedMicros/rateMinuteMicros)
+}
+
+// Take takes requests and tokens when both buckets hold them, else takes
+// nothing and returns how long until they would.
+func (b *RateBucket) Take(l RateLimit, requests int, tokens int64) time.Duration {
+	wait := max(rateShortfall(b.Requests, l.RequestsPerMinute, float64(requests)),
+		rateShortfall(b.Tokens, l.TokensPerMinute, float64(tokens)))
+	if wait > 0 {
+		return wait
+	}
+	if l.RequestsPerMinute > 0 {
+		b.Requests -= float64(requests)
+	}
+	if l.TokensPerMinute > 0 {
+		b.Tokens -= float64(tokens)
+	}
+	return 0
+}
+
+// Adjust gives tokens back (up to a full bucket) or takes more (into
+// debt), once a call's real use is known.
+func (b *RateBucket) Adjust(l RateLimit, tokens int64) {
+	b.Tokens += float64(tokens)
+	if tokens > 0 {
+		b.Tokens = min(b.Tokens, float64(l.TokensPerMinute))
+	}
+}
+
+// rateLevelSlack absorbs float rounding in refills, so a bucket refilled
+// to exactly what is asked serves it.
+const rateLevelSlack = 1e-9
+
+// rateShortfall is how long a bucket at level, refilling limit a minute,
+// takes to hold ask, or a full bucket when ask is more than that; at least
+// a millisecond when not 0.
+func rateShortfall(level float64, limit int, ask float64) time.Duration {
+	if limit == 0 {
+		return 0
+	}
+	missing := min(ask, float64(limit)) - level
+	if missing <= rateLevelSlack {
+		return 0
+	}
+	d := time.Duration(math.Ceil(missing * float64(time.Minute) / float64(limit)))
+	return max(d, time.Millisecond)
+}

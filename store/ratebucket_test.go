@@ -1,0 +1,135 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const minuteUS = int64(time.Minute / time.Microsecond)
+
+func TestRateBucketRefill(t *testing.T) {
+	t.Parallel()
+	l := RateLimit{RequestsPerMinute: 60, TokensPerMinute: 1000}
+	for _, c := range []struct {
+		name         string
+		from         RateBucket
+		at           int64
+		wantRequests float64
+		wantTokens   float64
+		wantAt       int64
+	}{
+		{name: "half a minute gives half the limits", from: RateBucket{UpdatedAt: 0}, at: minuteUS / 2,
+			wantRequests: 30, wantTokens: 500, wantAt: minuteUS / 2},
+		{name: "caps at a full bucket", from: RateBucket{Requests: 50, Tokens: 900}, at: 2 * minuteUS,
+			wantRequests: 60, wantTokens: 1000, wantAt: 2 * minuteUS},
+		{name: "pays debt back first", from: RateBucket{Tokens: -1000}, at: minuteUS,
+			wantRequests: 60, wantTokens: 0, wantAt: minuteUS},
+		{name: "an earlier clock adds nothing", from: RateBucket{Requests: 1, Tokens: 2, UpdatedAt: minuteUS}, at: 0,
+			wantRequests: 1, wantTokens: 2, wantAt: minuteUS},
+		{name: "a lowered limit caps the level", from: RateBucket{Requests: 600, Tokens: 5000}, at: 0,
+			wantRequests: 60, wantTokens: 1000, wantAt: 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := c.from
+			b.Refill(l, c.at)
+			require.InDelta(t, c.wantRequests, b.Requests, 1e-9)
+			require.InDelta(t, c.wantTokens, b.Tokens, 1e-9)
+			require.Equal(t, c.wantAt, b.UpdatedAt)
+		})
+	}
+}
+
+func TestRateBucketUnlimited(t *testing.T) {
+	t.Parallel()
+	// A dimension without a limit never waits and starts full once limited.
+	b := NewRateBucket(RateLimit{TokensPerMinute: 100}, 0)
+	require.Zero(t, b.Take(RateLimit{TokensPerMinute: 100}, 1_000_000, 100))
+	require.Zero(t, b.Take(RateLimit{TokensPerMinute: 100}, 1_000_000, 0))
+	b.Refill(RateLimit{RequestsPerMinute: 5, TokensPerMinute: 100}, 0)
+	require.InDelta(t, 5.0, b.Requests, 1e-9)
+}
+
+func TestRateBucketTake(t *testing.T) {
+	t.Parallel()
+	l := RateLimit{RequestsPerMinute: 60, TokensPerMinute: 7}
+	for _, c := range []struct {
+		name         string
+		from         RateBucket
+		requests     int
+		tokens       int64
+		wait         time.Duration
+		wantRequests float64
+		wantTokens   float64
+	}{
+		{name: "takes from both", from: RateBucket{Requests: 10, Tokens: 7}, requests: 1, tokens: 3,
+			wantRequests: 9, wantTokens: 4},
+		{name: "all or nothing when tokens lack", from: RateBucket{Requests: 10, Tokens: 2}, requests: 1, tokens: 3,
+			wait: 8_571_428_572 * time.Nanosecond /* a seventh of a minute, rounded up */, wantRequests: 10, wantTokens: 2},
+		{name: "all or nothing when requests lack", from: RateBucket{Requests: 0.5, Tokens: 7}, requests: 1, tokens: 3,
+			wait: 500 * time.Millisecond, wantRequests: 0.5, wantTokens: 7},
+		{name: "waits for the slower bucket", from: RateBucket{Requests: 0, Tokens: 0}, requests: 1, tokens: 7,
+			wait: time.Minute, wantRequests: 0, wantTokens: 0},
+		{name: "waits at least a millisecond", from: RateBucket{Requests: 1 - 1e-6, Tokens: 7}, requests: 1,
+			wait: time.Millisecond, wantRequests: 1 - 1e-6, wantTokens: 7},
+		{name: "float slack serves an exact refill", from: RateBucket{Requests: 1 - 1e-12, Tokens: 7}, requests: 1,
+			wantRequests: -1e-12, wantTokens: 7},
+		{name: "more than a minute's tokens goes into debt when full", from: RateBucket{Requests: 60, Tokens: 7}, requests: 1, tokens: 20,
+			wantRequests: 59, wantTokens: -13},
+		{name: "more than a minute's tokens waits for a full bucket", from: RateBucket{Requests: 60, Tokens: 0}, requests: 1, tokens: 20,
+			wait: time.Minute, wantRequests: 60, wantTokens: 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := c.from
+			require.Equal(t, c.wait, b.Take(l, c.requests, c.tokens))
+			require.InDelta(t, c.wantRequests, b.Requests, 1e-15)
+			require.InDelta(t, c.wantTokens, b.Tokens, 1e-15)
+		})
+	}
+}
+
+func TestRateBucketAdjust(t *testing.T) {
+	t.Parallel()
+	l := RateLimit{TokensPerMinute: 100}
+	b := NewRateBucket(l, 0)
+	require.Zero(t, b.Take(l, 1, 80))
+	b.Adjust(l, -50) // the call used more than it took
+	require.InDelta(t, -30.0, b.Tokens, 1e-9)
+	// Even a call asking no tokens waits out the debt.
+	require.Equal(t, 18*time.Second, b.Take(l, 1, 0))
+	b.Adjust(l, 500) // given back, up to a full bucket
+	require.InDelta(t, 100.0, b.Tokens, 1e-9)
+}
+
+func TestValidateRateLimitTake(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		p    RateLimitTakeParams
+		err  string
+	}{
+		{name: "valid", p: RateLimitTakeParams{Model: "m", Limit: RateLimit{RequestsPerMinute: 1}, Requests: 1, Tokens: 1}},
+		{name: "no model", p: RateLimitTakeParams{}, err: "rate limit: model is required"},
+		{name: "negative requests limit", p: RateLimitTakeParams{Model: "m", Limit: RateLimit{RequestsPerMinute: -1}},
+			err: "rate limit of m: requests_per_minute is negative (-1)"},
+		{name: "negative tokens limit", p: RateLimitTakeParams{Model: "m", Limit: RateLimit{TokensPerMinute: -2}},
+			err: "rate limit of m: tokens_per_minute is negative (-2)"},
+		{name: "negative requests", p: RateLimitTakeParams{Model: "m", Requests: -3},
+			err: "take rate limit of m: requests is negative (-3)"},
+		{name: "negative tokens", p: RateLimitTakeParams{Model: "m", Tokens: -4},
+			err: "take rate limit of m: tokens is negative (-4)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			err := ValidateRateLimitTake(&c.p)
+			if c.err == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.EqualError(t, err, c.err)
+		})
+	}
+}
