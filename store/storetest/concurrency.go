@@ -15,7 +15,6 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-
 // heldKeys are the concurrency keys a task holds: its own, if set, and
 // its agent's.
 func heldKeys(task *store.Task) []string {
@@ -146,7 +145,8 @@ func testConcurrency(t *testing.T, newDatabase NewDatabaseFunc) {
 
 		// A paused agent is an agent key with limit 0.
 		z := b.insert(t, store.TaskInsertParams{Agent: "z"})
-		require.Empty(t, b.claim(t, store.TaskLeaseManyParams{Limits: map[string]int{store.AgentKey("z"): 0}}))
+		limits[store.AgentKey("z")] = 0
+		require.Empty(t, b.claim(t, store.TaskLeaseManyParams{Limits: limits}))
 		require.Equal(t, store.StatusPending, b.get(t, z.ID).Status)
 	})
 
@@ -301,14 +301,28 @@ func testConcurrency(t *testing.T, newDatabase NewDatabaseFunc) {
 		}
 
 		var (
-			wg       sync.WaitGroup
-			mu       sync.Mutex
-			running  = map[string]int{}
-			peak     = map[string]int{}
-			finished = map[string]int{}
-			errs     []error
-			done     atomic.Int64
+			wg        sync.WaitGroup
+			mu        sync.Mutex
+			running   = map[string]int{}
+			peak      = map[string]int{}
+			completed = map[string]int{}
+			errs      []error
+			done      atomic.Int64
+			// finishedCh is closed, and replaced, whenever a task is
+			// finished: a claimer that found nothing waits on it.
+			finishedCh = make(chan struct{})
 		)
+		finishSignal := func() <-chan struct{} {
+			mu.Lock()
+			defer mu.Unlock()
+			return finishedCh
+		}
+		signalFinish := func() {
+			mu.Lock()
+			defer mu.Unlock()
+			close(finishedCh)
+			finishedCh = make(chan struct{})
+		}
 		fail := func(err error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -320,10 +334,7 @@ func testConcurrency(t *testing.T, newDatabase NewDatabaseFunc) {
 				rng := rand.New(rand.NewPCG(uint64(si), uint64(g)))
 				wg.Go(func() {
 					for i := 0; done.Load() < nTasks; i++ {
-						if i > 50*nTasks {
-							fail(fmt.Errorf("%s: gave up with %d of %d tasks completed", owner, done.Load(), nTasks))
-							return
-						}
+						finished := finishSignal()
 						limit := 1 + rng.IntN(4)
 						got, err := s.TaskLeaseMany(b.ctx, &store.TaskLeaseManyParams{Owner: owner, Limit: limit, TTL: time.Hour, Limits: limits, Now: at(0)})
 						if err != nil {
@@ -332,6 +343,17 @@ func testConcurrency(t *testing.T, newDatabase NewDatabaseFunc) {
 						}
 						if len(got) > limit {
 							fail(fmt.Errorf("%s: asked for %d tasks, got %d", owner, limit, len(got)))
+						}
+						if len(got) == 0 {
+							// Every slot is held: wait for a finish (one
+							// since the claim began counts).
+							select {
+							case <-finished:
+							case <-time.After(time.Minute):
+								fail(fmt.Errorf("%s: nothing claimable for a minute with %d of %d tasks completed", owner, done.Load(), nTasks))
+								return
+							}
+							continue
 						}
 						mu.Lock()
 						for _, task := range got {
@@ -369,10 +391,11 @@ func testConcurrency(t *testing.T, newDatabase NewDatabaseFunc) {
 							}
 							if status == store.StatusCompleted {
 								mu.Lock()
-								finished[task.ID]++
+								completed[task.ID]++
 								mu.Unlock()
 								done.Add(1)
 							}
+							signalFinish()
 						}
 					}
 				})
@@ -382,8 +405,8 @@ func testConcurrency(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.NoError(t, errors.Join(errs...))
 		t.Logf("peak running per key: %v", peak)
 
-		require.Len(t, finished, nTasks)
-		for id, n := range finished {
+		require.Len(t, completed, nTasks)
+		for id, n := range completed {
 			require.Equal(t, 1, n, "task %s completed %d times", id, n)
 		}
 		counts, err := b.store.TaskCountByStatus(b.ctx)
