@@ -33,6 +33,7 @@ schedules:
       input: {n: 1, f: 0.5, on: true, none: ~, list: [a, {b: c}], day: 2024-01-02}
       budget: {max_tokens: 1000, max_wall_clock: 5m}
       result_route: notify
+      concurrency_key: repo:ops
   on-failure:
     kind: event
     spec: {type: task.failed, match: {agent: shell}}
@@ -51,7 +52,7 @@ schedules:
 
 	require.Equal(t, Schedule{
 		Kind: "cron", Spec: "0 3 * * *", Timezone: "Europe/Berlin", CatchUp: "none", Enabled: false,
-		Task: TaskTemplate(`{"agent":"shell","budget":{"max_tokens":1000,"max_wall_clock":"5m0s"},"goal":"42",` +
+		Task: TaskTemplate(`{"agent":"shell","budget":{"max_tokens":1000,"max_wall_clock":"5m0s"},"concurrency_key":"repo:ops","goal":"42",` +
 			`"input":{"day":"2024-01-02","f":0.5,"list":["a",{"b":"c"}],"n":1,"none":null,"on":true},` +
 			`"priority":3,"result_route":"notify","tags":["ops","7"]}`),
 	}, cfg.Schedules["nightly"], "strings stay strings, numbers numbers; keys sorted")
@@ -116,6 +117,7 @@ func TestScheduleErrors(t *testing.T) {
 		{"UnknownTaskBudgetKey", "schedules: {s: {kind: interval, spec: 1h, task: {goal: g, budget: {max_cost_us: 1}}}}", "schedules.s.task.budget.max_cost_us: unknown key (did you mean max_cost_usd?) (line 1)"},
 		{"UnknownEventSpecKey", "schedules: {s: {kind: event, spec: {type: a, matches: {}}, " + task + "}}", "schedules.s.spec.matches: unknown key (did you mean match?) (line 1)"},
 		{"TaskType", "schedules: {s: {kind: interval, spec: 1h, task: {goal: g, priority: high}}}", `schedules.s.task.priority: "high" is not an integer (line 1)`},
+		{"TaskConcurrencyKeyType", "schedules: {s: {kind: interval, spec: 1h, task: {goal: g, concurrency_key: [a]}}}", "schedules.s.task.concurrency_key: must be a string (line 1)"},
 		{"TaskInfinity", "schedules: {s: {kind: interval, spec: 1h, task: {goal: g, input: {x: .inf}}}}", `schedules.s.task.input.x: ".inf" is not a number JSON can hold (line 1)`},
 		{"TaskCostInfinity", "schedules: {s: {kind: interval, spec: 1h, task: {goal: g, budget: {max_cost_usd: .nan}}}}", "schedules.s.task.budget.max_cost_usd: must be a finite number (line 1)"},
 		{"TaskScalar", "schedules: {s: {kind: interval, spec: 1h, task: do it}}", "schedules.s.task: must be a mapping (line 1)"},
