@@ -18,6 +18,9 @@ type healthData struct {
 	Counts          []statusCount
 	Failures        []failureGroup
 	FailuresLooked  int
+	// Agents is each agent and concurrency key with its tasks, limit and
+	// pause.
+	Agents *errand.AgentStates
 }
 
 type statusCount struct {
@@ -56,6 +59,10 @@ func (d *Dashboard) healthPage(w http.ResponseWriter, r *http.Request, v *view) 
 	}
 	data.Running = counts[errand.StatusRunning]
 	data.Queued = counts[errand.StatusPending] + counts[errand.StatusRetryScheduled]
+	if data.Agents, err = d.client.Agents(ctx); err != nil {
+		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
+		return
+	}
 	failed, err := d.client.List(ctx, &errand.ListParams{Statuses: []errand.Status{errand.StatusFailed}, Limit: failuresLooked})
 	if err != nil {
 		d.fail(w, r, v, http.StatusInternalServerError, err.Error())
@@ -81,4 +88,25 @@ func (d *Dashboard) healthPage(w http.ResponseWriter, r *http.Request, v *view) 
 	slices.SortFunc(data.Failures, func(a, b failureGroup) int { return cmp.Or(b.N-a.N, strings.Compare(a.Code, b.Code)) })
 	v.Title, v.Data = "Health", data
 	d.render(w, r, http.StatusOK, "health", v)
+}
+
+// agentAct pauses or resumes an agent (POST /agents/{name}/pause|resume),
+// then goes back to the health page.
+func (d *Dashboard) agentAct(w http.ResponseWriter, r *http.Request, v *view) {
+	ctx, name := r.Context(), r.PathValue("name")
+	var err error
+	switch r.PathValue("action") {
+	case "pause":
+		_, err = d.client.PauseAgent(ctx, name)
+	case "resume":
+		_, err = d.client.ResumeAgent(ctx, name)
+	default:
+		d.fail(w, r, v, http.StatusNotFound, "No such action.")
+		return
+	}
+	if err != nil {
+		d.fail(w, r, v, actionStatus(err), err.Error())
+		return
+	}
+	http.Redirect(w, r, "/health#agents", http.StatusSeeOther)
 }
