@@ -264,6 +264,31 @@ func testConcurrency(t *testing.T, newDatabase NewDatabaseFunc) {
 		b.requireWithinLimits(t, limits)
 	})
 
+	t.Run("WaitingForInputFreesSlot", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		a := b.insertN(t, 2, store.TaskInsertParams{Options: withKey("A")})
+		limits := map[string]int{"A": 1}
+
+		asking := b.claimOne(t, a[0].ID, store.TaskLeaseManyParams{Limits: limits})
+		require.NoError(t, b.finish(t, store.TaskFinishParams{Lease: leaseOf(asking), Status: store.StatusInputRequired,
+			Ask: &store.InputAsk{ID: "inp_" + asking.ID, Question: "Which?"}}))
+		b.claimOne(t, a[1].ID, store.TaskLeaseManyParams{Limits: limits})
+		b.requireWithinLimits(t, limits)
+	})
+
+	t.Run("FullKeyDoesNotBlockOthers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// A's backlog comes first in claim order; once A is full the claim
+		// still reaches the tasks behind it.
+		a := b.insertN(t, 30, store.TaskInsertParams{Options: withKey("A"), Priority: 5})
+		bs := b.insertN(t, 3, store.TaskInsertParams{Options: withKey("B")})
+
+		got := b.claim(t, store.TaskLeaseManyParams{Limit: 5, Limits: map[string]int{"A": 2}})
+		require.Equal(t, append(taskIDs(a[:2]), taskIDs(bs)...), taskIDs(got))
+	})
+
 	t.Run("RecoveryFreesSlot", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -527,6 +552,21 @@ func testFairness(t *testing.T, setup func(*testing.T) *testBundle) {
 			if i < len(s2) {
 				want = append(want, s2[i].ID)
 			}
+		}
+		require.Equal(t, want, b.claimSequence(t, len(want), store.TaskLeaseManyParams{}))
+	})
+
+	t.Run("FairnessKeylessTasksShareATurn", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// Tasks with neither a key nor a session are one fairness group:
+		// a backlog of them takes turns with a key's like any other.
+		a := b.insertN(t, 5, store.TaskInsertParams{Options: withKey("A")})
+		none := b.insertN(t, 5, store.TaskInsertParams{})
+
+		var want []string
+		for i := range a {
+			want = append(want, a[i].ID, none[i].ID)
 		}
 		require.Equal(t, want, b.claimSequence(t, len(want), store.TaskLeaseManyParams{}))
 	})
