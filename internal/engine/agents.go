@@ -87,6 +87,20 @@ func (x *execution) agentPaused() bool {
 	return x.pool.e.flow.isPaused(x.task.Agent)
 }
 
+// holdForAgent is taskrun.Paused when the task's agent is paused: a claim
+// raced with the pause, or ran before this engine first read the paused
+// agents (which it does here, once). The task is handed back before its
+// agent sees it.
+func (p *Pool) holdForAgent(x *execution) error {
+	if !p.e.flow.loaded() {
+		p.e.reloadPaused(x.ctx)
+	}
+	if x.agentPaused() {
+		return taskrun.Paused{}
+	}
+	return nil
+}
+
 // deferForAgent fills fp for an attempt that stopped after its step
 // because its agent was paused (no pause of the task was asked): the task
 // goes back to pending, its attempt kept open, with a task.deferred event

@@ -182,3 +182,34 @@ func TestClaimLimitsRereadPausedAgentsEachPoll(t *testing.T) {
 	b.clock.Advance(b.engine.cfg.PollInterval)
 	require.Nil(t, b.engine.claimLimits(ctx))
 }
+
+// An engine that starts while an agent is paused (paused by another
+// process, or before a restart) never runs that agent's tasks, whether
+// its first claim skips them or takes them and hands them back.
+func TestAgentPausedBeforeStartIsHeld(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.engine.SetAgentPaused(t.Context(), DefaultAgent, true, store.ActorUser)
+	require.NoError(t, err)
+	held := submit(t, b.engine, &SubmitParams{Goal: "held"})
+	other := submit(t, b.engine, &SubmitParams{Goal: "elsewhere", Agent: "other"})
+
+	_, e := b.openEngine(t) // a fresh process
+	ran := make(chan string, 2)
+	run := taskrun.HandlerFunc(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+		ran <- r.Task().ID
+		return ok("done"), nil
+	})
+	startPool(t, e, &PoolConfig{Workers: 1, Handlers: map[string]taskrun.Handler{DefaultAgent: run, "other": run}})
+	// One worker takes them in order: the held task, submitted first, was
+	// skipped or handed back before the other ran.
+	require.Equal(t, other.ID, recv(t, ran))
+	got, err := e.Get(t.Context(), held.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, got.Status)
+
+	_, err = e.SetAgentPaused(t.Context(), DefaultAgent, false, store.ActorUser)
+	require.NoError(t, err)
+	require.Equal(t, held.ID, recv(t, ran))
+	waitForStatus(t, e, held.ID, store.StatusCompleted)
+}

@@ -185,7 +185,10 @@ func (x *execution) leaseLost() bool {
 
 func (p *Pool) execute(x *execution) {
 	var result taskrun.Result
-	err := p.checkAgentVersion(x)
+	err := p.holdForAgent(x)
+	if err == nil {
+		err = p.checkAgentVersion(x)
+	}
 	if err == nil {
 		result, err = callHandler(x.ctx, p.cfg.Handlers[x.task.Agent], &run{x: x})
 	}

@@ -97,6 +97,13 @@ func (f *flow) stale(now time.Time, d time.Duration) bool {
 	return f.loadedAt.IsZero() || now.Sub(f.loadedAt) >= d
 }
 
+// loaded reports whether the paused set was ever read from the store.
+func (f *flow) loaded() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return !f.loadedAt.IsZero()
+}
+
 // isPaused reports whether agent is paused.
 func (f *flow) isPaused(agent string) bool {
 	f.mu.RLock()
