@@ -2,6 +2,7 @@ package errand
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -65,7 +66,7 @@ type AgentStates struct {
 
 // UnknownAgentError names an agent that is neither registered on the
 // client nor known to the store (no tasks, limit or pause). It matches
-// ErrNotFound.
+// ErrNotFound. A client that registers no agents may pause any.
 type UnknownAgentError struct{ Name string }
 
 func (e *UnknownAgentError) Error() string { return fmt.Sprintf("errand: no agent %q", e.Name) }
@@ -97,7 +98,8 @@ func (c *Client) Agent(ctx context.Context, name string) (*AgentState, error) {
 // tasks stay pending, and its running tasks stop after their current step
 // and wait, pending, with their attempt kept open. Schedules that submit
 // to it still fire; their tasks wait. Pausing a paused agent changes
-// nothing. An unknown agent is an *UnknownAgentError.
+// nothing. An unknown agent is an *UnknownAgentError, unless the client
+// registers no agents at all (it then takes tasks for any).
 func (c *Client) PauseAgent(ctx context.Context, name string) (*AgentState, error) {
 	return c.setAgentPaused(ctx, name, true)
 }
@@ -113,13 +115,20 @@ func (c *Client) setAgentPaused(ctx context.Context, name string, paused bool) (
 	if name == "" {
 		return nil, &ValidationError{Field: "agent", Message: "a name is required"}
 	}
-	if _, err := c.Agent(ctx, name); err != nil {
+	// A client that registers no agents takes tasks for any (as Submit
+	// does), so it may pause any.
+	if _, err := c.Agent(ctx, name); err != nil && (len(c.registeredAgents()) > 0 || !errors.Is(err, ErrNotFound)) {
 		return nil, err
 	}
 	if _, err := c.engine.SetAgentPaused(ctx, name, paused, store.ActorUser); err != nil {
 		return nil, err
 	}
-	return c.Agent(ctx, name)
+	a, err := c.Agent(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		// Resumed, and known nowhere else: nothing left to show.
+		return &AgentState{Name: name}, nil
+	}
+	return a, err
 }
 
 func findAgent(all *AgentStates, name string) (*AgentState, error) {

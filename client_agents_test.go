@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/internal/pgtest"
 )
 
 // Agents lists every agent the client runs (with its kind), every other
@@ -126,4 +128,70 @@ func TestPausedAgentTasksWaitForResume(t *testing.T) {
 		t.Fatal("the resumed agent's task did not run")
 	}
 	require.Equal(t, StatusCompleted, waitEnd(t, c, task.ID).Status)
+}
+
+// On PostgreSQL a resume by one process reaches another at once, by
+// notification: its tasks run though its poll is an hour away.
+func TestPostgresAgentResumeAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	open := func() *Client {
+		c, err := Open(t.Context(), dsn, &Config{PollInterval: time.Hour})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, c.Close()) })
+		return c
+	}
+	operator, runner := open(), open()
+	ran := make(chan string, 2)
+	run := AgentFunc(func(ctx context.Context, r *TaskRun) (Result, error) {
+		ran <- r.Task().ID
+		return Result{Output: "ok"}, nil
+	})
+	require.NoError(t, runner.RegisterAgent("default", run))
+	require.NoError(t, runner.RegisterAgent("other", run))
+	ctx := t.Context()
+	_, err := operator.PauseAgent(ctx, "default")
+	require.NoError(t, err)
+	e, err := NewEngine(runner, &EngineConfig{Workers: 1})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+
+	held, err := operator.Submit(ctx, &SubmitParams{Goal: "held"})
+	require.NoError(t, err)
+	other, err := operator.Submit(ctx, &SubmitParams{Goal: "elsewhere", Agent: "other"})
+	require.NoError(t, err)
+	wait := func(what string) string {
+		t.Helper()
+		select {
+		case id := <-ran:
+			return id
+		case <-time.After(30 * time.Second):
+			t.Fatal(what)
+			return ""
+		}
+	}
+	require.Equal(t, other.ID, wait("the other agent's task did not run"), "the paused agent's task ran")
+
+	_, err = operator.ResumeAgent(ctx, "default")
+	require.NoError(t, err)
+	require.Equal(t, held.ID, wait("the resume did not reach the other process (its poll is an hour away)"))
+	require.Equal(t, StatusCompleted, waitEnd(t, runner, held.ID).Status)
+}
+
+// A client that registers no agents takes tasks for any, so it may pause
+// any: an operator's process need not run the agent.
+func TestClientWithoutAgentsPausesAny(t *testing.T) {
+	t.Parallel()
+	c := openTest(t, nil)
+	a, err := c.PauseAgent(t.Context(), "elsewhere")
+	require.NoError(t, err)
+	require.True(t, a.Paused)
+	require.Equal(t, "elsewhere", a.Name)
+	require.Empty(t, a.Kind, "not run here")
+	a, err = c.ResumeAgent(t.Context(), "elsewhere")
+	require.NoError(t, err)
+	require.False(t, a.Paused)
+	_, err = c.Agent(t.Context(), "elsewhere")
+	require.ErrorIs(t, err, ErrNotFound, "known no more once resumed")
 }
