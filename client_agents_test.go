@@ -2,6 +2,7 @@ package errand
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -99,7 +100,7 @@ func modelOf(t *testing.T, c *Client, name string) string {
 // A paused agent's tasks wait, pending, and run once it is resumed.
 func TestPausedAgentTasksWaitForResume(t *testing.T) {
 	t.Parallel()
-	ran := make(chan string, 1)
+	ran := make(chan string, 2)
 	c := openTest(t, &Config{Agents: map[string]Agent{
 		"default": AgentFunc(func(ctx context.Context, run *TaskRun) (Result, error) {
 			ran <- run.Task().ID
@@ -116,17 +117,29 @@ func TestPausedAgentTasksWaitForResume(t *testing.T) {
 
 	task, err := c.Submit(ctx, &SubmitParams{Goal: "wait"})
 	require.NoError(t, err)
+	// A schedule that submits to it still fires; its task waits too.
+	_, err = c.CreateSchedule(ctx, &ScheduleParams{Name: "report", Kind: "interval", Spec: "1h", Task: json.RawMessage(`{"goal": "report"}`)})
+	require.NoError(t, err)
+	fired, err := c.RunSchedule(ctx, "report")
+	require.NoError(t, err)
+	require.Equal(t, StatusPending, fired.Status)
 	st, err := c.Agent(ctx, "default")
 	require.NoError(t, err)
 	require.True(t, st.Paused)
+	require.Equal(t, 2, st.Pending)
+
 	_, err = c.ResumeAgent(ctx, "default")
 	require.NoError(t, err)
-	select {
-	case id := <-ran:
-		require.Equal(t, task.ID, id)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the resumed agent's task did not run")
+	got := map[string]bool{}
+	for range 2 {
+		select {
+		case id := <-ran:
+			got[id] = true
+		case <-time.After(30 * time.Second):
+			t.Fatal("the resumed agent's tasks did not run")
+		}
 	}
+	require.Equal(t, map[string]bool{task.ID: true, fired.ID: true}, got)
 	require.Equal(t, StatusCompleted, waitEnd(t, c, task.ID).Status)
 }
 
