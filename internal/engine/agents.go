@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -30,7 +31,7 @@ type AgentPauseDeferral struct {
 // journaled per task. It reports whether anything changed.
 func (e *Engine) SetAgentPaused(ctx context.Context, agent string, paused bool, actor string) (bool, error) {
 	if agent == "" {
-		return false, fmt.Errorf("pause agent: a name is required")
+		return false, errors.New("pause agent: a name is required")
 	}
 	changed, err := e.store.AgentPauseSet(ctx, &store.AgentPauseSetParams{Agent: agent, Paused: paused, Actor: actor, Now: e.now()})
 	if err != nil {
@@ -59,18 +60,9 @@ func (e *Engine) AgentFlow(ctx context.Context) (*AgentFlow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("count tasks by agent: %w", err)
 	}
-	gen := e.flow.generation()
-	at := e.clock.Now()
-	paused, err := e.store.AgentPauseList(ctx)
+	paused, err := e.readPaused(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list paused agents: %w", err)
-	}
-	names := make([]string, len(paused))
-	for i, p := range paused {
-		names[i] = p.Agent
-	}
-	if e.flow.setPaused(names, gen, at) {
-		e.madeReady()
 	}
 	if stats.Agents == nil {
 		stats.Agents = map[string]store.FlowCount{}

@@ -120,11 +120,17 @@ func (f *flow) limit(key string) (int, bool) {
 // loadPaused reads the paused agents from the store. Resumed ones may
 // have tasks to claim at once: the pools are woken.
 func (e *Engine) loadPaused(ctx context.Context) error {
+	_, err := e.readPaused(ctx)
+	return err
+}
+
+// readPaused is loadPaused that also returns the pauses read.
+func (e *Engine) readPaused(ctx context.Context) ([]*store.AgentPause, error) {
 	gen := e.flow.generation()
 	at := e.clock.Now()
 	pauses, err := e.store.AgentPauseList(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	names := make([]string, len(pauses))
 	for i, p := range pauses {
@@ -133,7 +139,7 @@ func (e *Engine) loadPaused(ctx context.Context) error {
 	if e.flow.setPaused(names, gen, at) {
 		e.madeReady()
 	}
-	return nil
+	return pauses, nil
 }
 
 // claimLimits is flow.claimLimits with the paused set read again first
