@@ -13,10 +13,12 @@ import (
 
 	"github.com/errandhq/errand/internal/clock"
 	"github.com/errandhq/errand/internal/engine"
+	"github.com/errandhq/errand/internal/pgtest"
 	"github.com/errandhq/errand/internal/provider"
 	"github.com/errandhq/errand/internal/providertest"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
+	"github.com/errandhq/errand/store/pgstore"
 	"github.com/errandhq/errand/store/sqlitestore"
 )
 
@@ -32,7 +34,19 @@ type limitedRun struct {
 	server  *providertest.Server
 }
 
-func setupLimited(t *testing.T, engines, rpm, tasks, callsPerTask int) *limitedRun {
+// sqliteStores opens handles on one SQLite database, as daemons sharing
+// it do.
+func sqliteStores(t *testing.T) func() store.Store {
+	path := filepath.Join(t.TempDir(), "errand.db")
+	return func() store.Store {
+		st, err := sqlitestore.Open(context.Background(), path, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+}
+
+func setupLimited(t *testing.T, open func() store.Store, engines, rpm, tasks, callsPerTask int) *limitedRun {
 	t.Helper()
 	lr := &limitedRun{clock: clock.NewFake(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC))}
 	// Each task calls the model callsPerTask times: text until its last
@@ -53,12 +67,8 @@ func setupLimited(t *testing.T, engines, rpm, tasks, callsPerTask int) *limitedR
 	agent, err := NewLLM(LLMConfig{Provider: model, Model: limitedModel, MaxSteps: 10 * callsPerTask * tasks})
 	require.NoError(t, err)
 
-	path := filepath.Join(t.TempDir(), "errand.db")
 	for range engines {
-		st, err := sqlitestore.Open(context.Background(), path, nil)
-		require.NoError(t, err)
-		t.Cleanup(func() { st.Close() })
-		e, err := engine.New(st, &engine.Config{
+		e, err := engine.New(open(), &engine.Config{
 			Clock: lr.clock,
 			// Longer than any run of waits in place the test advances over
 			// at once: the lease outlives the renewals the fake clock fires.
@@ -223,7 +233,7 @@ func (lr *limitedRun) requireFirstAttempts(t *testing.T, ids []string) (waitedIn
 func TestLLMTasksWaitForTheirModelsRateLimit(t *testing.T) {
 	t.Parallel()
 	const tasks, calls = 30, 3
-	lr := setupLimited(t, 1, 60, tasks, calls)
+	lr := setupLimited(t, sqliteStores(t), 1, 60, tasks, calls)
 	ids := lr.runAll(t, tasks)
 
 	waited := lr.requireFirstAttempts(t, ids)
@@ -240,10 +250,26 @@ func TestLLMTasksWaitForTheirModelsRateLimit(t *testing.T) {
 // the configured rate), and every task completes in its first attempt.
 func TestLLMRateLimitIsSharedByDaemons(t *testing.T) {
 	t.Parallel()
+	testRateLimitShared(t, sqliteStores(t))
+}
+
+// The same on PostgreSQL.
+func TestLLMRateLimitIsSharedByDaemonsPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	testRateLimitShared(t, func() store.Store {
+		st, err := pgstore.Open(context.Background(), dsn, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { st.Close() })
+		return st
+	})
+}
+
+func testRateLimitShared(t *testing.T, open func() store.Store) {
 	// 72 calls: more than the provider's 60 a minute, had each daemon a
 	// full bucket of 30 and its refill.
 	const tasks, calls = 24, 3
-	lr := setupLimited(t, 2, 30, tasks, calls)
+	lr := setupLimited(t, open, 2, 30, tasks, calls)
 	ids := lr.runAll(t, tasks)
 
 	waited := lr.requireFirstAttempts(t, ids)

@@ -50,10 +50,7 @@ func (r *run) RateLimitWait(ctx context.Context, model string, tokens int64) (fu
 		}
 		if wait <= 0 {
 			if waited {
-				r.x.mu.Lock()
-				progress := r.x.progress
-				r.x.mu.Unlock()
-				if err := r.writeWaitProgress(ctx, progress); err != nil {
+				if err := r.writeWaitProgress(ctx, r.agentProgress()); err != nil {
 					return nil, err
 				}
 			}
@@ -68,9 +65,7 @@ func (r *run) RateLimitWait(ctx context.Context, model string, tokens int64) (fu
 		// advance to it.
 		timer := e.clock.NewTimer(wait)
 		until := ceilSecond(e.clock.Now().Add(wait))
-		r.x.mu.Lock()
-		progress := r.x.progress
-		r.x.mu.Unlock()
+		progress := r.agentProgress()
 		progress.Label = fmt.Sprintf("%s until %s", store.RateLimitLabel, until.UTC().Format(time.RFC3339))
 		if err := r.writeWaitProgress(ctx, progress); err != nil {
 			timer.Stop()
@@ -84,6 +79,18 @@ func (r *run) RateLimitWait(ctx context.Context, model string, tokens int64) (fu
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// agentProgress is the task's progress as its agent last wrote it: a
+// label left from a rate-limit wait of an earlier claim is not.
+func (r *run) agentProgress() store.Progress {
+	r.x.mu.Lock()
+	progress := r.x.progress
+	r.x.mu.Unlock()
+	if strings.HasPrefix(progress.Label, store.RateLimitLabel) {
+		progress.Label = ""
+	}
+	return progress
 }
 
 // writeWaitProgress writes the task's progress during (or after) a wait
