@@ -213,3 +213,43 @@ func TestAgentPausedBeforeStartIsHeld(t *testing.T) {
 	require.Equal(t, held.ID, recv(t, ran))
 	waitForStatus(t, e, held.ID, store.StatusCompleted)
 }
+
+// Without signals (two processes on one SQLite file), a running task
+// learns of its agent's pause from another process once the paused set
+// it holds is a poll old: at the end of its step, though its worker is
+// busy and no claim rereads the set.
+func TestAgentPauseReachesABusyWorkerWithinAPoll(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, e := b.openEngine(t) // the runner; b.engine is the other process
+	runs, step := make(chan taskrun.Run, 1), make(chan struct{})
+	asked := make(chan bool, 1)
+	startPool(t, e, &PoolConfig{Workers: 1, Handlers: handlers(func(ctx context.Context, r taskrun.Run) (taskrun.Result, error) {
+		runs <- r
+		<-step
+		rec, err := r.BeginStep(ctx, taskrun.StepSpec{Number: 1, Type: taskrun.StepLLMCall, Input: json.RawMessage(`{}`)})
+		if err != nil {
+			return taskrun.Result{}, err
+		}
+		if err := r.EndStep(ctx, rec.Key, taskrun.StepResult{Status: taskrun.StepDone, Output: json.RawMessage(`{}`)}); err != nil {
+			return taskrun.Result{}, err
+		}
+		asked <- r.PauseRequested()
+		if r.PauseRequested() {
+			return taskrun.Result{}, taskrun.Paused{}
+		}
+		return ok("done"), nil
+	})})
+	task := submit(t, e, &SubmitParams{Goal: "long"})
+	r := recv(t, runs)
+
+	_, err := b.engine.SetAgentPaused(t.Context(), DefaultAgent, true, store.ActorUser)
+	require.NoError(t, err)
+	require.False(t, r.PauseRequested(), "not read yet")
+	b.clock.Advance(e.cfg.PollInterval)
+	close(step)
+	require.True(t, recv(t, asked))
+	ev := waitEvent(t, e, task.ID, store.EventTaskDeferred)
+	require.Contains(t, string(ev.Data), ReasonAgentPaused)
+	waitForStatus(t, e, task.ID, store.StatusPending)
+}

@@ -456,6 +456,9 @@ func (r *run) EndStep(ctx context.Context, key string, res taskrun.StepResult) e
 	if err == nil {
 		r.x.pool.e.wrote()
 		r.x.recorded(version)
+		// A pause of its agent written by a process that sends no signal
+		// reaches a task that holds its worker here, before its next step.
+		r.x.pool.e.refreshPaused(ctx)
 	}
 	return r.guard(err)
 }

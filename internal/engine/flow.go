@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"log/slog"
 	"maps"
 	"sync"
 	"time"
@@ -148,10 +147,14 @@ func (e *Engine) readPaused(ctx context.Context) ([]*store.AgentPause, error) {
 // the same SQLite file) is noticed within a poll. A failed read keeps the
 // set as it was.
 func (e *Engine) claimLimits(ctx context.Context) map[string]int {
-	if e.flow.stale(e.clock.Now(), e.cfg.PollInterval) {
-		if err := e.loadPaused(ctx); err != nil && ctx.Err() == nil {
-			e.logger.ErrorContext(ctx, "read paused agents", slog.String("error", err.Error()))
-		}
-	}
+	e.refreshPaused(ctx)
 	return e.flow.claimLimits()
+}
+
+// refreshPaused reads the paused agents again when the set is older than
+// the poll interval (or was never read). A failed read keeps it as it was.
+func (e *Engine) refreshPaused(ctx context.Context) {
+	if e.flow.stale(e.clock.Now(), e.cfg.PollInterval) {
+		e.reloadPaused(ctx)
+	}
 }
