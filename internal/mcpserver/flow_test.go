@@ -28,6 +28,7 @@ func TestSubmitFlowControl(t *testing.T) {
 			first := b.call("submit_task", map[string]any{"goal": "reindex (1)", "debounce": debounce})
 			second := b.call("submit_task", map[string]any{"goal": "reindex (2)", "debounce": debounce})
 			require.Equal(t, first.Task.ID, second.Task.ID)
+			require.False(t, *second.Duplicate, "a debounced submit is no idempotency duplicate")
 			require.Equal(t, "reindex (2)", second.Task.Goal)
 			require.Equal(t, "reindex", second.Task.DebounceKey)
 

@@ -17,7 +17,10 @@ func RemoteBackend(c *apiclient.Client) Backend { return &remoteBackend{c: c} }
 type remoteBackend struct{ c *apiclient.Client }
 
 func (b *remoteBackend) Submit(ctx context.Context, body *api.CreateTask) (*api.Task, bool, error) {
-	return b.c.SubmitTask(ctx, body)
+	t, ok200, err := b.c.SubmitTask(ctx, body)
+	// The daemon answers 200 for a debounced submit too: without an
+	// idempotency key it cannot be a duplicate.
+	return t, ok200 && body.IdempotencyKey != "", err
 }
 
 func (b *remoteBackend) Get(ctx context.Context, taskID string) (*api.Task, error) {
