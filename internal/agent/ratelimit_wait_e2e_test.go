@@ -27,7 +27,7 @@ const limitedModel = "gpt-4o-mini"
 
 // limitedRun is engines (daemons) on one store, each running tasks of an
 // llm agent on one fake provider that answers at most 60 requests a
-// minute, with config rate_limits of rpm for its model.
+// minute, with config rate_limits of limit for its model.
 type limitedRun struct {
 	clock   *clock.Fake
 	engines []*engine.Engine
@@ -46,7 +46,7 @@ func sqliteStores(t *testing.T) func() store.Store {
 	}
 }
 
-func setupLimited(t *testing.T, open func() store.Store, engines, rpm, tasks, callsPerTask int) *limitedRun {
+func setupLimited(t *testing.T, open func() store.Store, engines int, limit store.RateLimit, tasks, callsPerTask int) *limitedRun {
 	t.Helper()
 	lr := &limitedRun{clock: clock.NewFake(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC))}
 	// Each task calls the model callsPerTask times: text until its last
@@ -73,7 +73,7 @@ func setupLimited(t *testing.T, open func() store.Store, engines, rpm, tasks, ca
 			// Longer than any run of waits in place the test advances over
 			// at once: the lease outlives the renewals the fake clock fires.
 			LeaseTTL:   10 * time.Minute,
-			RateLimits: map[string]store.RateLimit{limitedModel: {RequestsPerMinute: rpm}},
+			RateLimits: map[string]store.RateLimit{limitedModel: limit},
 		})
 		require.NoError(t, err)
 		lr.engines = append(lr.engines, e)
@@ -233,7 +233,7 @@ func (lr *limitedRun) requireFirstAttempts(t *testing.T, ids []string) (waitedIn
 func TestLLMTasksWaitForTheirModelsRateLimit(t *testing.T) {
 	t.Parallel()
 	const tasks, calls = 30, 3
-	lr := setupLimited(t, sqliteStores(t), 1, 60, tasks, calls)
+	lr := setupLimited(t, sqliteStores(t), 1, store.RateLimit{RequestsPerMinute: 60}, tasks, calls)
 	ids := lr.runAll(t, tasks)
 
 	waited := lr.requireFirstAttempts(t, ids)
@@ -269,7 +269,7 @@ func testRateLimitShared(t *testing.T, open func() store.Store) {
 	// 72 calls: more than the provider's 60 a minute, had each daemon a
 	// full bucket of 30 and its refill.
 	const tasks, calls = 24, 3
-	lr := setupLimited(t, open, 2, 30, tasks, calls)
+	lr := setupLimited(t, open, 2, store.RateLimit{RequestsPerMinute: 30}, tasks, calls)
 	ids := lr.runAll(t, tasks)
 
 	waited := lr.requireFirstAttempts(t, ids)
@@ -281,3 +281,27 @@ func testRateLimitShared(t *testing.T, open func() store.Store) {
 	// 30 at once, then one every 2 s: the 72nd call after about 84 s.
 	require.GreaterOrEqual(t, took, 82*time.Second, fmt.Sprintf("done after %s", took))
 }
+
+// A call takes its bound of tokens (prompt and reply) from the model's
+// bucket and gives back what the provider reports it did not use.
+func TestLLMRateLimitCountsReportedTokens(t *testing.T) {
+	t.Parallel()
+	limit := store.RateLimit{RequestsPerMinute: 60, TokensPerMinute: 100_000}
+	lr := setupLimited(t, sqliteStores(t), 1, limit, 1, 1)
+	ids := lr.runAll(t, 1)
+	lr.requireFirstAttempts(t, ids)
+
+	// The clock has not moved: the bucket holds what the call left.
+	used := finishReply.Usage.InputTokens + finishReply.Usage.OutputTokens
+	take := func(tokens int64) time.Duration {
+		wait, err := lr.engines[0].Store().RateLimitTake(context.Background(), &store.RateLimitTakeParams{
+			Model: limitedModel, Limit: limit, Tokens: tokens, Now: ptr(lr.clock.Now()),
+		})
+		require.NoError(t, err)
+		return wait
+	}
+	require.Positive(t, take(100_000-used+1), "the call's %d tokens are taken", used)
+	require.Zero(t, take(100_000-used), "the rest of its bound was given back")
+}
+
+func ptr[T any](v T) *T { return &v }
