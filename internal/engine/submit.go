@@ -358,6 +358,11 @@ func checkConcurrencyKey(p *SubmitParams) error {
 	if len(p.ConcurrencyKey) > maxConcurrencyKeyBytes {
 		return invalid("concurrency_key", "is %d bytes; the limit is %d", len(p.ConcurrencyKey), maxConcurrencyKeyBytes)
 	}
+	// Agent keys are held by an agent's tasks already; a task naming one
+	// as its own would look limited and not be.
+	if _, ok := store.KeyAgent(p.ConcurrencyKey); ok {
+		return invalid("concurrency_key", "%q: keys starting with %q are the agents' own (every task holds agent:<its agent>); choose another key", p.ConcurrencyKey, store.AgentKeyPrefix)
+	}
 	return nil
 }
 

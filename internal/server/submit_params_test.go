@@ -138,6 +138,7 @@ func TestSubmitConcurrencyKey(t *testing.T) {
 	before := snapshot(t, db)
 	for _, c := range []struct{ body, code string }{
 		{`{"goal":"x","concurrency_key":"a\u0007b"}`, api.CodeInvalid},
+		{`{"goal":"x","concurrency_key":"agent:default"}`, api.CodeInvalid},
 		{`{"goal":"x","concurrency_key":"` + strings.Repeat("k", 201) + `"}`, api.CodeInvalid},
 		{"{\"goal\":\"x\",\"concurrency_key\":\"\xff\"}", api.CodeBadRequest},
 		{`{"goal":"x","concurrency_key":7}`, api.CodeBadRequest},
