@@ -129,6 +129,9 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Client, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
+	if err := checkFlowConfig(cfg); err != nil {
+		return nil, err
+	}
 	st, err := openStore(ctx, dsn, cfg)
 	if err != nil {
 		return nil, err
@@ -139,6 +142,22 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkFlowConfig refuses limits no claim could honour, as the config
+// file's validation does.
+func checkFlowConfig(cfg *Config) error {
+	for key, n := range cfg.Concurrency {
+		if key == "" || n < 0 {
+			return fmt.Errorf("errand: Config.Concurrency[%q] = %d: want a non-empty key and a limit of 0 or more", key, n)
+		}
+	}
+	for model, l := range cfg.RateLimits {
+		if err := store.ValidateRateLimit(model, l); err != nil {
+			return fmt.Errorf("errand: Config.RateLimits: %w", err)
+		}
+	}
+	return nil
 }
 
 // Errors Open wraps when it refuses a SQLite file. None is worth retrying
