@@ -31,7 +31,10 @@ func (c *Client) SubmitTask(ctx context.Context, p *api.CreateTask) (task *api.T
 		}
 		return nil, false, fmt.Errorf("decode POST /api/tasks: %w", err)
 	}
-	return &out, resp.StatusCode == http.StatusOK, nil
+	// 200 is a repeated idempotency key, or a submit that collapsed into a
+	// waiting debounced task, which the header tells apart.
+	debounced := resp.Header.Get("Errand-Debounced") == "true"
+	return &out, resp.StatusCode == http.StatusOK && !debounced, nil
 }
 
 // TaskInputs returns the input requests of one task, oldest first, of one
