@@ -12,8 +12,10 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var (
-		opts   bench.Options
-		asJSON bool
+		opts     bench.Options
+		asJSON   bool
+		fairness bool
+		fair     bench.FairnessOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -25,9 +27,17 @@ engine and times how soon each starts.
 
 With --processes N (and --store postgres://…) the engines run in N worker
 processes of --workers workers each while this one submits and times, as
-several daemons share one database; start latency is then across processes.`,
+several daemons share one database; start latency is then across processes.
+
+With --fairness it measures instead how long a task waits to start behind
+another key's backlog: tasks under key B submitted one at a time, timed on an
+idle engine, then again while --backlog tasks under key A stand ready.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if fairness {
+				fair.Workers, fair.Dir, fair.Store = opts.Workers, opts.Dir, opts.Store
+				return runFairness(cmd, fair, asJSON)
+			}
 			if opts.Durability != "normal" && opts.Durability != "full" {
 				return fmt.Errorf("--durability %q: want normal or full", opts.Durability)
 			}
@@ -89,7 +99,31 @@ several daemons share one database; start latency is then across processes.`,
 	f.StringVar(&opts.Store, "store", "", "a postgres:// URL to measure PostgreSQL (in a new schema, dropped after); default SQLite")
 	f.IntVar(&opts.Processes, "processes", 0, "run the engines in this many worker processes (needs --store postgres://…)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.BoolVar(&fairness, "fairness", false, "measure start latency behind another key's backlog")
+	f.IntVar(&fair.Backlog, "backlog", 50_000, "with --fairness: tasks under key A standing ready")
+	f.IntVar(&fair.Samples, "samples", 200, "with --fairness: tasks under key B, timed one at a time")
 	return cmd
+}
+
+func runFairness(cmd *cobra.Command, opts bench.FairnessOptions, asJSON bool) error {
+	if opts.Backlog < 1 || opts.Samples < 1 || opts.Workers < 1 {
+		return fmt.Errorf("--backlog, --samples and --workers must be at least 1")
+	}
+	report, err := bench.Fairness(cmd.Context(), opts)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if asJSON {
+		return json.NewEncoder(out).Encode(report)
+	}
+	fmt.Fprintf(out, "store            %s, %d workers on %d CPUs\n", report.Store, report.Workers, report.CPUs)
+	fmt.Fprintf(out, "idle             p50 %.2f ms, p99 %.2f ms (%d tasks under key B, one at a time)\n",
+		report.IdleP50MS, report.IdleP99MS, report.Samples)
+	fmt.Fprintf(out, "behind backlog   p50 %.2f ms, p99 %.2f ms (%d tasks under key A ready; %d still waiting at the end)\n",
+		report.BacklogP50MS, report.BacklogP99MS, report.Backlog, report.BacklogLeft)
+	fmt.Fprintf(out, "p99 ratio        %.1fx idle\n", report.P99Ratio)
+	return nil
 }
 
 // newBenchWorkerCmd is a worker process of bench --processes, started by
