@@ -270,22 +270,24 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		return nil, err
 	}
 	maxOut := a.maxReply(prompt)
-	// The model's allowance (config rate_limits) before the budget's, so
-	// the step's duration is its call's and not the wait's.
+	if err := a.reserveModelCall(ctx, step, req, prompt, maxOut); err != nil {
+		return nil, err
+	}
+	// The model's allowance (config rate_limits), once the budget allows
+	// the call: a call it refuses takes nothing from the shared limit.
 	bound := prompt + maxOut
 	allowed, err := run.RateLimitWait(ctx, a.cfg.Model, bound)
 	if err != nil {
-		var limited *taskrun.RateLimited
-		if errors.As(err, &limited) {
-			// Failed, not left running: the next attempt begins it again.
-			_ = step.End(ctx, taskrun.StepResult{Status: taskrun.StepFailed, ErrorCode: taskrun.CodeRateLimited, ErrorMessage: err.Error()})
+		code := taskrun.DefaultErrorCode
+		if _, ok := errors.AsType[*taskrun.RateLimited](err); ok {
+			code = taskrun.CodeRateLimited
 		}
+		// Recorded failed, its reservation handed back (even when ctx is
+		// done): the step runs again when the task does.
+		_ = step.End(ctx, taskrun.StepResult{Status: taskrun.StepFailed, ErrorCode: code, ErrorMessage: err.Error()})
 		return nil, err
 	}
-	if err := a.reserveModelCall(ctx, step, req, prompt, maxOut); err != nil {
-		allowed(0) // no call was made: the tokens go back
-		return nil, err
-	}
+	called := time.Now() // the step's duration is its call's, not the wait's
 
 	// Streamed, so whoever watches the task sees the words as they come;
 	// the record below still holds the whole reply.
@@ -308,7 +310,7 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		}
 		// Even when ctx is done (shutdown, cancel), so the reservation is
 		// handed back.
-		_ = step.End(ctx, taskrun.StepResult{Status: taskrun.StepFailed, ErrorCode: code, ErrorMessage: err.Error()})
+		_ = step.End(ctx, taskrun.StepResult{Status: taskrun.StepFailed, ErrorCode: code, ErrorMessage: err.Error(), Duration: time.Since(called)})
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -334,7 +336,8 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	res := taskrun.StepResult{
 		Status: taskrun.StepDone, Output: out,
 		TokensIn: resp.Usage.InputTokens, TokensOut: resp.Usage.OutputTokens,
-		CostUSD: a.cfg.Pricing.Cost(a.cfg.Model, resp.Usage),
+		CostUSD:  a.cfg.Pricing.Cost(a.cfg.Model, resp.Usage),
+		Duration: time.Since(called),
 	}
 	a.spent.Tokens += res.TokensIn + res.TokensOut
 	a.spent.CostUSD += res.CostUSD
