@@ -305,3 +305,41 @@ func TestLLMRateLimitCountsReportedTokens(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A wait longer than the engine waits in place hands the task back: its
+// step is recorded failed with code rate_limited, the task waits pending
+// (task.deferred) and completes in its first attempt, the provider never
+// asked more than the configured rate.
+func TestLLMRateLimitLongWaitHandsTheTaskBack(t *testing.T) {
+	t.Parallel()
+	const tasks = 3
+	lr := setupLimited(t, sqliteStores(t), 1, store.RateLimit{RequestsPerMinute: 1}, tasks, 1)
+	start := lr.clock.Now()
+	ids := lr.runAll(t, tasks)
+	lr.requireFirstAttempts(t, ids)
+	require.Zero(t, lr.server.Refused())
+	require.Equal(t, tasks, lr.server.Requests())
+	require.GreaterOrEqual(t, lr.clock.Now().Sub(start), 2*time.Minute, "one call a minute")
+
+	deferred, limitedSteps := 0, 0
+	for _, id := range ids {
+		evs, err := lr.engines[0].Store().EventList(context.Background(), &store.EventListParams{TaskID: id, Types: []string{store.EventTaskDeferred}, Limit: 100})
+		require.NoError(t, err)
+		deferred += len(evs)
+		evs, err = lr.engines[0].Store().EventList(context.Background(), &store.EventListParams{TaskID: id, Types: []string{store.EventTaskStep}, Limit: 100})
+		require.NoError(t, err)
+		for _, ev := range evs {
+			var d struct {
+				Status    string `json:"status"`
+				ErrorCode string `json:"error_code"`
+			}
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			if d.Status == store.StepFailed {
+				require.Equal(t, taskrun.CodeRateLimited, d.ErrorCode)
+				limitedSteps++
+			}
+		}
+	}
+	require.GreaterOrEqual(t, deferred, tasks-1, "every task but the first waited pending")
+	require.Equal(t, deferred, limitedSteps, "a failed step for each wait, run again later")
+}
