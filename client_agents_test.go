@@ -53,7 +53,7 @@ agents:
 			{Name: "coder", Kind: AgentKindGo, Pending: 1},
 			{Name: "retired", Limit: &zero},
 			{Name: "shell", Kind: AgentKindExec},
-			{Name: "writer", Kind: AgentKindLLM, Model: modelOf(t, c, "writer"), Pending: 2, Limit: &two},
+			{Name: "writer", Kind: AgentKindLLM, Model: "tiny-model", Pending: 2, Limit: &two},
 		},
 		Keys: []*KeyState{
 			{Key: "repo:api", Pending: 1},
@@ -86,15 +86,6 @@ agents:
 	require.ErrorContains(t, err, `"nobody"`)
 	_, err = c.ResumeAgent(ctx, "")
 	require.ErrorIs(t, err, ErrInvalid)
-}
-
-// modelOf is the model Agents reports for an llm agent: its config's
-// model once the agent tells it (see describeHandler), else none.
-func modelOf(t *testing.T, c *Client, name string) string {
-	t.Helper()
-	kind, model := describeHandler(c.registeredAgents()[name])
-	require.Equal(t, AgentKindLLM, kind)
-	return model
 }
 
 // A paused agent's tasks wait, pending, and run once it is resumed.

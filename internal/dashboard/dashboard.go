@@ -147,6 +147,7 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("GET /memories", d.page(d.memoriesPage))
 	d.mux.Handle("GET /memories/{id}", d.page(d.memoryPage))
 	d.mux.Handle("POST /memories/{id}/{action}", d.change(d.memoryAct))
+	d.mux.Handle("POST /agents/{name}/{action}", d.change(d.agentAct))
 	d.mux.Handle("/", d.page(func(w http.ResponseWriter, r *http.Request, v *view) {
 		d.fail(w, r, v, http.StatusNotFound, "No such page.")
 	}))

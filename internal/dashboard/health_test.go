@@ -22,17 +22,14 @@ func TestHealthPausesAndResumesAgents(t *testing.T) {
 	t.Parallel()
 	client, err := errand.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "errand.db"), &errand.Config{
 		Concurrency: map[string]int{"agent:writer": 3, "repo:web": 1},
+		// A client that runs agents knows which names are agents.
+		Agents: map[string]errand.Agent{"writer": errand.AgentFunc(nil)},
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
 	d, err := New(Config{Client: client, Token: testToken, Clock: clock.NewFake(time.Now()), Home: t.TempDir()})
 	require.NoError(t, err)
-	// The dashboard's mux serves POST /agents/{name}/{action}; mounted
-	// here too, so this test holds whichever way it is wired.
-	mux := http.NewServeMux()
-	mux.Handle("POST /agents/{name}/{action}", d.change(d.agentAct))
-	mux.Handle("/", d)
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
 	h := &harness{client: client, srv: srv}
 	b := h.browser(t)
@@ -70,7 +67,7 @@ func TestHealthPausesAndResumesAgents(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, page, "Waiting on rate limit")
 	writer := row(page, "writer")
-	require.Equal(t, "writer| –| –| 0| 2| 0| 3| no| Pause |", cells(writer))
+	require.Equal(t, "writer| go| –| 0| 2| 0| 3| no| Pause |", cells(writer))
 	require.Contains(t, writer, `action="/agents/writer/pause"`)
 	require.Contains(t, page, "<td><code>repo:web</code></td><td>0</td><td>2</td><td>1</td>")
 	token := csrfOf(t, page)

@@ -132,6 +132,10 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"DELETE", "/api/memories/{id}"},
 	{"POST", "/api/memories/purge"},
 	{"POST", "/api/memories/{id}/release"},
+	{"GET", "/api/agents"},
+	{"POST", "/api/agents/default/pause"},
+	{"POST", "/api/agents/default/resume"},
+	{"POST", "/api/agents/{id}/pause"},
 }
 
 // streamRecorder ends a stream as soon as it starts: the request's context
