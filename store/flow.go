@@ -41,12 +41,16 @@ type FlowStore interface {
 	FlowStats(ctx context.Context) (*FlowStats, error)
 
 	// RateLimitTake takes Requests requests and Tokens tokens from the
-	// buckets of a model shared by every daemon of the store: each bucket
-	// holds up to its per-minute limit and refills at that rate. It takes
+	// buckets of a model shared by every daemon of the store. Each refills
+	// at its per-minute limit; the request bucket holds one request, so
+	// calls are evenly spaced and every minute-long window stays within the
+	// limit (a minute's worth of requests, plus their refill, could send
+	// twice it), and the token bucket holds a minute's tokens. It takes
 	// all or nothing: when either bucket lacks what is asked it takes none
 	// and returns how long until both would hold it, from what they hold
-	// now. A limit of 0 is no limit. Asking more tokens than a whole
-	// minute's limit is served once the bucket is full, leaving it in debt.
+	// now. A limit of 0 is no limit. Asking more than a bucket holds
+	// (tokens beyond a minute's limit, more than one request) is served
+	// once it is full, leaving it in debt.
 	RateLimitTake(ctx context.Context, params *RateLimitTakeParams) (wait time.Duration, err error)
 
 	// RateLimitAdjust corrects a model's token bucket once a call's real

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -20,16 +21,20 @@ func TestRateBucketRefill(t *testing.T) {
 		wantTokens   float64
 		wantAt       int64
 	}{
-		{name: "half a minute gives half the limits", from: RateBucket{UpdatedAt: 0}, at: minuteUS / 2,
-			wantRequests: 30, wantTokens: 500, wantAt: minuteUS / 2},
-		{name: "caps at a full bucket", from: RateBucket{Requests: 50, Tokens: 900}, at: 2 * minuteUS,
-			wantRequests: 60, wantTokens: 1000, wantAt: 2 * minuteUS},
-		{name: "pays debt back first", from: RateBucket{Tokens: -1000}, at: minuteUS,
-			wantRequests: 60, wantTokens: 0, wantAt: minuteUS},
-		{name: "an earlier clock adds nothing", from: RateBucket{Requests: 1, Tokens: 2, UpdatedAt: minuteUS}, at: 0,
-			wantRequests: 1, wantTokens: 2, wantAt: minuteUS},
+		{name: "half a second gives half a request", from: RateBucket{UpdatedAt: 0}, at: minuteUS / 120,
+			wantRequests: 0.5, wantTokens: 1000.0 / 120, wantAt: minuteUS / 120},
+		{name: "requests cap at one, tokens at a minute's", from: RateBucket{UpdatedAt: 0}, at: minuteUS / 2,
+			wantRequests: 1, wantTokens: 500, wantAt: minuteUS / 2},
+		{name: "caps at a full bucket", from: RateBucket{Requests: 0.5, Tokens: 900}, at: 2 * minuteUS,
+			wantRequests: 1, wantTokens: 1000, wantAt: 2 * minuteUS},
+		{name: "pays debt back first", from: RateBucket{Requests: -2, Tokens: -1000}, at: minuteUS / 20,
+			wantRequests: 1, wantTokens: -950, wantAt: minuteUS / 20},
+		{name: "an earlier clock adds nothing", from: RateBucket{Requests: 0.25, Tokens: 2, UpdatedAt: minuteUS}, at: 0,
+			wantRequests: 0.25, wantTokens: 2, wantAt: minuteUS},
+		// A bucket of a minute's requests (a lowered limit, or one saved
+		// before requests were spaced) holds one request at once.
 		{name: "a lowered limit caps the level", from: RateBucket{Requests: 600, Tokens: 5000}, at: 0,
-			wantRequests: 60, wantTokens: 1000, wantAt: 0},
+			wantRequests: 1, wantTokens: 1000, wantAt: 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -49,7 +54,7 @@ func TestRateBucketUnlimited(t *testing.T) {
 	require.Zero(t, b.Take(RateLimit{TokensPerMinute: 100}, 1_000_000, 100))
 	require.Zero(t, b.Take(RateLimit{TokensPerMinute: 100}, 1_000_000, 0))
 	b.Refill(RateLimit{RequestsPerMinute: 5, TokensPerMinute: 100}, 0)
-	require.InDelta(t, 5.0, b.Requests, 1e-9)
+	require.InDelta(t, 1.0, b.Requests, 1e-9)
 }
 
 func TestRateBucketTake(t *testing.T) {
@@ -64,22 +69,28 @@ func TestRateBucketTake(t *testing.T) {
 		wantRequests float64
 		wantTokens   float64
 	}{
-		{name: "takes from both", from: RateBucket{Requests: 10, Tokens: 7}, requests: 1, tokens: 3,
-			wantRequests: 9, wantTokens: 4},
-		{name: "all or nothing when tokens lack", from: RateBucket{Requests: 10, Tokens: 2}, requests: 1, tokens: 3,
-			wait: 8_571_428_572 * time.Nanosecond /* a seventh of a minute, rounded up */, wantRequests: 10, wantTokens: 2},
+		{name: "takes from both", from: RateBucket{Requests: 1, Tokens: 7}, requests: 1, tokens: 3,
+			wantRequests: 0, wantTokens: 4},
+		{name: "all or nothing when tokens lack", from: RateBucket{Requests: 1, Tokens: 2}, requests: 1, tokens: 3,
+			wait: 8_571_428_572 * time.Nanosecond /* a seventh of a minute, rounded up */, wantRequests: 1, wantTokens: 2},
 		{name: "all or nothing when requests lack", from: RateBucket{Requests: 0.5, Tokens: 7}, requests: 1, tokens: 3,
 			wait: 500 * time.Millisecond, wantRequests: 0.5, wantTokens: 7},
+		{name: "requests are a minute/limit apart", from: RateBucket{Requests: 0, Tokens: 7}, requests: 1,
+			wait: time.Second, wantRequests: 0, wantTokens: 7},
 		{name: "waits for the slower bucket", from: RateBucket{Requests: 0, Tokens: 0}, requests: 1, tokens: 7,
 			wait: time.Minute, wantRequests: 0, wantTokens: 0},
 		{name: "waits at least a millisecond", from: RateBucket{Requests: 1 - 1e-6, Tokens: 7}, requests: 1,
 			wait: time.Millisecond, wantRequests: 1 - 1e-6, wantTokens: 7},
 		{name: "float slack serves an exact refill", from: RateBucket{Requests: 1 - 1e-12, Tokens: 7}, requests: 1,
 			wantRequests: -1e-12, wantTokens: 7},
-		{name: "more than a minute's tokens goes into debt when full", from: RateBucket{Requests: 60, Tokens: 7}, requests: 1, tokens: 20,
-			wantRequests: 59, wantTokens: -13},
-		{name: "more than a minute's tokens waits for a full bucket", from: RateBucket{Requests: 60, Tokens: 0}, requests: 1, tokens: 20,
-			wait: time.Minute, wantRequests: 60, wantTokens: 0},
+		{name: "more than a minute's tokens goes into debt when full", from: RateBucket{Requests: 1, Tokens: 7}, requests: 1, tokens: 20,
+			wantRequests: 0, wantTokens: -13},
+		{name: "more than a minute's tokens waits for a full bucket", from: RateBucket{Requests: 1, Tokens: 0}, requests: 1, tokens: 20,
+			wait: time.Minute, wantRequests: 1, wantTokens: 0},
+		{name: "more than one request goes into debt when full", from: RateBucket{Requests: 1, Tokens: 7}, requests: 3,
+			wantRequests: -2, wantTokens: 7},
+		{name: "more than one request waits for a full bucket", from: RateBucket{Requests: 0.5, Tokens: 7}, requests: 3,
+			wait: 500 * time.Millisecond, wantRequests: 0.5, wantTokens: 7},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -87,6 +98,41 @@ func TestRateBucketTake(t *testing.T) {
 			require.Equal(t, c.wait, b.Take(l, c.requests, c.tokens))
 			require.InDelta(t, c.wantRequests, b.Requests, 1e-15)
 			require.InDelta(t, c.wantTokens, b.Tokens, 1e-15)
+		})
+	}
+}
+
+// Calls made as soon as the bucket allows are never more than the limit in
+// any minute-long window, as a provider counting a sliding minute sees
+// them, yet keep up the limit's rate.
+func TestRateBucketNeverMoreThanTheLimitInAMinute(t *testing.T) {
+	t.Parallel()
+	for _, rpm := range []int{1, 7, 60, 600} {
+		t.Run(fmt.Sprint(rpm), func(t *testing.T) {
+			t.Parallel()
+			l := RateLimit{RequestsPerMinute: rpm}
+			b := NewRateBucket(l, 0)
+			var calls []int64
+			for now := int64(0); len(calls) < 3*rpm+1; {
+				b.Refill(l, now)
+				if wait := b.Take(l, 1, 0); wait > 0 {
+					now += int64((wait + time.Microsecond - 1) / time.Microsecond)
+					continue
+				}
+				calls = append(calls, now)
+			}
+			for i, from := range calls {
+				in := 0
+				for _, at := range calls[i:] {
+					if at < from+minuteUS {
+						in++
+					}
+				}
+				require.LessOrEqual(t, in, rpm, "calls in the minute from %dµs", from)
+			}
+			// Three minutes' calls after the first take three minutes, not
+			// much more.
+			require.InDelta(t, 3*minuteUS, calls[3*rpm], float64(minuteUS)/1000)
 		})
 	}
 }

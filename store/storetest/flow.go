@@ -178,8 +178,8 @@ func testFlow(t *testing.T, newDatabase NewDatabaseFunc) {
 		limit := store.RateLimit{RequestsPerMinute: 60, TokensPerMinute: 6000} // 1 request and 100 tokens a second
 		take := rateTaker(t, b.store, "model-a", limit)
 
-		// A new bucket is full: a whole minute's allowance at once.
-		require.Zero(t, take(0, 60, 6000))
+		// A new bucket is full: one request, a whole minute's tokens.
+		require.Zero(t, take(0, 1, 6000))
 		// Empty, it says when it will hold what is asked, by the slower
 		// of the two.
 		require.Equal(t, time.Second, take(0, 1, 0))
@@ -192,14 +192,19 @@ func testFlow(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Zero(t, take(time.Second, 1, 100))
 		require.Equal(t, time.Second, take(time.Second, 1, 0))
 
-		// Refilled at the limit's rate, and never past a full bucket.
-		require.Zero(t, take(4*time.Second, 3, 300))
+		// Refilled at the limit's rate, tokens up to a minute's and
+		// requests up to one: calls stay a second apart however long the
+		// bucket sat idle, so no minute sees more than 60.
+		require.Zero(t, take(4*time.Second, 1, 300))
 		require.Equal(t, time.Second, take(4*time.Second, 1, 0))
-		require.Zero(t, take(time.Hour, 60, 6000))
+		require.Zero(t, take(time.Hour, 1, 6000))
 		require.Equal(t, time.Second, take(time.Hour, 1, 0))
+		// More than one request is served from a full bucket, into debt.
+		require.Zero(t, take(time.Hour+time.Second, 3, 0))
+		require.Equal(t, 3*time.Second, take(time.Hour+time.Second, 1, 0))
 
 		// Another model has buckets of its own.
-		require.Zero(t, rateTaker(t, b.store, "model-b", limit)(time.Hour, 60, 6000))
+		require.Zero(t, rateTaker(t, b.store, "model-b", limit)(time.Hour, 1, 6000))
 
 		// A wait shorter than a millisecond is a millisecond.
 		fast := rateTaker(t, b.store, "model-fast", store.RateLimit{TokensPerMinute: 6_000_000})
@@ -231,7 +236,9 @@ func testFlow(t *testing.T, newDatabase NewDatabaseFunc) {
 	t.Run("RateLimitAdjust", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, newDatabase)
-		limit := store.RateLimit{RequestsPerMinute: 600, TokensPerMinute: 6000}
+		// Adjusting touches tokens only; no request limit, so the takes
+		// below wait for tokens alone.
+		limit := store.RateLimit{TokensPerMinute: 6000}
 		take := rateTaker(t, b.store, "model-a", limit)
 		adjust := func(model string, d time.Duration, tokens int64) {
 			t.Helper()
@@ -263,6 +270,14 @@ func testFlow(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Equal(t, 10*time.Millisecond, takeB(0, 1, 1))
 		adjust("model-c", 0, -6000)
 		require.Equal(t, 10*time.Millisecond, rateTaker(t, b.store, "model-c", limit)(0, 1, 1))
+
+		// Adjusting leaves the request bucket as it was: one request, then
+		// a second's wait.
+		both := store.RateLimit{RequestsPerMinute: 60, TokensPerMinute: 6000}
+		takeD := rateTaker(t, b.store, "model-d", both)
+		require.Zero(t, takeD(0, 1, 100))
+		require.NoError(t, b.store.RateLimitAdjust(b.ctx, &store.RateLimitAdjustParams{Model: "model-d", Limit: both, Tokens: 100, Now: at(0)}))
+		require.Equal(t, time.Second, takeD(0, 1, 0))
 	})
 
 	t.Run("RateLimitChanged", func(t *testing.T) {
@@ -272,11 +287,15 @@ func testFlow(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Zero(t, rateTaker(t, b.store, "model-a", store.RateLimit{RequestsPerMinute: 60})(0, 1, 1_000_000))
 		// A dimension limited only now starts full.
 		both := rateTaker(t, b.store, "model-a", store.RateLimit{RequestsPerMinute: 60, TokensPerMinute: 6000})
-		require.Zero(t, both(0, 1, 6000))
-		require.Equal(t, 10*time.Millisecond, both(0, 1, 1))
-		// A lower limit caps what the bucket holds.
+		require.Zero(t, both(time.Second, 1, 6000))
+		require.Equal(t, 10*time.Millisecond, both(time.Second, 0, 1))
+		require.Zero(t, rateTaker(t, b.store, "model-b", store.RateLimit{TokensPerMinute: 6000})(0, 1_000_000, 1))
+		requestsNow := rateTaker(t, b.store, "model-b", store.RateLimit{RequestsPerMinute: 60})
+		require.Zero(t, requestsNow(0, 1, 0))
+		require.Equal(t, time.Second, requestsNow(0, 1, 0))
+		// A lower limit spaces requests further apart.
 		lower := rateTaker(t, b.store, "model-a", store.RateLimit{RequestsPerMinute: 30})
-		require.Zero(t, lower(time.Hour, 30, 0))
+		require.Zero(t, lower(time.Hour, 1, 0))
 		require.Equal(t, 2*time.Second, lower(time.Hour, 1, 0))
 	})
 
@@ -307,46 +326,66 @@ func testFlow(t *testing.T, newDatabase NewDatabaseFunc) {
 		t.Parallel()
 		b := newBundle(t, newDatabase)
 		limit := store.RateLimit{RequestsPerMinute: 60, TokensPerMinute: 6000}
-		require.Zero(t, rateTaker(t, b.store, "model-a", limit)(0, 30, 1000))
-		// Another daemon of the store draws on the same buckets.
+		require.Zero(t, rateTaker(t, b.store, "model-a", limit)(0, 1, 1000))
+		// Another daemon of the store draws on the same buckets: the
+		// request is taken, and what tokens are left.
 		other := rateTaker(t, b.open(), "model-a", limit)
-		require.Zero(t, other(0, 30, 5000))
 		require.Equal(t, time.Second, other(0, 1, 0))
-		require.Equal(t, time.Second, rateTaker(t, b.store, "model-a", limit)(0, 0, 100))
+		require.Zero(t, other(time.Second, 1, 5100))
+		require.Equal(t, time.Second, rateTaker(t, b.store, "model-a", limit)(time.Second, 0, 100))
 	})
 
 	t.Run("RateLimitRace", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, newDatabase)
 		stores := []store.Store{b.store, b.open()}
-		limit := store.RateLimit{RequestsPerMinute: 60}
-		var (
-			taken atomic.Int64
-			wg    sync.WaitGroup
-			errs  = make(chan error, 8)
-		)
-		for i := range 8 {
-			wg.Go(func() {
-				s := stores[i%len(stores)]
-				for {
-					wait, err := s.RateLimitTake(b.ctx, &store.RateLimitTakeParams{Model: "model-a", Limit: limit, Requests: 1, Now: at(0)})
-					if err != nil {
-						errs <- err
-						return
+		// race has 8 takers on two daemons take requests and tokens at d
+		// at once, each until it is told to wait (once only unless
+		// repeat), and returns how many takes were served.
+		race := func(model string, limit store.RateLimit, d time.Duration, tokens int64, repeat bool) int64 {
+			t.Helper()
+			var (
+				taken atomic.Int64
+				wg    sync.WaitGroup
+				errs  = make(chan error, 8)
+			)
+			for i := range 8 {
+				wg.Go(func() {
+					s := stores[i%len(stores)]
+					for {
+						wait, err := s.RateLimitTake(b.ctx, &store.RateLimitTakeParams{Model: model, Limit: limit, Requests: 1, Tokens: tokens, Now: at(d)})
+						if err != nil {
+							errs <- err
+							return
+						}
+						if wait > 0 {
+							return
+						}
+						taken.Add(1)
+						if !repeat {
+							return
+						}
 					}
-					if wait > 0 {
-						return
-					}
-					taken.Add(1)
-				}
-			})
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			return taken.Load()
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
+
+		// The request bucket holds one request: of the takers at each
+		// instant a second apart, exactly one is served.
+		requests := store.RateLimit{RequestsPerMinute: 60}
+		for s := range 5 {
+			require.Equal(t, int64(1), race("model-a", requests, time.Duration(s)*time.Second, 0, false), "at %ds", s)
 		}
-		require.Equal(t, int64(60), taken.Load(), "the bucket holds a minute's requests, taken once each")
+		// The token bucket holds a minute's tokens, taken once each.
+		tokens := store.RateLimit{TokensPerMinute: 6000}
+		require.Equal(t, int64(60), race("model-b", tokens, 0, 100, true), "the bucket holds a minute's tokens")
+		require.Equal(t, int64(10), race("model-b", tokens, 10*time.Second, 100, true), "ten seconds refill ten calls' tokens")
 	})
 }
 
