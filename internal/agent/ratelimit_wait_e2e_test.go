@@ -225,23 +225,41 @@ func (lr *limitedRun) requireFirstAttempts(t *testing.T, ids []string) (waitedIn
 
 // The run: 30 tasks (90 calls) on a provider limited to 60
 // requests a minute, config rate_limits of 60 requests a minute. Calls
-// wait for their allowance in place, every task completes in its first
-// attempt, and the provider never answers more than 60 in a minute. A
-// bucket of a minute's requests can still send more than 60 in some
-// minute (a full bucket, then its refill); those few the provider refuses
-// are waited out without using an attempt.
+// wait for their allowance in place, a second apart, so the provider
+// never sees more than 60 in any minute and refuses none; every task
+// completes in its first attempt, none handed back.
 func TestLLMTasksWaitForTheirModelsRateLimit(t *testing.T) {
 	t.Parallel()
 	const tasks, calls = 30, 3
 	lr := setupLimited(t, sqliteStores(t), 1, store.RateLimit{RequestsPerMinute: 60}, tasks, calls)
+	start := lr.clock.Now()
 	ids := lr.runAll(t, tasks)
 
 	waited := lr.requireFirstAttempts(t, ids)
 	require.Positive(t, waited, "calls waited for their allowance")
+	require.Zero(t, lr.server.Refused(), "the provider refused nothing")
 	require.LessOrEqual(t, lr.server.PeakRate(), 60)
-	require.Equal(t, tasks*calls, lr.server.Requests()-lr.server.Refused(), "each call answered once")
-	t.Logf("%d of %d tasks waited in place; the provider refused %d of %d requests, its peak %d a minute",
-		waited, tasks, lr.server.Refused(), lr.server.Requests(), lr.server.PeakRate())
+	require.Equal(t, tasks*calls, lr.server.Requests(), "each call asked once")
+	deferred := lr.deferrals(t, ids)
+	require.Zero(t, deferred, "a wait of a second is waited in place")
+	took := lr.clock.Now().Sub(start)
+	// One call a second: the 90th 89 s after the first.
+	require.GreaterOrEqual(t, took, 89*time.Second, fmt.Sprintf("done after %s", took))
+	t.Logf("%d of %d tasks waited in place, %d deferrals; the provider refused %d of %d requests, its peak %d a minute; done after %s",
+		waited, tasks, deferred, lr.server.Refused(), lr.server.Requests(), lr.server.PeakRate(), took)
+}
+
+// deferrals counts the task.deferred events of ids: the times a task was
+// handed back to wait pending.
+func (lr *limitedRun) deferrals(t *testing.T, ids []string) int {
+	t.Helper()
+	n := 0
+	for _, id := range ids {
+		evs, err := lr.engines[0].Store().EventList(context.Background(), &store.EventListParams{TaskID: id, Types: []string{store.EventTaskDeferred}, Limit: 100})
+		require.NoError(t, err)
+		n += len(evs)
+	}
+	return n
 }
 
 // Two daemons on one store share the limit: configured at 30 requests a
@@ -267,7 +285,7 @@ func TestLLMRateLimitIsSharedByDaemonsPostgres(t *testing.T) {
 
 func testRateLimitShared(t *testing.T, open func() store.Store) {
 	// 72 calls: more than the provider's 60 a minute, had each daemon a
-	// full bucket of 30 and its refill.
+	// bucket of its own.
 	const tasks, calls = 24, 3
 	lr := setupLimited(t, open, 2, store.RateLimit{RequestsPerMinute: 30}, tasks, calls)
 	ids := lr.runAll(t, tasks)
@@ -278,8 +296,9 @@ func testRateLimitShared(t *testing.T, open func() store.Store) {
 	require.Equal(t, tasks*calls, lr.server.Requests())
 	require.LessOrEqual(t, lr.server.PeakRate(), 60)
 	took := lr.clock.Now().Sub(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC))
-	// 30 at once, then one every 2 s: the 72nd call after about 84 s.
-	require.GreaterOrEqual(t, took, 82*time.Second, fmt.Sprintf("done after %s", took))
+	// One call every 2 s, whichever daemon makes it: the 72nd 142 s after
+	// the first.
+	require.GreaterOrEqual(t, took, 142*time.Second, fmt.Sprintf("done after %s", took))
 }
 
 // A call takes its bound of tokens (prompt and reply) from the model's
@@ -321,12 +340,9 @@ func TestLLMRateLimitLongWaitHandsTheTaskBack(t *testing.T) {
 	require.Equal(t, tasks, lr.server.Requests())
 	require.GreaterOrEqual(t, lr.clock.Now().Sub(start), 2*time.Minute, "one call a minute")
 
-	deferred, limitedSteps := 0, 0
+	deferred, limitedSteps := lr.deferrals(t, ids), 0
 	for _, id := range ids {
-		evs, err := lr.engines[0].Store().EventList(context.Background(), &store.EventListParams{TaskID: id, Types: []string{store.EventTaskDeferred}, Limit: 100})
-		require.NoError(t, err)
-		deferred += len(evs)
-		evs, err = lr.engines[0].Store().EventList(context.Background(), &store.EventListParams{TaskID: id, Types: []string{store.EventTaskStep}, Limit: 100})
+		evs, err := lr.engines[0].Store().EventList(context.Background(), &store.EventListParams{TaskID: id, Types: []string{store.EventTaskStep}, Limit: 100})
 		require.NoError(t, err)
 		for _, ev := range evs {
 			var d struct {
