@@ -50,7 +50,10 @@ type FlowStore interface {
 	// and returns how long until both would hold it, from what they hold
 	// now. A limit of 0 is no limit. Asking more than a bucket holds
 	// (tokens beyond a minute's limit, more than one request) is served
-	// once it is full, leaving it in debt.
+	// once it is full, leaving it in debt. With Reserve, a take the
+	// buckets would serve within Reserve is made at once, into debt, and
+	// the wait returned (at most Reserve) is how long the caller must hold
+	// its call: later takes queue behind it.
 	RateLimitTake(ctx context.Context, params *RateLimitTakeParams) (wait time.Duration, err error)
 
 	// RateLimitAdjust corrects a model's token bucket once a call's real
@@ -105,7 +108,10 @@ type RateLimitTakeParams struct {
 	Limit    RateLimit
 	Requests int
 	Tokens   int64
-	Now      *time.Time
+	// Reserve takes what would be served within it now (see
+	// RateLimitTake); 0 takes only what the buckets hold.
+	Reserve time.Duration
+	Now     *time.Time
 }
 
 // RateLimitAdjustParams corrects a model's token bucket.

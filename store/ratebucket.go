@@ -110,12 +110,16 @@ func rateRefillLevel(level float64, limit int, capacity, elapsedMicros float64) 
 	return min(capacity, level+float64(limit)*elapsedMicros/rateMinuteMicros)
 }
 
-// Take takes requests and tokens when both buckets hold them, else takes
-// nothing and returns how long until they would.
-func (b *RateBucket) Take(l RateLimit, requests int, tokens int64) time.Duration {
+// Take takes requests and tokens when both buckets hold them. When they
+// would hold them within reserve, it takes them anyway, into debt, and
+// returns the wait the caller must let pass before the call: callers that
+// wait are queued one behind another by the debt, each told its own turn,
+// rather than all waking at the next refill to race for it. Else it takes
+// nothing and returns how long until they would hold them.
+func (b *RateBucket) Take(l RateLimit, requests int, tokens int64, reserve time.Duration) time.Duration {
 	wait := max(rateShortfall(b.Requests, l.RequestsPerMinute, rateRequestCapacity(l.RequestsPerMinute), float64(requests)),
 		rateShortfall(b.Tokens, l.TokensPerMinute, rateTokenCapacity(l.TokensPerMinute), float64(tokens)))
-	if wait > 0 {
+	if wait > reserve {
 		return wait
 	}
 	if l.RequestsPerMinute > 0 {
@@ -124,7 +128,7 @@ func (b *RateBucket) Take(l RateLimit, requests int, tokens int64) time.Duration
 	if l.TokensPerMinute > 0 {
 		b.Tokens -= float64(tokens)
 	}
-	return 0
+	return wait
 }
 
 // Adjust gives tokens back (up to a full bucket) or takes more (into

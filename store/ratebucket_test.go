@@ -51,8 +51,8 @@ func TestRateBucketUnlimited(t *testing.T) {
 	t.Parallel()
 	// A dimension without a limit never waits and starts full once limited.
 	b := NewRateBucket(RateLimit{TokensPerMinute: 100}, 0)
-	require.Zero(t, b.Take(RateLimit{TokensPerMinute: 100}, 1_000_000, 100))
-	require.Zero(t, b.Take(RateLimit{TokensPerMinute: 100}, 1_000_000, 0))
+	require.Zero(t, b.Take(RateLimit{TokensPerMinute: 100}, 1_000_000, 100, 0))
+	require.Zero(t, b.Take(RateLimit{TokensPerMinute: 100}, 1_000_000, 0, 0))
 	b.Refill(RateLimit{RequestsPerMinute: 5, TokensPerMinute: 100}, 0)
 	require.InDelta(t, 1.0, b.Requests, 1e-9)
 }
@@ -95,7 +95,7 @@ func TestRateBucketTake(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			b := c.from
-			require.Equal(t, c.wait, b.Take(l, c.requests, c.tokens))
+			require.Equal(t, c.wait, b.Take(l, c.requests, c.tokens, 0))
 			require.InDelta(t, c.wantRequests, b.Requests, 1e-15)
 			require.InDelta(t, c.wantTokens, b.Tokens, 1e-15)
 		})
@@ -115,7 +115,7 @@ func TestRateBucketNeverMoreThanTheLimitInAMinute(t *testing.T) {
 			var calls []int64
 			for now := int64(0); len(calls) < 3*rpm+1; {
 				b.Refill(l, now)
-				if wait := b.Take(l, 1, 0); wait > 0 {
+				if wait := b.Take(l, 1, 0, 0); wait > 0 {
 					now += int64((wait + time.Microsecond - 1) / time.Microsecond)
 					continue
 				}
@@ -141,11 +141,11 @@ func TestRateBucketAdjust(t *testing.T) {
 	t.Parallel()
 	l := RateLimit{TokensPerMinute: 100}
 	b := NewRateBucket(l, 0)
-	require.Zero(t, b.Take(l, 1, 80))
+	require.Zero(t, b.Take(l, 1, 80, 0))
 	b.Adjust(l, -50) // the call used more than it took
 	require.InDelta(t, -30.0, b.Tokens, 1e-9)
 	// Even a call asking no tokens waits out the debt.
-	require.Equal(t, 18*time.Second, b.Take(l, 1, 0))
+	require.Equal(t, 18*time.Second, b.Take(l, 1, 0, 0))
 	b.Adjust(l, 500) // given back, up to a full bucket
 	require.InDelta(t, 100.0, b.Tokens, 1e-9)
 }
@@ -178,4 +178,22 @@ func TestValidateRateLimitTake(t *testing.T) {
 			require.EqualError(t, err, c.err)
 		})
 	}
+}
+
+// Takes reserved within a bound queue one behind another, each told its
+// own turn, and spaced as the limit allows.
+func TestRateBucketReserveQueues(t *testing.T) {
+	t.Parallel()
+	l := RateLimit{RequestsPerMinute: 60}
+	b := NewRateBucket(l, 0)
+	for i := range 5 {
+		require.Equal(t, time.Duration(i)*time.Second, b.Take(l, 1, 0, 30*time.Second), "take %d", i)
+	}
+	// Beyond the bound nothing is taken: the next turn is still 5s away;
+	// within it, the sixth turn is.
+	require.Equal(t, 5*time.Second, b.Take(l, 1, 0, 2*time.Second))
+	require.Equal(t, 5*time.Second, b.Take(l, 1, 0, 5*time.Second))
+	require.Equal(t, 6*time.Second, b.Take(l, 1, 0, 2*time.Second), "taken: the queue is one longer")
+	b.Refill(l, 6_000_000)
+	require.Equal(t, time.Duration(0), b.Take(l, 1, 0, 0), "after the queue has gone by, a take is served at once")
 }

@@ -26,10 +26,14 @@ const MaxRateLimitWaitInPlace = 30 * time.Second
 const rateLimitAdjustTimeout = 10 * time.Second
 
 // RateLimitWait implements taskrun.Run: it takes one request and tokens
-// from model's buckets in the store, waiting in place while the wait is
-// at most MaxRateLimitWaitInPlace. Each wait is written to the task's
-// progress (a task.progress event), labelled store.RateLimitLabel and when
-// it ends, and the agent's progress is put back once the call may go.
+// from model's buckets in the store. A call the buckets would serve within
+// MaxRateLimitWaitInPlace is taken at once, reserving its turn, and waits
+// in place for it: waiting calls queue behind one another in the store
+// rather than all waking to race for each refill. The wait is written to
+// the task's progress (a task.progress event), labelled
+// store.RateLimitLabel and when it ends, and the agent's progress is put
+// back once the call may go. A longer wait takes nothing and hands the
+// task back (taskrun.RateLimited).
 func (r *run) RateLimitWait(ctx context.Context, model string, tokens int64) (func(int64), error) {
 	e := r.x.pool.e
 	limit, ok := e.cfg.RateLimits[model]
@@ -37,48 +41,43 @@ func (r *run) RateLimitWait(ctx context.Context, model string, tokens int64) (fu
 		return func(int64) {}, nil
 	}
 	tokens = max(tokens, 0)
-	waited := false
-	for {
-		if !r.x.trusted() {
-			return nil, store.ErrLeaseLost
-		}
-		wait, err := e.store.RateLimitTake(ctx, &store.RateLimitTakeParams{
-			Model: model, Limit: limit, Requests: 1, Tokens: tokens, Now: e.now(),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("take model %s's rate limit: %w", model, err)
-		}
-		if wait <= 0 {
-			if waited {
-				if err := r.writeWaitProgress(ctx, r.agentProgress()); err != nil {
-					return nil, err
-				}
-			}
-			return r.rateLimitDone(ctx, model, limit, tokens), nil
-		}
-		if wait > MaxRateLimitWaitInPlace {
-			// The deferral relabels the progress with when the task is due.
-			return nil, &taskrun.RateLimited{Wait: wait, Reason: fmt.Sprintf("model %s is at its rate_limits (%s)", model, describeRateLimit(limit))}
-		}
-		// The timer first, then the label: the label's time is never before
-		// the timer fires, so whoever reads it (a test's fake clock) may
-		// advance to it.
-		timer := e.clock.NewTimer(wait)
-		until := ceilSecond(e.clock.Now().Add(wait))
-		progress := r.agentProgress()
-		progress.Label = fmt.Sprintf("%s until %s", store.RateLimitLabel, until.UTC().Format(time.RFC3339))
-		if err := r.writeWaitProgress(ctx, progress); err != nil {
-			timer.Stop()
-			return nil, err
-		}
-		waited = true
-		select {
-		case <-timer.C():
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, ctx.Err()
-		}
+	if !r.x.trusted() {
+		return nil, store.ErrLeaseLost
 	}
+	wait, err := e.store.RateLimitTake(ctx, &store.RateLimitTakeParams{
+		Model: model, Limit: limit, Requests: 1, Tokens: tokens, Reserve: MaxRateLimitWaitInPlace, Now: e.now(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take model %s's rate limit: %w", model, err)
+	}
+	if wait > MaxRateLimitWaitInPlace {
+		// The deferral relabels the progress with when the task is due.
+		return nil, &taskrun.RateLimited{Wait: wait, Reason: fmt.Sprintf("model %s is at its rate_limits (%s)", model, describeRateLimit(limit))}
+	}
+	done := r.rateLimitDone(ctx, model, limit, tokens)
+	if wait <= 0 {
+		return done, nil
+	}
+	// The timer first, then the label: the label's time is never before
+	// the timer fires, so whoever reads it (a test's fake clock) may
+	// advance to it.
+	timer := e.clock.NewTimer(wait)
+	defer timer.Stop()
+	until := ceilSecond(e.clock.Now().Add(wait))
+	progress := r.agentProgress()
+	progress.Label = fmt.Sprintf("%s until %s", store.RateLimitLabel, until.UTC().Format(time.RFC3339))
+	if err := r.writeWaitProgress(ctx, progress); err != nil {
+		return nil, err // the turn taken goes unused: the limit errs on the safe side
+	}
+	select {
+	case <-timer.C():
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if err := r.writeWaitProgress(ctx, r.agentProgress()); err != nil {
+		return nil, err
+	}
+	return done, nil
 }
 
 // agentProgress is the task's progress as its agent last wrote it: a

@@ -38,7 +38,7 @@ func BenchmarkRateLimitTake(b *testing.B) {
 func benchmarkTake(b *testing.B, st store.Store) {
 	params := &store.RateLimitTakeParams{
 		Model: "gpt-4o-mini", Requests: 1, Tokens: 1000,
-		Limit: store.RateLimit{RequestsPerMinute: 1 << 30, TokensPerMinute: 1 << 40},
+		Limit: store.RateLimit{TokensPerMinute: 1 << 40},
 	}
 	take := func() error {
 		wait, err := st.RateLimitTake(context.Background(), params)

@@ -126,7 +126,7 @@ func (s *Store) RateLimitTake(ctx context.Context, p *store.RateLimitTakeParams)
 		if err != nil {
 			return err
 		}
-		if wait = b.Take(p.Limit, p.Requests, p.Tokens); wait > 0 {
+		if wait = b.Take(p.Limit, p.Requests, p.Tokens, p.Reserve); wait > p.Reserve {
 			return nil
 		}
 		saveBucket(tx, p.Model, b)
