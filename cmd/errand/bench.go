@@ -102,12 +102,16 @@ idle engine, then again while --backlog tasks under key A stand ready.`,
 	f.BoolVar(&fairness, "fairness", false, "measure start latency behind another key's backlog")
 	f.IntVar(&fair.Backlog, "backlog", 50_000, "with --fairness: tasks under key A standing ready")
 	f.IntVar(&fair.Samples, "samples", 200, "with --fairness: tasks under key B, timed one at a time")
+	f.DurationVar(&fair.Work, "work", 0, "with --fairness: how long each of key A's tasks holds its worker (0: no-op)")
 	return cmd
 }
 
 func runFairness(cmd *cobra.Command, opts bench.FairnessOptions, asJSON bool) error {
 	if opts.Backlog < 1 || opts.Samples < 1 || opts.Workers < 1 {
 		return fmt.Errorf("--backlog, --samples and --workers must be at least 1")
+	}
+	if opts.Work < 0 {
+		return fmt.Errorf("--work %s: want 0 or more", opts.Work)
 	}
 	report, err := bench.Fairness(cmd.Context(), opts)
 	if err != nil {
@@ -120,8 +124,12 @@ func runFairness(cmd *cobra.Command, opts bench.FairnessOptions, asJSON bool) er
 	fmt.Fprintf(out, "store            %s, %d workers on %d CPUs\n", report.Store, report.Workers, report.CPUs)
 	fmt.Fprintf(out, "idle             p50 %.2f ms, p99 %.2f ms (%d tasks under key B, one at a time)\n",
 		report.IdleP50MS, report.IdleP99MS, report.Samples)
-	fmt.Fprintf(out, "behind backlog   p50 %.2f ms, p99 %.2f ms (%d tasks under key A ready; %d still waiting at the end)\n",
-		report.BacklogP50MS, report.BacklogP99MS, report.Backlog, report.BacklogLeft)
+	work := "no-op"
+	if report.WorkMS > 0 {
+		work = fmt.Sprintf("%g ms each", report.WorkMS)
+	}
+	fmt.Fprintf(out, "behind backlog   p50 %.2f ms, p99 %.2f ms (%d tasks under key A ready, %s; %d still waiting at the end)\n",
+		report.BacklogP50MS, report.BacklogP99MS, report.Backlog, work, report.BacklogLeft)
 	fmt.Fprintf(out, "p99 ratio        %.1fx idle\n", report.P99Ratio)
 	return nil
 }

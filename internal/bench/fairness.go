@@ -19,7 +19,10 @@ type FairnessOptions struct {
 	Backlog int    // no-op tasks under key A, ready before the samples; default 50,000
 	Samples int    // tasks under key B, submitted one at a time; default 200
 	Workers int    // engine workers; default 16
-	Dir     string // where the database goes; default a new temp dir, removed after
+	// Work is how long each of key A's tasks holds its worker, as a model
+	// call would; 0 makes them no-ops, which saturates the store instead.
+	Work time.Duration
+	Dir  string // where the database goes; default a new temp dir, removed after
 	Store   string // a postgres:// URL measures PostgreSQL, in a new schema dropped after
 }
 
@@ -29,6 +32,7 @@ type FairnessReport struct {
 	Backlog      int     `json:"backlog"`
 	Samples      int     `json:"samples"`
 	Workers      int     `json:"workers"`
+	WorkMS       float64 `json:"work_ms"`
 	Store        string  `json:"store"`
 	IdleP50MS    float64 `json:"idle_p50_ms"`
 	IdleP99MS    float64 `json:"idle_p99_ms"`
@@ -56,7 +60,7 @@ func Fairness(ctx context.Context, opts FairnessOptions) (*FairnessReport, error
 	opts.Backlog = cmp.Or(opts.Backlog, 50_000)
 	opts.Samples = cmp.Or(opts.Samples, 200)
 	opts.Workers = cmp.Or(opts.Workers, 16)
-	if opts.Backlog < 1 || opts.Samples < 1 || opts.Workers < 1 {
+	if opts.Backlog < 1 || opts.Samples < 1 || opts.Workers < 1 || opts.Work < 0 {
 		return nil, errors.New("bench: backlog, samples and workers must be positive")
 	}
 	dsn, cleanup, err := freshStore(ctx, Options{Dir: opts.Dir, Store: opts.Store})
@@ -70,9 +74,16 @@ func Fairness(ctx context.Context, opts FairnessOptions) (*FairnessReport, error
 	agent := errand.AgentFunc(func(ctx context.Context, run *errand.TaskRun) (errand.Result, error) {
 		if run.Task().Goal == "b" {
 			started <- time.Now()
-		} else {
-			doneA.Add(1)
+			return errand.Result{}, nil
 		}
+		if opts.Work > 0 {
+			select {
+			case <-time.After(opts.Work):
+			case <-ctx.Done():
+				return errand.Result{}, ctx.Err()
+			}
+		}
+		doneA.Add(1)
 		return errand.Result{}, nil
 	})
 	client, err := errand.Open(ctx, dsn, &errand.Config{Agents: map[string]errand.Agent{"default": agent}})
@@ -81,17 +92,18 @@ func Fairness(ctx context.Context, opts FairnessOptions) (*FairnessReport, error
 	}
 	defer client.Close()
 	report := &FairnessReport{
-		Backlog: opts.Backlog, Samples: opts.Samples, Workers: opts.Workers, Store: "sqlite",
+		Backlog: opts.Backlog, Samples: opts.Samples, Workers: opts.Workers, WorkMS: ms(opts.Work), Store: "sqlite",
 		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
 	}
 	if isPostgres(opts.Store) {
 		report.Store = "postgres"
 	}
 
-	// sample submits B's tasks one at a time, each timed to its start.
-	sample := func(engine *errand.Engine) ([]time.Duration, error) {
+	// sample submits B's tasks one at a time, each timed to its start;
+	// idle, each after the last has finished.
+	sample := func(engine *errand.Engine, idle bool) ([]time.Duration, error) {
 		latencies := make([]time.Duration, 0, opts.Samples)
-		for range opts.Samples {
+		for i := range opts.Samples {
 			sent := time.Now()
 			if _, err := client.Submit(ctx, &errand.SubmitParams{Goal: "b", ConcurrencyKey: "B"}); err != nil {
 				return nil, fmt.Errorf("bench submit: %w", err)
@@ -101,6 +113,11 @@ func Fairness(ctx context.Context, opts FairnessOptions) (*FairnessReport, error
 				latencies = append(latencies, at.Sub(sent))
 			case <-ctx.Done():
 				return nil, ctx.Err()
+			}
+			if idle {
+				if err := waitFinished(ctx, engine, int64(i+1)); err != nil {
+					return nil, err
+				}
 			}
 		}
 		slices.Sort(latencies)
@@ -115,7 +132,7 @@ func Fairness(ctx context.Context, opts FairnessOptions) (*FairnessReport, error
 	if err := engine.Start(ctx); err != nil {
 		return nil, err
 	}
-	idle, err := sample(engine)
+	idle, err := sample(engine, true)
 	stopErr := engine.Stop(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, err
@@ -138,7 +155,7 @@ func Fairness(ctx context.Context, opts FairnessOptions) (*FairnessReport, error
 		return nil, err
 	}
 	defer engine.Stop(context.WithoutCancel(ctx))
-	behind, err := sample(engine)
+	behind, err := sample(engine, false)
 	if err != nil {
 		return nil, err
 	}

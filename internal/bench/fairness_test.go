@@ -25,4 +25,6 @@ func TestFairnessRefusesNonsense(t *testing.T) {
 	t.Parallel()
 	_, err := Fairness(t.Context(), FairnessOptions{Backlog: -1})
 	require.Error(t, err)
+	_, err = Fairness(t.Context(), FairnessOptions{Work: -1})
+	require.Error(t, err)
 }
