@@ -16,14 +16,14 @@ import (
 
 // FairnessOptions says what the fairness bench measures.
 type FairnessOptions struct {
-	Backlog int    // no-op tasks under key A, ready before the samples; default 50,000
-	Samples int    // tasks under key B, submitted one at a time; default 200
-	Workers int    // engine workers; default 16
+	Backlog int // no-op tasks under key A, ready before the samples; default 50,000
+	Samples int // tasks under key B, submitted one at a time; default 200
+	Workers int // engine workers; default 16
 	// Work is how long each of key A's tasks holds its worker, as a model
 	// call would; 0 makes them no-ops, which saturates the store instead.
-	Work time.Duration
-	Dir  string // where the database goes; default a new temp dir, removed after
-	Store   string // a postgres:// URL measures PostgreSQL, in a new schema dropped after
+	Work  time.Duration
+	Dir   string // where the database goes; default a new temp dir, removed after
+	Store string // a postgres:// URL measures PostgreSQL, in a new schema dropped after
 }
 
 // FairnessReport is what the fairness bench measured. JSON field names are
