@@ -133,8 +133,8 @@ func (s *Store) claim(ctx context.Context, owner string, agents []string, limit 
 		}
 		from := map[string]store.Status{}
 		if len(limits) == 0 {
-			rows, err := tx.Query(ctx, sqlClaim, at, agents, limit, floor, owner, expires)
-			if err != nil {
+			var rows pgx.Rows
+			if rows, err = tx.Query(ctx, sqlClaim, at, agents, limit, floor, owner, expires); err != nil {
 				return err
 			}
 			claimed, err = collect(rows, func(r pgx.Row) (*store.Task, error) {
