@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/netip"
 	"net/textproto"
 	"net/url"
 	"regexp"
@@ -14,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -230,59 +228,6 @@ func (a Agent) validate(p *problems, path, name string) {
 	}
 	if a.StepTimeout <= 0 {
 		p.add(path+".step_timeout", "must be positive")
-	}
-}
-
-// maxConcurrencyKeyBytes bounds a concurrency key, as the engine bounds
-// a task's.
-const maxConcurrencyKeyBytes = 200
-
-// checkConcurrency checks one entry of concurrency: a key a task can hold
-// and a limit; an agent:NAME key must name a configured agent, or it
-// would cap nothing.
-func checkConcurrency(p *problems, key string, limit int, agents map[string]Agent) {
-	path := "concurrency." + key
-	switch {
-	case strings.TrimSpace(key) == "":
-		p.add("concurrency", "keys must not be empty")
-		return
-	case !utf8.ValidString(key):
-		p.add("concurrency", "key %q is not valid UTF-8", key)
-		return
-	case len(key) > maxConcurrencyKeyBytes:
-		p.add("concurrency", "key %.40q… is %d bytes; the limit is %d", key, len(key), maxConcurrencyKeyBytes)
-		return
-	}
-	for i, r := range key {
-		if unicode.IsControl(r) {
-			p.add("concurrency", "key %q holds the control character %U at byte %d", key, r, i)
-			return
-		}
-	}
-	if limit < 0 {
-		p.add(path, "%d must not be negative (0 runs none, leave the key out for no limit)", limit)
-	}
-	if name, ok := strings.CutPrefix(key, "agent:"); ok && name != "default" {
-		if _, known := agents[name]; !known {
-			p.add(path, "%q is not an agent in agents", name)
-		}
-	}
-}
-
-func (r RateLimit) validate(p *problems, model string) {
-	if strings.TrimSpace(model) == "" {
-		p.add("rate_limits", "model names must not be empty")
-		return
-	}
-	path := "rate_limits." + model
-	if r.RequestsPerMinute < 0 {
-		p.add(path+".requests_per_minute", "must not be negative")
-	}
-	if r.TokensPerMinute < 0 {
-		p.add(path+".tokens_per_minute", "must not be negative")
-	}
-	if r.RequestsPerMinute == 0 && r.TokensPerMinute == 0 {
-		p.add(path, "set requests_per_minute or tokens_per_minute above 0 (or leave the model out)")
 	}
 }
 
@@ -553,71 +498,6 @@ func amount(f float64) string {
 		return "must not be negative"
 	}
 	return ""
-}
-
-func checkHTTPURL(s string) string {
-	u, err := url.Parse(s)
-	if s == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "must be an http or https URL"
-	}
-	return ""
-}
-
-// checkWebhookURL is checkHTTPURL, refusing too a host that the HTTP
-// client or a resolver would turn into another one (see HostSpelling), so
-// that what the webhook guard checks is what gets dialed.
-func checkWebhookURL(s string) string {
-	if msg := checkHTTPURL(s); msg != "" {
-		return msg
-	}
-	u, _ := url.Parse(s)
-	if msg := HostSpelling(u.Hostname()); msg != "" {
-		return fmt.Sprintf("host %q of %s %s", u.Hostname(), u.Redacted(), msg)
-	}
-	return ""
-}
-
-// HostSpelling returns "" for a URL host written in the one form every
-// parser reads alike, else what is wrong with it:
-//   - it is not ASCII: net/http maps a Unicode host through IDNA before
-//     dialing, so ⓛⓞⓒⓐⓛⓗⓞⓢⓣ reaches localhost;
-//   - it is made only of numbers (decimal, octal with a leading 0, or hex
-//     with 0x) but is not an IPv4 address in four decimal parts: inet_aton,
-//     getaddrinfo and browsers read 2130706433, 0x7f.1 or 0177.0.0.1 as
-//     127.0.0.1, Go's parser does not. Names with a label that is not a
-//     number, like 1password.com, are fine.
-func HostSpelling(host string) string {
-	for i := range len(host) {
-		if host[i] >= utf8.RuneSelf {
-			return "is not ASCII: write an internationalized name in its xn-- form"
-		}
-	}
-	if host == "" {
-		return ""
-	}
-	for label := range strings.SplitSeq(strings.TrimSuffix(host, "."), ".") {
-		if !numericLabel(label) {
-			return ""
-		}
-	}
-	if ip, err := netip.ParseAddr(host); err == nil && ip.Is4() {
-		return ""
-	}
-	return "is numeric but not four decimal parts: write an IPv4 address as four decimal parts, like 127.0.0.1"
-}
-
-// numericLabel reports whether a host label is a number as inet_aton or
-// a browser reads one: decimal or octal digits, or 0x and hex digits
-// (even none).
-func numericLabel(s string) bool {
-	digits := "0123456789"
-	if len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
-		s, digits = s[2:], "0123456789abcdefABCDEF"
-		if s == "" {
-			return true
-		}
-	}
-	return s != "" && strings.Trim(s, digits) == ""
 }
 
 func checkEnvName(s string) string {
