@@ -75,3 +75,34 @@ func fullNames(m map[string]int) []string {
 	slices.Sort(out)
 	return out
 }
+
+// FillRoom runs the rounds of a claim held to concurrency limits and
+// returns the ids taken, in claim order, at most limit. Each round, next
+// lists up to want ready tasks in claim order, leaving out those of the
+// full keys and agents and those already taken, and visits each with its
+// keys; FillRoom takes those that fit. A key that fills up mid-round is
+// left out of the next round, so tasks behind it are still reached; each
+// round fills the claim, runs out of tasks or fills a key, so it ends.
+func FillRoom[ID any](room *Room, limit int, next func(fullKeys, fullAgents []string, taken []ID, want int, visit func(id ID, key, agent string)) error) ([]ID, error) {
+	var taken []ID
+	for len(taken) < limit {
+		want := limit - len(taken)
+		fullKeys, fullAgents := room.Full()
+		fetched, skipped := 0, 0
+		err := next(fullKeys, fullAgents, taken, want, func(id ID, key, agent string) {
+			fetched++
+			if !room.Take(key, agent) {
+				skipped++
+				return
+			}
+			taken = append(taken, id)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if fetched < want || skipped == 0 {
+			break // no more ready tasks, or every one fit
+		}
+	}
+	return taken, nil
+}

@@ -160,12 +160,9 @@ func (s *Store) claim(ctx context.Context, owner string, agents []string, limit 
 	return claimed, err
 }
 
-// claimLimited claims as sqlClaim does, held to concurrency limits: under
-// an advisory lock that serializes such claims across every daemon, it
-// counts what runs under each limited key, then takes ready tasks in claim
-// order while their keys have room. A key that fills up mid-batch is left
-// out of the next query, so tasks behind it are still reached; each round
-// either fills the batch, runs out of tasks or fills a key, so it ends.
+// claimLimited claims as sqlClaim does, held to concurrency limits (see
+// store.FillRoom), under an advisory lock that serializes such claims
+// across every daemon, so two never count the same room.
 func claimLimited(ctx context.Context, tx *txn, owner string, agents []string, limit int, limits map[string]int, floor int64, at, expires time.Time, from map[string]store.Status) ([]*store.Task, error) {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(limitsLock)); err != nil {
 		return nil, err
@@ -174,39 +171,27 @@ func claimLimited(ctx context.Context, tx *txn, owner string, agents []string, l
 	if err != nil {
 		return nil, err
 	}
-	ids := []string{}
-	for len(ids) < limit {
-		want := limit - len(ids)
-		fullKeys, fullAgents := room.Full()
-		rows, err := tx.Query(ctx, sqlSelectReadyLimited, at, agents, want, floor, fullKeys, fullAgents, ids)
+	ids, err := store.FillRoom(room, limit, func(fullKeys, fullAgents []string, taken []string, want int, visit func(string, string, string)) error {
+		rows, err := tx.Query(ctx, sqlSelectReadyLimited, at, agents, want, floor, fullKeys, fullAgents, append([]string{}, taken...))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		fetched, skipped := 0, 0
+		defer rows.Close()
 		for rows.Next() {
-			fetched++
 			var id string
 			var st store.Status
 			var key *string
 			var agent string
 			if err := rows.Scan(&id, &st, &key, &agent); err != nil {
-				rows.Close()
-				return nil, err
+				return err
 			}
-			if !room.Take(deref(key), agent) {
-				skipped++
-				continue
-			}
-			ids = append(ids, id)
 			from[id] = st
+			visit(id, deref(key), agent)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		if fetched < want || skipped == 0 {
-			break // no more ready tasks, or all taken
-		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(ids) == 0 {
 		return nil, nil

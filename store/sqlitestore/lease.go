@@ -146,53 +146,34 @@ func (s *Store) selectReady(ctx context.Context, tx *sql.Tx, at time.Time, agent
 	return rowids, rows.Err()
 }
 
-// selectReadyLimited is selectReady held to concurrency limits: it counts
-// what runs under each limited key, then takes ready tasks in claim order
-// while their keys have room. A key that fills up mid-batch is left out of
-// the next query, so tasks behind it are still reached; each round either
-// fills the batch, runs out of tasks or fills a key, so it ends. The write
-// transaction serializes claims: the counts cannot change underneath.
+// selectReadyLimited is selectReady held to concurrency limits (see
+// store.FillRoom). The write transaction serializes claims: the counts
+// cannot change underneath.
 func selectReadyLimited(ctx context.Context, tx *sql.Tx, at time.Time, agents sql.NullString, limit int, floor int64, limits map[string]int, from map[int64]store.Status) ([]int64, error) {
 	room, err := claimRoom(ctx, tx, limits)
 	if err != nil {
 		return nil, err
 	}
-	var rowids []int64
-	for len(rowids) < limit {
-		want := limit - len(rowids)
-		fullKeys, fullAgents := room.Full()
+	return store.FillRoom(room, limit, func(fullKeys, fullAgents []string, taken []int64, want int, visit func(int64, string, string)) error {
 		rows, err := tx.QueryContext(ctx, sqlSelectReadyLimited, micros(at), agents, want, floor,
-			sqlval.MarshalList(fullKeys), sqlval.MarshalList(fullAgents), marshalRowids(rowids))
+			sqlval.MarshalList(fullKeys), sqlval.MarshalList(fullAgents), marshalRowids(taken))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		fetched, skipped := 0, 0
+		defer rows.Close()
 		for rows.Next() {
-			fetched++
 			var rowid int64
 			var st store.Status
 			var key sql.NullString
 			var agent string
 			if err := rows.Scan(&rowid, &st, &key, &agent); err != nil {
-				rows.Close()
-				return nil, err
+				return err
 			}
-			if !room.Take(key.String, agent) {
-				skipped++
-				continue
-			}
-			rowids = append(rowids, rowid)
 			from[rowid] = st
+			visit(rowid, key.String, agent)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		if fetched < want || skipped == 0 {
-			break // no more ready tasks, or all taken
-		}
-	}
-	return rowids, nil
+		return rows.Err()
+	})
 }
 
 // claimRoom counts, for each limited key, the tasks running under it.
