@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/errandhq/errand/store"
@@ -21,6 +22,9 @@ type flow struct {
 	// began before one does not undo it.
 	loadedAt time.Time
 	gen      uint64
+	// refreshing is held by the one refresh under way: the claims and
+	// steps that find the set stale meanwhile use it as it is.
+	refreshing atomic.Bool
 }
 
 func newFlow(limits map[string]int) *flow {
@@ -154,7 +158,9 @@ func (e *Engine) claimLimits(ctx context.Context) map[string]int {
 // refreshPaused reads the paused agents again when the set is older than
 // the poll interval (or was never read). A failed read keeps it as it was.
 func (e *Engine) refreshPaused(ctx context.Context) {
-	if e.flow.stale(e.clock.Now(), e.cfg.PollInterval) {
-		e.reloadPaused(ctx)
+	if !e.flow.stale(e.clock.Now(), e.cfg.PollInterval) || !e.flow.refreshing.CompareAndSwap(false, true) {
+		return
 	}
+	defer e.flow.refreshing.Store(false)
+	e.reloadPaused(ctx)
 }
