@@ -526,16 +526,17 @@ func TestHeartbeatScout(t *testing.T) {
 	b.clock.Set(time.Date(2026, 5, 6, 22, 0, 0, 0, time.UTC))
 	sc = caughtUp(t, b.engine, b.clock, sc.ID) // the last firing of the day (a catch-up)
 	require.Equal(t, time.Date(2026, 5, 7, 8, 0, 0, 0, time.UTC), sc.NextRunAt)
+	// The evening's scout ends before the night's hours pass: a jump of the
+	// clock while it ran would expire its lease, and overlap skip would hold
+	// the morning's firing while it runs.
+	scouts = tasksBySource(t, b.engine, store.SourceHeartbeat)
+	waitForStatus(t, b.engine, scouts[len(scouts)-1].ID, store.StatusCompleted)
 	count := sc.FireCount
 	for range 9 {
 		b.clock.Advance(time.Hour)
 		sc = caughtUp(t, b.engine, b.clock, sc.ID)
 		require.Equal(t, count, sc.FireCount, "fired at %s", b.clock.Now())
 	}
-	// The evening's scout has ended (overlap skip would hold the morning's
-	// firing while it runs).
-	scouts = tasksBySource(t, b.engine, store.SourceHeartbeat)
-	waitForStatus(t, b.engine, scouts[len(scouts)-1].ID, store.StatusCompleted)
 	b.clock.Set(time.Date(2026, 5, 7, 8, 0, 0, 0, time.UTC))
 	sc = caughtUp(t, b.engine, b.clock, sc.ID)
 	require.Equal(t, count+1, sc.FireCount)
