@@ -46,7 +46,7 @@ func (x execTx) LeaseState(ctx context.Context, id string) (store.LeaseState, er
 // TaskFinishMany implements store.Store.
 func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishParams) ([]error, error) {
 	results := make([]error, len(params))
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, finishWrite, func(tx *sql.Tx) error {
 		return store.FinishEach(ctx, params, results, now, func(*store.TaskFinishParams) store.TaskFinisher { return execTx{s, tx} })
 	})
 	if err != nil {

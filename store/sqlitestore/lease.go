@@ -78,7 +78,7 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 	}
 
 	var claimed []*store.Task
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, claimWrite, func(tx *sql.Tx) error {
 		claimed = claimed[:0]
 		floor, ok, err := claimFloor(ctx, tx, at)
 		if err != nil || !ok {

@@ -245,20 +245,25 @@ const maxBusyRetries = 5
 
 // writeTx runs f in an immediate transaction on the writer connection.
 func (s *Store) writeTx(ctx context.Context, f func(tx *sql.Tx) error) error {
+	return s.write(ctx, callerWrite, f)
+}
+
+// write is writeTx for a write of the given kind (see fileLock).
+func (s *Store) write(ctx context.Context, kind writeKind, f func(tx *sql.Tx) error) error {
 	for attempt := 0; ; attempt++ {
-		err := s.writeTxOnce(ctx, f)
+		err := s.writeTxOnce(ctx, kind, f)
 		if err == nil || !isBusy(err) || attempt >= maxBusyRetries || ctx.Err() != nil {
 			return err
 		}
 	}
 }
 
-func (s *Store) writeTxOnce(ctx context.Context, f func(tx *sql.Tx) error) error {
+func (s *Store) writeTxOnce(ctx context.Context, kind writeKind, f func(tx *sql.Tx) error) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	s.lock.Lock()
-	defer s.lock.Unlock()
+	s.lock.lock(kind)
+	defer s.lock.unlock()
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
