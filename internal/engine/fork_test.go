@@ -21,6 +21,7 @@ type stepper struct {
 	steps  int
 	holdAt int
 	hold   chan struct{}
+	held   chan struct{} // told when step holdAt has begun and waits on hold
 
 	mu   sync.Mutex
 	live map[string][]int
@@ -39,6 +40,7 @@ func (s *stepper) handle(ctx context.Context, run taskrun.Run) (taskrun.Result, 
 			continue
 		}
 		if n == s.holdAt && s.hold != nil {
+			s.held <- struct{}{}
 			<-s.hold
 		}
 		s.mu.Lock()
@@ -162,10 +164,11 @@ func TestForkOfARunningTaskStopsAtItsLastDoneStep(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	agent := newStepper(3)
-	agent.holdAt, agent.hold = 3, make(chan struct{})
+	agent.holdAt, agent.hold, agent.held = 3, make(chan struct{}), make(chan struct{}, 1)
 	startPool(t, b.engine, &PoolConfig{Handlers: handlers(agent.handle)})
 	src := submit(t, b.engine, &SubmitParams{Goal: "held at step 3"})
-	waitUntil(t, b.engine, "two steps done", func() bool { return len(agent.ran(src.ID)) == 2 })
+	recv(t, agent.held) // two steps done, the third begun
+	require.Equal(t, []int{1, 2}, agent.ran(src.ID))
 
 	_, err := b.engine.Fork(ctx, &ForkParams{TaskID: src.ID, FromStep: 4})
 	var verr *validation.Error
