@@ -117,12 +117,18 @@ func (a *app) printAgents(all *errand.AgentStates) error {
 		t.row(ag.Name, dash(ag.Kind), dash(ag.Model), strconv.Itoa(ag.Running), strconv.Itoa(ag.Pending),
 			strconv.Itoa(ag.RateLimited), limit(ag.Limit), paused)
 	}
-	if len(all.Keys) > 0 {
-		t.row("")
-		t.row(h("KEY"), "", "", h("RUNNING"), h("PENDING"), "", h("LIMIT"))
-		for _, k := range all.Keys {
-			t.row(k.Key, "", "", strconv.Itoa(k.Running), strconv.Itoa(k.Pending), "", limit(k.Limit))
-		}
+	if err := t.write(a.stdout); err != nil || len(all.Keys) == 0 {
+		return err
 	}
-	return t.write(a.stdout)
+	// Keys get a table of their own: a long key would otherwise widen
+	// the agents' first column.
+	keys := &table{}
+	keys.row(h("KEY"), h("RUNNING"), h("PENDING"), h("LIMIT"))
+	for _, k := range all.Keys {
+		keys.row(k.Key, strconv.Itoa(k.Running), strconv.Itoa(k.Pending), limit(k.Limit))
+	}
+	if _, err := fmt.Fprintln(a.stdout); err != nil {
+		return err
+	}
+	return keys.write(a.stdout)
 }

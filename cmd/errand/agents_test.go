@@ -26,12 +26,12 @@ func TestAgentsTable(t *testing.T) {
 	r := cli(t, testEnv(nil), f.args("agents")...)
 	require.NoError(t, r.err, r.stderr)
 	require.Equal(t, ""+
-		"AGENT     KIND  MODEL        RUNNING  PENDING  RATE-LIMITED  LIMIT  PAUSED\n"+
-		"coder     go    -            1        3        0             -      no\n"+
-		"writer    llm   gpt-4o-mini  0        2        1             2      since "+pausedAt.Local().Format(time.RFC3339)+"\n"+
+		"AGENT   KIND  MODEL        RUNNING  PENDING  RATE-LIMITED  LIMIT  PAUSED\n"+
+		"coder   go    -            1        3        0             -      no\n"+
+		"writer  llm   gpt-4o-mini  0        2        1             2      since "+pausedAt.Local().Format(time.RFC3339)+"\n"+
 		"\n"+
-		"KEY                          RUNNING  PENDING                LIMIT\n"+
-		"repo:web                     1        4                      1\n", r.stdout)
+		"KEY       RUNNING  PENDING  LIMIT\n"+
+		"repo:web  1        4        1\n", r.stdout)
 
 	r = cli(t, testEnv(nil), f.args("agents", "--json")...)
 	require.NoError(t, r.err, r.stderr)
