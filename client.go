@@ -129,7 +129,7 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Client, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	if err := checkFlowConfig(cfg); err != nil {
+	if err := checkFlowLimits(cfg.Concurrency, cfg.RateLimits); err != nil {
 		return nil, err
 	}
 	st, err := openStore(ctx, dsn, cfg)
@@ -144,15 +144,15 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Client, error) {
 	return c, nil
 }
 
-// checkFlowConfig refuses limits no claim could honour, as the config
+// checkFlowLimits refuses limits no claim could honour, as the config
 // file's validation does.
-func checkFlowConfig(cfg *Config) error {
-	for key, n := range cfg.Concurrency {
+func checkFlowLimits(concurrency map[string]int, rateLimits map[string]RateLimit) error {
+	for key, n := range concurrency {
 		if key == "" || n < 0 {
 			return fmt.Errorf("errand: Config.Concurrency[%q] = %d: want a non-empty key and a limit of 0 or more", key, n)
 		}
 	}
-	for model, l := range cfg.RateLimits {
+	for model, l := range rateLimits {
 		if err := store.ValidateRateLimit(model, l); err != nil {
 			return fmt.Errorf("errand: Config.RateLimits: %w", err)
 		}

@@ -217,3 +217,16 @@ func describeHandler(h taskrun.Handler) (kind, model string) {
 	}
 	return AgentKindGo, ""
 }
+
+// SetFlowLimits replaces Config.Concurrency and Config.RateLimits while
+// the client runs (errand serve does on a reload of errand.yaml): claims
+// from now on are held to the new limits, and tasks a raised limit lets
+// through start at once. Limits Open would refuse are refused, and nothing
+// changes.
+func (c *Client) SetFlowLimits(concurrency map[string]int, rateLimits map[string]RateLimit) error {
+	if err := checkFlowLimits(concurrency, rateLimits); err != nil {
+		return err
+	}
+	c.engine.SetFlowLimits(concurrency, rateLimits)
+	return nil
+}

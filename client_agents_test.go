@@ -199,3 +199,63 @@ func TestClientWithoutAgentsPausesAny(t *testing.T) {
 	_, err = c.Agent(t.Context(), "elsewhere")
 	require.ErrorIs(t, err, ErrNotFound, "known no more once resumed")
 }
+
+// SetFlowLimits applies at once: a task held by its key's limit runs as
+// soon as the limit is raised, and limits Open would refuse change nothing.
+func TestSetFlowLimitsAppliesAtOnce(t *testing.T) {
+	t.Parallel()
+	ran := make(chan string, 2)
+	c := openTest(t, &Config{
+		Agents: map[string]Agent{"default": AgentFunc(func(ctx context.Context, run *TaskRun) (Result, error) {
+			ran <- run.Task().ID
+			return Result{}, nil
+		})},
+		Concurrency: map[string]int{"repo:web": 0},
+	})
+	ctx := t.Context()
+	e, err := NewEngine(c, nil)
+	require.NoError(t, err)
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, e.Stop(context.Background())) })
+
+	held, err := c.Submit(ctx, &SubmitParams{Goal: "held", ConcurrencyKey: "repo:web"})
+	require.NoError(t, err)
+	free, err := c.Submit(ctx, &SubmitParams{Goal: "free"})
+	require.NoError(t, err)
+	recvID := func() string {
+		select {
+		case id := <-ran:
+			return id
+		case <-time.After(30 * time.Second):
+			t.Fatal("no task ran")
+			return ""
+		}
+	}
+	require.Equal(t, free.ID, recvID(), "the task submitted later ran; the held one waits")
+	waitEnd(t, c, free.ID)
+	got, err := c.Get(ctx, held.ID)
+	require.NoError(t, err)
+	require.Equal(t, StatusPending, got.Status)
+
+	for _, bad := range []struct {
+		concurrency map[string]int
+		rates       map[string]RateLimit
+	}{
+		{concurrency: map[string]int{"repo:web": -1}},
+		{concurrency: map[string]int{"": 1}},
+		{rates: map[string]RateLimit{"gpt": {RequestsPerMinute: -5}}},
+	} {
+		require.Error(t, c.SetFlowLimits(bad.concurrency, bad.rates))
+	}
+	got, err = c.Get(ctx, held.ID)
+	require.NoError(t, err)
+	require.Equal(t, StatusPending, got.Status, "a refused change left the limit at 0")
+
+	require.NoError(t, c.SetFlowLimits(map[string]int{"repo:web": 1}, map[string]RateLimit{"gpt": {RequestsPerMinute: 60}}))
+	require.Equal(t, held.ID, recvID())
+	require.Equal(t, StatusCompleted, waitEnd(t, c, held.ID).Status)
+	all, err := c.Agents(ctx)
+	require.NoError(t, err)
+	one := 1
+	require.Equal(t, []*KeyState{{Key: "repo:web", Limit: &one}}, all.Keys)
+}

@@ -32,8 +32,8 @@ the token itself). A port in use says whether another errand daemon holds it;
 At start it checks the SQLite store: an empty, damaged (PRAGMA quick_check)
 or read-only file stops serve with what to do about it.
 
-SIGHUP re-reads the config and applies its schedules: (other keys need a
-restart).`,
+SIGHUP re-reads the config and applies its schedules:, the spend limits of
+budget:, concurrency: and rate_limits: (other keys need a restart).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
@@ -47,7 +47,7 @@ restart).`,
 			}
 			opts.Stderr = a.stderr
 			opts.Lookup = a.lookup
-			// SIGHUP re-reads the config and applies its schedules:.
+			// SIGHUP re-reads the config and applies what a reload may.
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)

@@ -47,11 +47,11 @@ type Options struct {
 	// address.
 	Ready func(addr net.Addr)
 	// Reload, when set, makes the daemon read the config again each time
-	// it receives (the CLI sends SIGHUP) and apply its schedules: the
-	// file, the ERRAND_* variables and these options, as at start. A bad
-	// file, or schedules the engine refuses, is logged and the running
-	// schedules stay. Only schedules: is applied; other changes need a
-	// restart.
+	// it receives (the CLI sends SIGHUP) and apply it: the file, the
+	// ERRAND_* variables and these options, as at start. A bad file, or
+	// schedules the engine refuses, is logged and the running schedules
+	// stay. schedules:, the spend limits of budget:, concurrency: and
+	// rate_limits: are applied; other changes need a restart.
 	Reload <-chan os.Signal
 	// ReloadedFunc, when set, is called after each reload with its
 	// outcome: nil, or why nothing changed.

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -50,4 +52,44 @@ func TestConcurrencyFromConfig(t *testing.T) {
 	got, err := c.GetTask(t.Context(), held.ID)
 	require.NoError(t, err)
 	require.Equal(t, errand.StatusPending, got.Status)
+}
+
+// A reload applies concurrency: and rate_limits:; a bad value changes
+// nothing.
+func TestReloadAppliesFlowLimits(t *testing.T) {
+	t.Parallel()
+	b := setupSchedules(t, shellAgent+"concurrency: {'repo:web': 1, 'agent:shell': 2}\n")
+	limits := func() (key, agent *int) {
+		t.Helper()
+		status, body := b.call(t, http.MethodGet, "/api/agents", nil)
+		require.Equal(t, http.StatusOK, status, string(body))
+		var all errand.AgentStates
+		require.NoError(t, json.Unmarshal(body, &all))
+		for _, k := range all.Keys {
+			if k.Key == "repo:web" {
+				key = k.Limit
+			}
+		}
+		for _, a := range all.Agents {
+			if a.Name == "shell" {
+				agent = a.Limit
+			}
+		}
+		return key, agent
+	}
+	one, two, three := 1, 2, 3
+	key, agent := limits()
+	require.Equal(t, &one, key)
+	require.Equal(t, &two, agent)
+
+	b.write(t, shellAgent+"concurrency: {'repo:web': 3}\nrate_limits: {gpt-4o-mini: {requests_per_minute: 60}}\n")
+	require.NoError(t, b.doReload(t))
+	key, agent = limits()
+	require.Equal(t, &three, key)
+	require.Nil(t, agent, "a limit left out of the file is lifted")
+
+	b.write(t, shellAgent+"concurrency: {'repo:web': -1}\n")
+	require.ErrorContains(t, b.doReload(t), "concurrency")
+	key, _ = limits()
+	require.Equal(t, &three, key, "a refused file changes nothing")
 }

@@ -110,8 +110,9 @@ func (d *daemon) reloadLoop(ctx context.Context) {
 	}
 }
 
-// reloadConfig reads the config as at start and applies its schedules
-// and spend limits. The rest of the config stays as it was at start.
+// reloadConfig reads the config as at start and applies its schedules,
+// spend limits, concurrency limits and rate limits. The rest of the config
+// stays as it was at start.
 func (d *daemon) reloadConfig(ctx context.Context) error {
 	cfg, _, err := loadConfig(d.home, d.opts, d.lookup)
 	if err != nil {
@@ -126,12 +127,22 @@ func (d *daemon) reloadConfig(ctx context.Context) error {
 	}
 	d.log.Info("reloaded the config's schedules", "config", d.cfgPath, "schedules", len(cfg.Schedules),
 		"added", ch.added, "replaced", ch.replaced, "removed", ch.removed)
+	if !reflect.DeepEqual(d.cfg.Concurrency, cfg.Concurrency) || !reflect.DeepEqual(d.cfg.RateLimits, cfg.RateLimits) {
+		// Validated with the file: the client refuses nothing it accepts.
+		if err := d.client.SetFlowLimits(cfg.Concurrency, rateLimits(cfg.RateLimits)); err != nil {
+			return err
+		}
+		d.log.Info("applied the config's concurrency and rate limits", "concurrency", len(cfg.Concurrency), "rate_limits", len(cfg.RateLimits))
+	}
 	was, now := *d.cfg, *cfg
+	d.cfg.Concurrency, d.cfg.RateLimits = cfg.Concurrency, cfg.RateLimits
 	was.Schedules, now.Schedules = nil, nil
+	was.Concurrency, now.Concurrency = nil, nil
+	was.RateLimits, now.RateLimits = nil, nil
 	// Of budget:, the spend limits apply on reload; task budgets do not.
 	was.Budget, now.Budget = config.Budget{Task: was.Budget.Task}, config.Budget{Task: now.Budget.Task}
 	if !reflect.DeepEqual(was, now) {
-		d.log.Warn("the config changed beyond schedules: and the spend limits, which a reload does not apply; restart errand serve to apply the rest", "config", d.cfgPath)
+		d.log.Warn("the config changed beyond schedules:, the spend limits, concurrency: and rate_limits:, which a reload applies; restart errand serve to apply the rest", "config", d.cfgPath)
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
@@ -70,7 +69,7 @@ func (e *Engine) AgentFlow(ctx context.Context) (*AgentFlow, error) {
 	if stats.Keys == nil {
 		stats.Keys = map[string]store.FlowCount{}
 	}
-	return &AgentFlow{Stats: stats, Paused: paused, Limits: maps.Clone(e.flow.limits)}, nil
+	return &AgentFlow{Stats: stats, Paused: paused, Limits: e.flow.concurrencyLimits()}, nil
 }
 
 // agentPaused reports whether the agent of a running task is paused, in

@@ -210,7 +210,7 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 		logger:  cfg.Logger,
 		pools:   map[*Pool]struct{}{},
 		cancels: map[store.Lease]time.Time{},
-		flow:    newFlow(cfg.Concurrency),
+		flow:    newFlow(cfg.Concurrency, cfg.RateLimits),
 	}
 	e.sched = scheduler.New(st, schedulerHooks{e}, &scheduler.Config{
 		PollInterval: cfg.PollInterval, EventPageSize: DefaultEventPageSize, MaxListLimit: MaxListLimit,

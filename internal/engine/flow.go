@@ -10,12 +10,13 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-// flow is what the engine's claims are held to: the concurrency limits
-// of its config and the agents paused in its store.
+// flow is what the engine's claims and model calls are held to: the
+// concurrency and rate limits of its config (replaced by SetFlowLimits)
+// and the agents paused in its store.
 type flow struct {
-	limits map[string]int // Config.Concurrency
-
 	mu     sync.RWMutex
+	limits map[string]int             // Config.Concurrency
+	rates  map[string]store.RateLimit // Config.RateLimits
 	paused map[string]bool
 	// loadedAt is when the paused set was last read from the store (zero:
 	// never); gen counts this process's own changes to it, so a read that
@@ -27,8 +28,30 @@ type flow struct {
 	refreshing atomic.Bool
 }
 
-func newFlow(limits map[string]int) *flow {
-	return &flow{limits: maps.Clone(limits), paused: map[string]bool{}}
+func newFlow(limits map[string]int, rates map[string]store.RateLimit) *flow {
+	return &flow{limits: maps.Clone(limits), rates: maps.Clone(rates), paused: map[string]bool{}}
+}
+
+// setLimits replaces the concurrency and rate limits.
+func (f *flow) setLimits(limits map[string]int, rates map[string]store.RateLimit) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.limits, f.rates = maps.Clone(limits), maps.Clone(rates)
+}
+
+// concurrencyLimits is a copy of the configured concurrency limits.
+func (f *flow) concurrencyLimits() map[string]int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return maps.Clone(f.limits)
+}
+
+// rateLimit is model's configured rate limit; false when it has none.
+func (f *flow) rateLimit(model string) (store.RateLimit, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	l, ok := f.rates[model]
+	return l, ok
 }
 
 // claimLimits is TaskLeaseManyParams.Limits: the configured limits, and 0
@@ -114,10 +137,13 @@ func (f *flow) isPaused(agent string) bool {
 	return f.paused[agent]
 }
 
-// limit is the configured limit of key; false when unlimited.
-func (f *flow) limit(key string) (int, bool) {
-	n, ok := f.limits[key]
-	return n, ok
+// SetFlowLimits replaces the concurrency and rate limits the engine was
+// configured with (Config.Concurrency, Config.RateLimits). Claims from now
+// on are held to the new ones; a limit raised or removed lets waiting
+// tasks start at once. A model call already waiting keeps its turn.
+func (e *Engine) SetFlowLimits(concurrency map[string]int, rates map[string]store.RateLimit) {
+	e.flow.setLimits(concurrency, rates)
+	e.madeReady()
 }
 
 // loadPaused reads the paused agents from the store. Resumed ones may

@@ -36,7 +36,7 @@ const rateLimitAdjustTimeout = 10 * time.Second
 // task back (taskrun.RateLimited).
 func (r *run) RateLimitWait(ctx context.Context, model string, tokens int64) (func(int64), error) {
 	e := r.x.pool.e
-	limit, ok := e.cfg.RateLimits[model]
+	limit, ok := e.flow.rateLimit(model)
 	if !ok || (limit.RequestsPerMinute <= 0 && limit.TokensPerMinute <= 0) {
 		return func(int64) {}, nil
 	}
