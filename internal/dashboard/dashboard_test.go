@@ -546,3 +546,77 @@ func TestLiveStreamAnnouncesWhatCameBeforeItConnected(t *testing.T) {
 		got += string(buf[:n])
 	}
 }
+
+// A question whose task is cancelled leaves the people's queue and the
+// task's page, answer form and all; the other task's question stays.
+func TestCancelledTasksQuestionLeavesTheQueue(t *testing.T) {
+	h := setup(t)
+	b := h.browser(t)
+	h.login(t, b)
+	agent := errand.AgentFunc(func(ctx context.Context, run *errand.TaskRun) (errand.Result, error) {
+		answers, err := run.Answers(ctx)
+		if err != nil {
+			return errand.Result{}, err
+		}
+		if len(answers) == 0 {
+			return errand.Result{}, errand.AskUser("question of " + run.Task().Goal)
+		}
+		return errand.Result{Output: answers[0].Answer}, nil
+	})
+	require.NoError(t, h.client.RegisterAgent("default", agent))
+	engine, err := errand.NewEngine(h.client, &errand.EngineConfig{Workers: 2})
+	require.NoError(t, err)
+	require.NoError(t, engine.Start(t.Context()))
+	t.Cleanup(func() { _ = engine.Stop(context.Background()) })
+
+	var tasks []*errand.Task
+	for _, goal := range []string{"cancelled", "kept"} {
+		task, err := h.client.Submit(t.Context(), &errand.SubmitParams{Goal: goal})
+		require.NoError(t, err)
+		waitEvent(t, h.client, task.ID, "task.input_required")
+		tasks = append(tasks, task)
+	}
+	cancelled, kept := tasks[0], tasks[1]
+	_, page := get(t, b, h.srv.URL+"/queue")
+	for _, task := range tasks {
+		require.Contains(t, page, `action="/tasks/`+task.ID+`/answer"`)
+		require.Contains(t, page, "question of "+task.Goal)
+	}
+
+	// Cancelled from the dashboard, as a person would.
+	_, page = get(t, b, h.srv.URL+"/tasks/"+cancelled.ID)
+	require.Contains(t, page, `action="/tasks/`+cancelled.ID+`/answer"`)
+	resp, _ := post(t, b, h.srv.URL+"/tasks/"+cancelled.ID+"/cancel", url.Values{"csrf": {csrfOf(t, page)}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	got, err := h.client.Get(t.Context(), cancelled.ID)
+	require.NoError(t, err)
+	require.Equal(t, errand.StatusCancelled, got.Status)
+
+	resp, page = get(t, b, h.srv.URL+"/queue")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	// The inbox keeps the notification that the question was asked; the
+	// questions section is what may be answered.
+	questions, _, ok := strings.Cut(page, "<h2>Inbox</h2>")
+	require.True(t, ok)
+	require.NotContains(t, questions, `action="/tasks/`+cancelled.ID+`/answer"`, "no answer form for a cancelled task")
+	require.NotContains(t, questions, "question of cancelled")
+	require.Contains(t, questions, `action="/tasks/`+kept.ID+`/answer"`)
+	require.Contains(t, questions, "question of kept")
+	require.Equal(t, 1, strings.Count(questions, `<form class="question"`))
+
+	// The task page's history keeps the question; its live part, where
+	// the answer form was, does not.
+	_, page = get(t, b, h.srv.URL+"/tasks/"+cancelled.ID)
+	require.NotContains(t, page, `action="/tasks/`+cancelled.ID+`/answer"`)
+	_, live, ok := strings.Cut(page, `<section class="live">`)
+	require.True(t, ok)
+	live, _, _ = strings.Cut(live, "</section>")
+	require.NotContains(t, live, "question of cancelled")
+	pending, err := h.client.Inputs(t.Context(), "pending", cancelled.ID)
+	require.NoError(t, err)
+	require.Empty(t, pending)
+
+	// An answer sent from a page loaded before the cancel is refused.
+	resp, page = post(t, b, h.srv.URL+"/tasks/"+cancelled.ID+"/answer", url.Values{"csrf": {csrfOf(t, page)}, "answer": {"too late"}})
+	require.Equal(t, http.StatusConflict, resp.StatusCode, page)
+}

@@ -300,8 +300,8 @@ func actionStatus(err error) int {
 	switch {
 	case errors.Is(err, errand.ErrNotFound):
 		return http.StatusNotFound
-	case errors.As(err, &te):
-		return http.StatusConflict
+	case errors.As(err, &te), errors.Is(err, store.ErrInputClosed):
+		return http.StatusConflict // the task or its question moved on
 	case errors.As(err, &ve) && ve.Unprocessable:
 		return http.StatusUnprocessableEntity
 	}
