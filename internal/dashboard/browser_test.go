@@ -119,7 +119,7 @@ func TestDashboardInChromium(t *testing.T) {
 					return errand.Result{}, err
 				}
 			}
-			return errand.Result{Output: "digest drafted"}, nil
+			return errand.Result{Output: digestOutput}, nil
 		case "Chart last quarter's revenue":
 			return errand.Result{Output: "chart.png"}, nil
 		case "Monitor the news feed": // holds its next step's reservation until the test ends
@@ -321,6 +321,25 @@ func TestDashboardInChromium(t *testing.T) {
 		chromedp.WaitVisible(`tr[data-step="1.0"] .note a[href="/tasks/`+digest+`"]`),
 		shot("task-fork"),
 	)
+	// The digest's Markdown result is rendered, and the HTML in it is not.
+	var rendered struct {
+		Items, Code, Live int
+		Heading           string
+	}
+	run("a Markdown result",
+		chromedp.Navigate(base+"/tasks/"+digest),
+		chromedp.WaitVisible(`.result .markdown h2`),
+		chromedp.Evaluate(`({
+			Heading: document.querySelector(".result .markdown h2").textContent,
+			Items: document.querySelectorAll(".result .markdown li").length,
+			Code: document.querySelectorAll(".result .markdown pre code").length,
+			Live: document.querySelectorAll(".result img, .result script, .result [onerror], .result [onclick]").length,
+		})`, &rendered),
+	)
+	require.Equal(t, "Weekly digest", rendered.Heading)
+	require.Equal(t, 2, rendered.Items)
+	require.Equal(t, 1, rendered.Code)
+	require.Zero(t, rendered.Live, "the result's HTML stays out of the page")
 
 	run("cancel a running task",
 		chromedp.Navigate(base+"/tasks/"+watch),
@@ -420,3 +439,8 @@ func TestDashboardInChromium(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(entries), 16)
 }
+
+// digestOutput is the weekly digest's result: Markdown, with HTML that
+// must not reach the page.
+const digestOutput = "## Weekly digest\n\n- **3** releases shipped <img src=x onerror=alert(1)>\n- `errand` 1.2 is out\n\n" +
+	"```sh\nerrand tasks list --status failed\n```\n\n<script>alert(1)</script>\n"

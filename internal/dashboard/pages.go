@@ -103,10 +103,13 @@ func taskTitle(t *errand.Task) string {
 }
 
 // resultView is a task's result for reading: its output as text when it
-// is a JSON string (Markdown, say, shown as preformatted text), else as
-// indented JSON; and the result's other fields, if any, as indented JSON.
+// is a JSON string, rendered as HTML too when that text is Markdown (see
+// markdownHTML), else as indented JSON; and the result's other fields, if
+// any, as indented JSON. The page shows the output once: HTML when set,
+// else Text or JSON.
 type resultView struct {
 	Text string
+	HTML template.HTML
 	JSON string
 	More string
 }
@@ -139,6 +142,7 @@ func resultOf(raw json.RawMessage) *resultView {
 	var s string
 	if json.Unmarshal(out, &s) == nil {
 		v.Text = s
+		v.HTML = markdownHTML(s)
 	} else {
 		v.JSON = pretty(out)
 	}

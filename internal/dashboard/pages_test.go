@@ -418,8 +418,10 @@ func TestTaskPageShowsResultOnce(t *testing.T) {
 	h := setup(t)
 	b := h.browser(t)
 	h.login(t, b)
+	const markdownOutput = "## Findings\n\n- <b>one</b>\n- two <img src=x onerror=alert(1)>\n\n```go\nx := 1 < 2\n```\n\n<script>alert(1)</script>"
 	outputs := map[string]any{
-		"text":   "## Findings\n\n- <b>one</b>\n- two",
+		"text":   markdownOutput,
+		"plain":  "line one\nline <b>two</b>",
 		"object": map[string]any{"rows": 12, "source": "a\nb"},
 	}
 	agent := errand.AgentFunc(func(ctx context.Context, run *errand.TaskRun) (errand.Result, error) {
@@ -446,15 +448,22 @@ func TestTaskPageShowsResultOnce(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "output.md"), []byte(body), 0o600))
 	}
 
+	// A Markdown output is rendered, once, without the HTML it holds.
 	text := run("text")
-	writeArtifact(text.ID, "# Report\n\n## Findings\n\n- <b>one</b>\n- two\n") // as the daemon writes it
+	writeArtifact(text.ID, "# Report\n\n"+markdownOutput+"\n") // as the daemon writes it
 	_, page := get(t, b, h.srv.URL+"/tasks/"+text.ID)
 	require.Contains(t, page, "<h3>Result</h3>")
-	require.Contains(t, page, "<pre class=\"text\">## Findings\n\n- &lt;b&gt;one&lt;/b&gt;\n- two</pre>")
 	shown := resultPart(t, page) // the event history keeps the raw result
+	require.Contains(t, shown, `<div class="markdown"><h2>Findings</h2>`)
+	require.Contains(t, shown, "<li>two ")
+	require.Contains(t, shown, `<pre><code class="language-go">x := 1 &lt; 2`+"\n</code></pre>")
+	for _, live := range []string{"<script", "<img", "onerror", "<b>"} {
+		require.NotContains(t, shown, live, "HTML in the output does not reach the page")
+	}
+	require.NotContains(t, shown, `<pre class="text">`, "a Markdown output is not also shown as text")
 	require.NotContains(t, shown, `\n`, "no JSON escapes")
 	require.NotContains(t, shown, "&#34;output&#34;", "no raw result JSON")
-	require.Equal(t, 1, strings.Count(shown, "## Findings"), "the output is shown once")
+	require.Equal(t, 1, strings.Count(shown, "Findings"), "the output is shown once")
 	require.Contains(t, page, "<h3>Artifact</h3>")
 	require.Contains(t, page, "(the result above)")
 	require.Contains(t, page, `href="/tasks/`+text.ID+`/artifact" download`)
@@ -462,9 +471,16 @@ func TestTaskPageShowsResultOnce(t *testing.T) {
 	// An artifact that differs from the output is shown too.
 	writeArtifact(text.ID, "# Report\n\nsomething else\n")
 	_, page = get(t, b, h.srv.URL+"/tasks/"+text.ID)
-	require.Equal(t, 1, strings.Count(resultPart(t, page), "## Findings"))
+	require.Equal(t, 1, strings.Count(resultPart(t, page), "Findings"))
 	require.Contains(t, page, "<pre class=\"text\"># Report\n\nsomething else\n</pre>")
 	require.NotContains(t, page, "(the result above)")
+
+	// Plain text stays preformatted, escaped.
+	plain := run("plain")
+	_, page = get(t, b, h.srv.URL+"/tasks/"+plain.ID)
+	shown = resultPart(t, page)
+	require.Contains(t, shown, "<pre class=\"text\">line one\nline &lt;b&gt;two&lt;/b&gt;</pre>")
+	require.NotContains(t, shown, `class="markdown"`)
 
 	object := run("object")
 	_, page = get(t, b, h.srv.URL+"/tasks/"+object.ID)
@@ -499,6 +515,8 @@ func TestResultOf(t *testing.T) {
 		{`{"output":{"a":1}}`, &resultView{JSON: "{\n  \"a\": 1\n}"}},
 		{`{"rows":3}`, &resultView{JSON: "{\n  \"rows\": 3\n}"}},
 		{`"plain"`, &resultView{Text: "plain"}},
+		{`{"output":"# Done\n\n- a\n- b"}`, &resultView{Text: "# Done\n\n- a\n- b", HTML: "<h1>Done</h1>\n<ul>\n<li>a</li>\n<li>b</li>\n</ul>\n"}},
+		{`{"output":"see **this**","warning":"cut short"}`, &resultView{Text: "see **this**", HTML: "<p>see <strong>this</strong></p>\n", More: "{\n  \"warning\": \"cut short\"\n}"}},
 		{`not json`, &resultView{JSON: "not json"}},
 	} {
 		require.Equal(t, tc.want, resultOf(json.RawMessage(tc.raw)), tc.raw)
