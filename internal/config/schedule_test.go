@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"encoding/json"
 	"reflect"
 	"slices"
@@ -139,6 +140,17 @@ func TestScheduleErrors(t *testing.T) {
 		{"Timezone", "schedules: {s: {kind: cron, spec: '@daily', timezone: Mars/Olympus, " + task + "}}", `schedules.s.timezone: "Mars/Olympus" is not an IANA time zone such as Europe/Berlin`},
 		{"ActiveHoursNotHeartbeat", "schedules: {s: {kind: interval, spec: 1h, active_hours: '08:00-18:00', " + task + "}}", "schedules.s.active_hours: only a heartbeat schedule takes active hours"},
 		{"CatchUp", "schedules: {s: {kind: interval, spec: 1h, catch_up: all, " + task + "}}", `schedules.s.catch_up: "all" is not one or none`},
+		{"Overlap", "schedules: {s: {kind: interval, spec: 1h, overlap: queue, " + task + "}}", `schedules.s.overlap: "queue" is not skip, buffer_one, allow_all or cancel_previous`},
+		{"OverlapCase", "schedules: {s: {kind: cron, spec: '@hourly', overlap: Skip, " + task + "}}", `schedules.s.overlap: "Skip" is not skip, buffer_one, allow_all or cancel_previous`},
+		{"OverlapEvent", "schedules: {s: {kind: event, spec: {type: a}, overlap: all, " + task + "}}", `schedules.s.overlap: "all" is not skip, buffer_one, allow_all or cancel_previous`},
+		{"OverlapHeartbeat", "schedules: {s: {kind: heartbeat, overlap: 'skip ', " + task + "}}", `schedules.s.overlap: "skip " is not skip, buffer_one, allow_all or cancel_previous`},
+		{"OverlapList", "schedules: {s: {kind: interval, spec: 1h, overlap: [skip], " + task + "}}", "schedules.s.overlap: must be a string (line 1)"},
+		{"CronNever30February", "schedules: {s: {kind: cron, spec: '0 0 30 2 *', " + task + "}}",
+			`schedules.s.spec: cron expression "0 0 30 2 *" never fires: no day of its months matches it (such as 30 February)`},
+		{"CronNever31stOfShortMonths", "schedules: {s: {kind: cron, spec: '0 0 31 4,6,9,11 *', " + task + "}}",
+			`schedules.s.spec: cron expression "0 0 31 4,6,9,11 *" never fires: no day of its months matches it (such as 30 February)`},
+		{"CronNeverWithZone", "schedules: {s: {kind: cron, spec: '15 8 31 feb *', timezone: Europe/Berlin, overlap: buffer_one, " + task + "}}",
+			`schedules.s.spec: cron expression "15 8 31 feb *" never fires: no day of its months matches it (such as 30 February)`},
 		{"StuckAfter", "schedules: {s: {kind: interval, spec: 1h, stuck_after: 5m, " + task + "}}", "schedules.s.stuck_after: only for kind heartbeat"},
 		{"EscalateToUnknown", "schedules: {s: {kind: heartbeat, escalate_to: oncall, " + task + "}}", `schedules.s.escalate_to: "oncall" is not an agent in agents`},
 		{"EscalationsNegative", "agents: {oncall: {kind: exec, command: [x]}}\nschedules: {s: {kind: heartbeat, escalate_to: oncall, max_escalations_per_day: -1, " + task + "}}",
@@ -168,6 +180,40 @@ func TestScheduleErrors(t *testing.T) {
 			for _, fe := range FieldErrors(err) {
 				require.NotEmpty(t, fe.Path)
 			}
+		})
+	}
+}
+
+// Every overlap value is accepted on every kind and kept as written; an
+// empty one is left for the engine's default (skip, or allow_all for
+// kind event). Cron expressions that fire only some years, or only in
+// some months, are accepted: only one that can never fire is refused.
+func TestScheduleOverlapAndRareCron(t *testing.T) {
+	t.Parallel()
+
+	kinds := map[string]string{
+		ScheduleCron:      "kind: cron, spec: '*/5 * * * *'",
+		ScheduleInterval:  "kind: interval, spec: 1s",
+		ScheduleEvent:     "kind: event, spec: {type: deploy.finished}",
+		ScheduleHeartbeat: "kind: heartbeat",
+	}
+	for kind, head := range kinds {
+		for _, overlap := range []string{"skip", "buffer_one", "allow_all", "cancel_previous", ""} {
+			t.Run(kind+"/"+cmp.Or(overlap, "default"), func(t *testing.T) {
+				t.Parallel()
+				cfg, err := Parse([]byte("schedules: {s: {" + head + ", overlap: '" + overlap + "', task: {goal: g}}}"))
+				require.NoError(t, err)
+				require.Equal(t, overlap, cfg.Schedules["s"].Overlap)
+				require.Equal(t, kind, cfg.Schedules["s"].Kind)
+			})
+		}
+	}
+	for _, spec := range []string{"0 0 29 2 *", "0 0 31 * *", "0 0 30 1,2 *", "0 0 31 4,6,9,11,12 *", "0 12 L 2 *"} {
+		t.Run("cron "+spec, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := Parse([]byte("schedules: {s: {kind: cron, spec: '" + spec + "', task: {goal: g}}}"))
+			require.NoError(t, err)
+			require.Equal(t, ScheduleSpec(spec), cfg.Schedules["s"].Spec)
 		})
 	}
 }
