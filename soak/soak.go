@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// soak runs one soak and prints its figures; an error is a run that could
+// not finish, the report's violations are what errand got wrong.
+func soak(ctx context.Context, cfg *config) (*Report, error) {
+	began := time.Now()
+	if cfg.Seed == 0 {
+		cfg.Seed = time.Now().UnixNano() % 1_000_000_000
+	}
+	out := cfg.Out
+	fmt.Fprintf(out, "soak: seed %d (replay the kill points with -seed %d)\n", cfg.Seed, cfg.Seed)
+	if cfg.Store != "" {
+		return nil, errNotYet
+	}
+	if cfg.Tasks < 1 || cfg.Steps < 1 || cfg.Kills < 0 {
+		return nil, fmt.Errorf("-tasks and -steps must be ≥ 1 and -kills ≥ 0")
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+
+	dir, err := os.MkdirTemp("", "errand-soak-")
+	if err != nil {
+		return nil, err
+	}
+	passed := false
+	defer func() {
+		if passed && !cfg.Keep {
+			os.RemoveAll(dir)
+			return
+		}
+		fmt.Fprintf(out, "soak: kept %s (ERRAND_HOME home/, ledger.jsonl, daemon.log, export.jsonl)\n", dir)
+	}()
+
+	bin := cfg.Bin
+	if bin == "" {
+		if bin, err = build(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
+	stepBin, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	home, ledger := filepath.Join(dir, "home"), filepath.Join(dir, "ledger.jsonl")
+	if err := writeHome(home, addr, "", stepBin, ledger, cfg.Steps); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "soak: %d tasks × %d steps, %d kills, SQLite, in %s\n", cfg.Tasks, cfg.Steps, cfg.Kills, dir)
+
+	d := &daemon{name: "errand serve", bin: bin, home: home, addr: addr, log: filepath.Join(dir, "daemon.log")}
+	defer d.kill()
+	if err := d.start(); err != nil {
+		return nil, err
+	}
+	if err := d.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	token, err := d.token()
+	if err != nil {
+		return nil, err
+	}
+	c := newClient(d.url(), token)
+
+	// Submit every task while the killer works, each with its own key.
+	sub := &submitter{c: c, n: cfg.Tasks, steps: cfg.Steps, ids: map[string]string{}}
+	subDone := make(chan struct{})
+	go func() { defer close(subDone); sub.run(ctx) }()
+
+	// Kill at seeded points: when the ledger reaches a drawn line count
+	// (so kills spread over the work, whatever the machine's speed), then
+	// a drawn 0–50 ms more, so they land at any point of a step, a
+	// record, a claim or a start-up.
+	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x50a4))
+	type point struct {
+		line   int
+		jitter time.Duration
+	}
+	points := make([]point, cfg.Kills)
+	for i := range points {
+		points[i] = point{line: 1 + rng.IntN(cfg.Tasks*cfg.Steps), jitter: time.Duration(rng.Int64N(int64(50 * time.Millisecond)))}
+	}
+	slices.SortFunc(points, func(a, b point) int { return a.line - b.line })
+	lines := &lineCounter{path: ledger}
+	for i, p := range points {
+		for lines.count() < p.line {
+			if err := d.failure(); err != nil {
+				return nil, err
+			}
+			if err := sub.failure(); err != nil {
+				return nil, err
+			}
+			if err := sleep(ctx, 10*time.Millisecond); err != nil {
+				return nil, fmt.Errorf("kill %d of %d waits for ledger line %d, at %d: %w", i+1, cfg.Kills, p.line, lines.count(), err)
+			}
+		}
+		if err := sleep(ctx, p.jitter); err != nil {
+			return nil, err
+		}
+		if err := d.failure(); err != nil {
+			return nil, err
+		}
+		d.kill()
+		if err := d.start(); err != nil {
+			return nil, err
+		}
+		if (i+1)%max(1, cfg.Kills/10) == 0 || i+1 == cfg.Kills {
+			fmt.Fprintf(out, "soak: %d kills, ledger at %d lines, %d submitted (%s)\n",
+				i+1, lines.count(), sub.count(), time.Since(began).Round(time.Second))
+		}
+	}
+	if err := d.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	select {
+	case <-subDone:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("submitting: %w", ctx.Err())
+	}
+	if err := sub.failure(); err != nil {
+		return nil, err
+	}
+	if err := waitEnded(ctx, c, d, cfg.Tasks); err != nil {
+		return nil, err
+	}
+	worked := time.Since(began)
+
+	// The export, and its round trip through import.
+	exportFile := filepath.Join(dir, "export.jsonl")
+	counts, err := export(ctx, bin, home, exportFile)
+	if err != nil {
+		return nil, err
+	}
+	ev := &Evidence{Steps: cfg.Steps, Submitted: sub.ids, Contiguous: true}
+	problems, err := gather(ctx, c, exportFile, ledger, ev)
+	if err != nil {
+		return nil, err
+	}
+	rep := Check(ev)
+	rep.Violations = append(rep.Violations, problems...)
+	if err := roundTrip(ctx, bin, dir, exportFile, counts); err != nil {
+		rep.Violations = append(rep.Violations, err.Error())
+	}
+	if err := d.failure(); err != nil {
+		rep.Violations = append(rep.Violations, err.Error())
+	}
+
+	fmt.Fprintf(out, "soak: tasks %d (completed %d), kills %d, steps run %d, steps done %d, steps re-run %d, submits retried %d, export %d tasks / %d steps / %d events round-tripped\n",
+		rep.Tasks, rep.Completed, cfg.Kills, rep.StepsRun, rep.StepsDone, rep.StepsReRun, sub.retries,
+		counts["task"], counts["step"], counts["event"])
+	fmt.Fprintf(out, "soak: elapsed %s (work %s, checks %s), seed %d\n", time.Since(began).Round(100*time.Millisecond),
+		worked.Round(100*time.Millisecond), (time.Since(began) - worked).Round(100*time.Millisecond), cfg.Seed)
+	if len(rep.Violations) > 0 {
+		fmt.Fprintf(out, "soak: FAIL, %d violations (seed %d):\n", len(rep.Violations), cfg.Seed)
+		for _, v := range rep.Violations {
+			fmt.Fprintln(out, "  "+v)
+		}
+		return rep, nil
+	}
+	fmt.Fprintln(out, "soak: PASS: every task completed once, no step recorded done ran again, the journal is whole, the export round-trips")
+	passed = true
+	return rep, nil
+}
+
+// build compiles errand's command into dir.
+func build(ctx context.Context, dir string) (string, error) {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
+		return "", fmt.Errorf("find errand's module (go env GOMOD): %v; run from the repository or pass -bin", err)
+	}
+	bin := filepath.Join(dir, "errand")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/errand")
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/errand: %v: %s", err, out)
+	}
+	return bin, nil
+}
+
+// submitter submits the soak's tasks one after the other, sending a submit
+// again, with the same key, for as long as the daemon is down.
+type submitter struct {
+	c     *client
+	n     int
+	steps int
+
+	mu      sync.Mutex
+	ids     map[string]string
+	retries int
+	err     error
+}
+
+func (s *submitter) run(ctx context.Context) {
+	for i := range s.n {
+		key := fmt.Sprintf("soak-%05d", i)
+		for {
+			t, err := s.c.submit(ctx, key, s.steps)
+			if err == nil {
+				s.mu.Lock()
+				s.ids[key] = t.ID
+				s.mu.Unlock()
+				break
+			}
+			if !retryable(err) || ctx.Err() != nil {
+				s.mu.Lock()
+				s.err = fmt.Errorf("submit %s: %w", key, err)
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Lock()
+			s.retries++
+			s.mu.Unlock()
+			if sleep(ctx, 20*time.Millisecond) != nil {
+				return
+			}
+		}
+	}
+}
+
+func (s *submitter) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ids)
+}
+
+func (s *submitter) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// waitEnded polls the daemon until no task is left unended and n have
+// ended.
+func waitEnded(ctx context.Context, c *client, d *daemon, n int) error {
+	last := map[string]int{}
+	for {
+		if err := d.failure(); err != nil {
+			return err
+		}
+		counts, err := c.counts(ctx)
+		if err == nil {
+			open, ended := 0, 0
+			for st, k := range counts {
+				switch st {
+				case "completed", "failed", "cancelled":
+					ended += k
+				default:
+					open += k
+				}
+			}
+			if open == 0 && ended >= n {
+				return nil
+			}
+			last = counts
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return fmt.Errorf("waiting for every task to end (last counts %v): %w", last, err)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
