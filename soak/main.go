@@ -17,7 +17,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -90,7 +89,3 @@ func applyShort(cfg *config, fs *flag.FlagSet) {
 		cfg.Timeout = 3 * time.Minute
 	}
 }
-
-// errNotYet is the answer to -store until two daemons on PostgreSQL are
-// soaked.
-var errNotYet = errors.New("-store (two daemons on PostgreSQL, killed alternately) is not built yet: only the SQLite soak runs")

@@ -23,15 +23,9 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	}
 	out := cfg.Out
 	fmt.Fprintf(out, "soak: seed %d (replay the kill points with -seed %d)\n", cfg.Seed, cfg.Seed)
-	if cfg.Store != "" {
-		return nil, errNotYet
-	}
 	if cfg.Tasks < 1 || cfg.Steps < 1 || cfg.Kills < 0 {
 		return nil, fmt.Errorf("-tasks and -steps must be ≥ 1 and -kills ≥ 0")
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-
 	dir, err := os.MkdirTemp("", "errand-soak-")
 	if err != nil {
 		return nil, err
@@ -51,40 +45,82 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 			return nil, err
 		}
 	}
+	// The time limit starts once errand is built: a cold build cache is
+	// not the soak's to time.
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
 	stepBin, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
+	ledger := filepath.Join(dir, "ledger.jsonl")
+	store, kind, dropSchema := "", "SQLite", func() {}
+	if cfg.Store != "" {
+		if store, dropSchema, err = newSchema(ctx, cfg.Store); err != nil {
+			return nil, err
+		}
+		kind = "PostgreSQL, two daemons killed in turn"
+		defer func() {
+			if passed && !cfg.Keep {
+				dropSchema()
+			}
+		}()
 	}
-	home, ledger := filepath.Join(dir, "home"), filepath.Join(dir, "ledger.jsonl")
-	if err := writeHome(home, addr, "", stepBin, ledger, cfg.Steps); err != nil {
-		return nil, err
+	// One daemon on SQLite; two on a PostgreSQL database, each with its
+	// own ERRAND_HOME.
+	names := []string{"home"}
+	if store != "" {
+		names = []string{"home-a", "home-b"}
 	}
-	fmt.Fprintf(out, "soak: %d tasks × %d steps, %d kills, SQLite, in %s\n", cfg.Tasks, cfg.Steps, cfg.Kills, dir)
-
-	d := &daemon{name: "errand serve", bin: bin, home: home, addr: addr, log: filepath.Join(dir, "daemon.log")}
-	defer d.kill()
-	if err := d.start(); err != nil {
-		return nil, err
+	var ds []*daemon
+	var cs []*client
+	defer func() {
+		for _, d := range ds {
+			d.kill()
+		}
+	}()
+	for _, name := range names {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		home := filepath.Join(dir, name)
+		if err := writeHome(home, addr, store, stepBin, ledger, cfg.Steps); err != nil {
+			return nil, err
+		}
+		d := &daemon{name: "errand serve (" + name + ")", bin: bin, home: home, addr: addr, log: filepath.Join(dir, name+".log")}
+		ds = append(ds, d)
+		if err := d.start(); err != nil {
+			return nil, err
+		}
 	}
-	if err := d.waitReady(ctx); err != nil {
-		return nil, err
+	fmt.Fprintf(out, "soak: %d tasks × %d steps, %d kills, %s, in %s\n", cfg.Tasks, cfg.Steps, cfg.Kills, kind, dir)
+	for _, d := range ds {
+		if err := d.waitReady(ctx); err != nil {
+			return nil, err
+		}
+		token, err := d.token()
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, newClient(d.url(), token))
 	}
-	token, err := d.token()
-	if err != nil {
-		return nil, err
+	failure := func() error {
+		for _, d := range ds {
+			if err := d.failure(); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	c := newClient(d.url(), token)
+	c, home := cs[0], ds[0].home
 
 	// Submit every task while the killer works, each with its own key.
-	sub := &submitter{c: c, n: cfg.Tasks, steps: cfg.Steps, ids: map[string]string{}}
+	sub := &submitter{cs: cs, n: cfg.Tasks, steps: cfg.Steps, ids: map[string]string{}}
 	subDone := make(chan struct{})
 	go func() { defer close(subDone); sub.run(ctx) }()
 
-	// Kill at seeded points: when the ledger reaches a drawn line count
+	// Kill at seeded points (with two daemons, each in turn): when the ledger reaches a drawn line count
 	// (so kills spread over the work, whatever the machine's speed), then
 	// a drawn 0–50 ms more, so they land at any point of a step, a
 	// record, a claim or a start-up.
@@ -101,7 +137,7 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	lines := &lineCounter{path: ledger}
 	for i, p := range points {
 		for lines.count() < p.line {
-			if err := d.failure(); err != nil {
+			if err := failure(); err != nil {
 				return nil, err
 			}
 			if err := sub.failure(); err != nil {
@@ -114,9 +150,10 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 		if err := sleep(ctx, p.jitter); err != nil {
 			return nil, err
 		}
-		if err := d.failure(); err != nil {
+		if err := failure(); err != nil {
 			return nil, err
 		}
+		d := ds[i%len(ds)]
 		d.kill()
 		if err := d.start(); err != nil {
 			return nil, err
@@ -126,8 +163,10 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 				i+1, lines.count(), sub.count(), time.Since(began).Round(time.Second))
 		}
 	}
-	if err := d.waitReady(ctx); err != nil {
-		return nil, err
+	for _, d := range ds {
+		if err := d.waitReady(ctx); err != nil {
+			return nil, err
+		}
 	}
 	select {
 	case <-subDone:
@@ -137,7 +176,7 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	if err := sub.failure(); err != nil {
 		return nil, err
 	}
-	if err := waitEnded(ctx, c, d, cfg.Tasks); err != nil {
+	if err := waitEnded(ctx, c, failure, cfg.Tasks); err != nil {
 		return nil, err
 	}
 	worked := time.Since(began)
@@ -148,7 +187,7 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	ev := &Evidence{Steps: cfg.Steps, Submitted: sub.ids, Contiguous: true}
+	ev := &Evidence{Steps: cfg.Steps, Submitted: sub.ids, Contiguous: store == ""}
 	problems, err := gather(ctx, c, exportFile, ledger, ev)
 	if err != nil {
 		return nil, err
@@ -158,7 +197,7 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	if err := roundTrip(ctx, bin, dir, exportFile, counts); err != nil {
 		rep.Violations = append(rep.Violations, err.Error())
 	}
-	if err := d.failure(); err != nil {
+	if err := failure(); err != nil {
 		rep.Violations = append(rep.Violations, err.Error())
 	}
 
@@ -197,7 +236,7 @@ func build(ctx context.Context, dir string) (string, error) {
 // submitter submits the soak's tasks one after the other, sending a submit
 // again, with the same key, for as long as the daemon is down.
 type submitter struct {
-	c     *client
+	cs    []*client // with two daemons, a submit one cannot take goes to the other
 	n     int
 	steps int
 
@@ -211,7 +250,7 @@ func (s *submitter) run(ctx context.Context) {
 	for i := range s.n {
 		key := fmt.Sprintf("soak-%05d", i)
 		for {
-			t, err := s.c.submit(ctx, key, s.steps)
+			t, err := s.cs[(i+s.retries)%len(s.cs)].submit(ctx, key, s.steps)
 			if err == nil {
 				s.mu.Lock()
 				s.ids[key] = t.ID
@@ -248,10 +287,10 @@ func (s *submitter) failure() error {
 
 // waitEnded polls the daemon until no task is left unended and n have
 // ended.
-func waitEnded(ctx context.Context, c *client, d *daemon, n int) error {
+func waitEnded(ctx context.Context, c *client, failure func() error, n int) error {
 	last := map[string]int{}
 	for {
-		if err := d.failure(); err != nil {
+		if err := failure(); err != nil {
 			return err
 		}
 		counts, err := c.counts(ctx)

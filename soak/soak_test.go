@@ -23,10 +23,25 @@ func TestMain(m *testing.M) {
 // runs when ERRAND_SOAK=1 (ERRAND_SOAK_SEED replays a seed,
 // ERRAND_SOAK_BIN takes a built errand instead of building one).
 func TestSoakShort(t *testing.T) {
+	soakShort(t, "")
+}
+
+// TestSoakShortPostgres is the same on PostgreSQL with two daemons killed
+// in turn, in a schema of its own in ERRAND_TEST_POSTGRES_URL's database.
+func TestSoakShortPostgres(t *testing.T) {
+	u := os.Getenv("ERRAND_TEST_POSTGRES_URL")
+	if u == "" && os.Getenv("ERRAND_SOAK") == "1" {
+		t.Skip("ERRAND_TEST_POSTGRES_URL is not set: set it to a PostgreSQL database to soak two daemons on it")
+	}
+	soakShort(t, u)
+}
+
+func soakShort(t *testing.T, store string) {
 	if os.Getenv("ERRAND_SOAK") != "1" {
 		t.Skip("the soak kills errand 20 times (about a minute): set ERRAND_SOAK=1 to run it")
 	}
-	cfg := &config{Tasks: 200, Kills: 20, Steps: 5, Timeout: 3 * time.Minute, Bin: os.Getenv("ERRAND_SOAK_BIN"), Out: testWriter{t}}
+	cfg := &config{Tasks: 200, Kills: 20, Steps: 5, Timeout: 3 * time.Minute, Store: store,
+		Bin: os.Getenv("ERRAND_SOAK_BIN"), Out: testWriter{t}}
 	if s := os.Getenv("ERRAND_SOAK_SEED"); s != "" {
 		seed, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
