@@ -116,7 +116,11 @@ func (d *daemon) kill() {
 	}
 	d.killed = true
 	d.mu.Unlock()
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-exited: // gone already: its pid may be another process's now
+	default:
+		_ = cmd.Process.Kill() // SIGKILL; a no-op once Wait has reaped it
+	}
 	<-exited
 }
 

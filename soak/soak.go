@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -36,7 +35,7 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 			os.RemoveAll(dir)
 			return
 		}
-		fmt.Fprintf(out, "soak: kept %s (ERRAND_HOME home/, ledger.jsonl, daemon.log, export.jsonl)\n", dir)
+		fmt.Fprintf(out, "soak: kept %s (the ERRAND_HOME home*/, the daemons' logs home*.log, ledger.jsonl, export.jsonl)\n", dir)
 	}()
 
 	bin := cfg.Bin
@@ -45,6 +44,7 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 			return nil, err
 		}
 	}
+	built := time.Now()
 	// The time limit starts once errand is built: a cold build cache is
 	// not the soak's to time.
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -120,10 +120,10 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	subDone := make(chan struct{})
 	go func() { defer close(subDone); sub.run(ctx) }()
 
-	// Kill at seeded points (with two daemons, each in turn): when the ledger reaches a drawn line count
-	// (so kills spread over the work, whatever the machine's speed), then
-	// a drawn 0–50 ms more, so they land at any point of a step, a
-	// record, a claim or a start-up.
+	// Kill at seeded points (two daemons: each in turn): when the ledger
+	// reaches a drawn line count (so kills spread over the work, whatever
+	// the machine's speed), then a drawn 0–50 ms more, so they land at any
+	// point of a step, a record, a claim or a start-up.
 	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x50a4))
 	type point struct {
 		line   int
@@ -177,6 +177,15 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 		return nil, err
 	}
 	if err := waitEnded(ctx, c, failure, cfg.Tasks); err != nil {
+		if ts, lerr := c.tasks(context.Background()); lerr == nil {
+			n := 0
+			for _, t := range ts {
+				if t.Status != "completed" && t.Status != "failed" && t.Status != "cancelled" && n < 10 {
+					fmt.Fprintf(out, "soak: not ended: %s (%s) is %s\n", t.ID, t.soakKey(), t.Status)
+					n++
+				}
+			}
+		}
 		return nil, err
 	}
 	worked := time.Since(began)
@@ -204,8 +213,9 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	fmt.Fprintf(out, "soak: tasks %d (completed %d), kills %d, steps run %d, steps done %d, steps re-run %d, submits retried %d, export %d tasks / %d steps / %d events round-tripped\n",
 		rep.Tasks, rep.Completed, cfg.Kills, rep.StepsRun, rep.StepsDone, rep.StepsReRun, sub.retries,
 		counts["task"], counts["step"], counts["event"])
-	fmt.Fprintf(out, "soak: elapsed %s (work %s, checks %s), seed %d\n", time.Since(began).Round(100*time.Millisecond),
-		worked.Round(100*time.Millisecond), (time.Since(began) - worked).Round(100*time.Millisecond), cfg.Seed)
+	ms := 100 * time.Millisecond
+	fmt.Fprintf(out, "soak: elapsed %s (build %s, work and kills %s, checks %s), seed %d\n", time.Since(began).Round(ms),
+		built.Sub(began).Round(ms), (worked - built.Sub(began)).Round(ms), (time.Since(began) - worked).Round(ms), cfg.Seed)
 	if len(rep.Violations) > 0 {
 		fmt.Fprintf(out, "soak: FAIL, %d violations (seed %d):\n", len(rep.Violations), cfg.Seed)
 		for _, v := range rep.Violations {
