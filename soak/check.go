@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -54,6 +56,9 @@ type Evidence struct {
 	Journal   []Event            // the whole journal, in id order
 	Streams   map[string][]int64 // task id → event ids its own stream listed
 	Ledger    []Run
+	// Kills are when the soak killed a daemon (wall clock, ns): a re-run
+	// with no kill between it and the run before is unexplained.
+	Kills []int64
 	// Contiguous says the store numbers events without gaps (SQLite:
 	// AUTOINCREMENT rolls back with its transaction), so a missing id is
 	// a lost event. PostgreSQL's identity leaves holes on rollback.
@@ -67,7 +72,11 @@ type Report struct {
 	StepsDone  int // step records done
 	StepsRun   int // ledger lines: runs that paid
 	StepsReRun int // runs of a step before its record beyond the first
-	Violations []string
+	// Unexplained lists re-runs with no kill between them and the run
+	// before: not a broken promise (the step had not been recorded done),
+	// but errand gave up on a run no crash interrupted.
+	Unexplained []string
+	Violations  []string
 }
 
 // maxListed bounds how many violations of one kind are spelled out.
@@ -200,6 +209,7 @@ func Check(ev *Evidence) *Report {
 		}
 		if before > 1 {
 			r.StepsReRun += before - 1
+			r.Unexplained = append(r.Unexplained, unexplained(rs, ev.Kills)...)
 		}
 	}
 	for _, k := range sortedKeys(runs) {
@@ -312,6 +322,22 @@ func checkJournal(ev *Evidence, tasks map[string]TaskRecord, v *violations) {
 			}
 		}
 	}
+}
+
+// unexplained lists the runs of one step that followed an earlier run with
+// no kill in between.
+func unexplained(runs []Run, kills []int64) []string {
+	rs := slices.Clone(runs)
+	slices.SortFunc(rs, func(a, b Run) int { return cmp.Compare(a.Start, b.Start) })
+	var out []string
+	for i := 1; i < len(rs); i++ {
+		killed := slices.ContainsFunc(kills, func(k int64) bool { return k > rs[i-1].Start && k < rs[i].Start })
+		if !killed {
+			out = append(out, fmt.Sprintf("%s: run %s (attempt %d) started %.1f ms after run %s (attempt %d) with no kill between",
+				rs[i].Key, rs[i].RunID, rs[i].Attempt, float64(rs[i].Start-rs[i-1].Start)/1e6, rs[i-1].RunID, rs[i-1].Attempt))
+		}
+	}
+	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {

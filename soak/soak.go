@@ -135,6 +135,7 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	}
 	slices.SortFunc(points, func(a, b point) int { return a.line - b.line })
 	lines := &lineCounter{path: ledger}
+	var kills []int64
 	for i, p := range points {
 		for lines.count() < p.line {
 			if err := failure(); err != nil {
@@ -154,6 +155,7 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 			return nil, err
 		}
 		d := ds[i%len(ds)]
+		kills = append(kills, time.Now().UnixNano())
 		d.kill()
 		if err := d.start(); err != nil {
 			return nil, err
@@ -196,7 +198,7 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	ev := &Evidence{Steps: cfg.Steps, Submitted: sub.ids, Contiguous: store == ""}
+	ev := &Evidence{Steps: cfg.Steps, Submitted: sub.ids, Contiguous: store == "", Kills: kills}
 	problems, err := gather(ctx, c, exportFile, ledger, ev)
 	if err != nil {
 		return nil, err
@@ -216,6 +218,12 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	ms := 100 * time.Millisecond
 	fmt.Fprintf(out, "soak: elapsed %s (build %s, work and kills %s, checks %s), seed %d\n", time.Since(began).Round(ms),
 		built.Sub(began).Round(ms), (worked - built.Sub(began)).Round(ms), (time.Since(began) - worked).Round(ms), cfg.Seed)
+	if n := len(rep.Unexplained); n > 0 {
+		fmt.Fprintf(out, "soak: note: %d re-runs with no kill between them and the run before (not a violation: the step was not recorded done yet):\n", n)
+		for _, u := range rep.Unexplained[:min(n, 10)] {
+			fmt.Fprintln(out, "  "+u)
+		}
+	}
 	if len(rep.Violations) > 0 {
 		fmt.Fprintf(out, "soak: FAIL, %d violations (seed %d):\n", len(rep.Violations), cfg.Seed)
 		for _, v := range rep.Violations {

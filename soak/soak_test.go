@@ -249,3 +249,22 @@ func TestStepPaysThenAnswers(t *testing.T) {
 		t.Fatalf("ledger %+v: want two runs, steps 4 and 5, with their own run ids", runs)
 	}
 }
+
+// TestCheckExplainsReRunsByKills: a re-run is explained by a kill between
+// it and the run before, and listed (not blamed) without one.
+func TestCheckExplainsReRunsByKills(t *testing.T) {
+	ev := fixture()
+	if rep := Check(ev); len(rep.Unexplained) != 1 || !strings.HasPrefix(rep.Unexplained[0], "tsk_B:2:0: run tsk_B-2-1") {
+		t.Fatalf("unexplained %q: want tsk_B:2:0's second run", rep.Unexplained)
+	}
+	var first Run
+	for _, r := range ev.Ledger {
+		if r.RunID == "tsk_B-2-0" {
+			first = r
+		}
+	}
+	ev.Kills = []int64{first.Start - 1, first.Start + 50}
+	if rep := Check(ev); len(rep.Unexplained) != 0 || len(rep.Violations) != 0 {
+		t.Fatalf("with a kill between the runs: unexplained %q, violations %q; want none", rep.Unexplained, rep.Violations)
+	}
+}
