@@ -56,9 +56,9 @@ type Evidence struct {
 	Journal   []Event            // the whole journal, in id order
 	Streams   map[string][]int64 // task id → event ids its own stream listed
 	Ledger    []Run
-	// Kills are when the soak killed a daemon (wall clock, ns): a re-run
-	// with no kill between it and the run before is unexplained.
-	Kills []int64
+	// Kills are when the soak killed a daemon: a re-run with no kill
+	// between it and the run before is unexplained.
+	Kills []Kill
 	// Contiguous says the store numbers events without gaps (SQLite:
 	// AUTOINCREMENT rolls back with its transaction), so a missing id is
 	// a lost event. PostgreSQL's identity leaves holes on rollback.
@@ -324,14 +324,21 @@ func checkJournal(ev *Evidence, tasks map[string]TaskRecord, v *violations) {
 	}
 }
 
+// Kill spans one kill, wall clock in ns: from just before the SIGKILL to
+// when the daemon was reaped. A step may start, and even pay, in between:
+// its parent-death signal comes as the daemon's threads exit.
+type Kill struct {
+	Begin, End int64
+}
+
 // unexplained lists the runs of one step that followed an earlier run with
 // no kill in between.
-func unexplained(runs []Run, kills []int64) []string {
+func unexplained(runs []Run, kills []Kill) []string {
 	rs := slices.Clone(runs)
 	slices.SortFunc(rs, func(a, b Run) int { return cmp.Compare(a.Start, b.Start) })
 	var out []string
 	for i := 1; i < len(rs); i++ {
-		killed := slices.ContainsFunc(kills, func(k int64) bool { return k > rs[i-1].Start && k < rs[i].Start })
+		killed := slices.ContainsFunc(kills, func(k Kill) bool { return k.End > rs[i-1].Start && k.Begin < rs[i].Start })
 		if !killed {
 			out = append(out, fmt.Sprintf("%s: run %s (attempt %d) started %.1f ms after run %s (attempt %d) with no kill between",
 				rs[i].Key, rs[i].RunID, rs[i].Attempt, float64(rs[i].Start-rs[i-1].Start)/1e6, rs[i-1].RunID, rs[i-1].Attempt))

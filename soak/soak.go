@@ -135,7 +135,7 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	}
 	slices.SortFunc(points, func(a, b point) int { return a.line - b.line })
 	lines := &lineCounter{path: ledger}
-	var kills []int64
+	var kills []Kill
 	for i, p := range points {
 		for lines.count() < p.line {
 			if err := failure(); err != nil {
@@ -155,8 +155,10 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 			return nil, err
 		}
 		d := ds[i%len(ds)]
-		kills = append(kills, time.Now().UnixNano())
+		k := Kill{Begin: time.Now().UnixNano()}
 		d.kill()
+		k.End = time.Now().UnixNano()
+		kills = append(kills, k)
 		if err := d.start(); err != nil {
 			return nil, err
 		}

@@ -251,7 +251,9 @@ func TestStepPaysThenAnswers(t *testing.T) {
 }
 
 // TestCheckExplainsReRunsByKills: a re-run is explained by a kill between
-// it and the run before, and listed (not blamed) without one.
+// it and the run before (a kill that ended after the first run began: a
+// step can start while the daemon dies), and listed (not blamed) without
+// one.
 func TestCheckExplainsReRunsByKills(t *testing.T) {
 	ev := fixture()
 	if rep := Check(ev); len(rep.Unexplained) != 1 || !strings.HasPrefix(rep.Unexplained[0], "tsk_B:2:0: run tsk_B-2-1") {
@@ -263,7 +265,11 @@ func TestCheckExplainsReRunsByKills(t *testing.T) {
 			first = r
 		}
 	}
-	ev.Kills = []int64{first.Start - 1, first.Start + 50}
+	ev.Kills = []Kill{{Begin: first.Start - 20, End: first.Start - 10}}
+	if rep := Check(ev); len(rep.Unexplained) != 1 {
+		t.Fatalf("a kill over before the first run explained the re-run: unexplained %q", rep.Unexplained)
+	}
+	ev.Kills = append(ev.Kills, Kill{Begin: first.Start - 5, End: first.Start + 5})
 	if rep := Check(ev); len(rep.Unexplained) != 0 || len(rep.Violations) != 0 {
 		t.Fatalf("with a kill between the runs: unexplained %q, violations %q; want none", rep.Unexplained, rep.Violations)
 	}
