@@ -78,6 +78,9 @@ idle engine, then again while --backlog tasks under key A stand ready.`,
 			}
 			fmt.Fprintf(out, "submit           %.0f tasks/s\n", report.SubmitPerS)
 			fmt.Fprintf(out, "end to end       %.0f tasks/s (claim, run, durable finish)\n", report.E2EPerS)
+			if report.DrainCPUUSPerTask > 0 {
+				fmt.Fprintf(out, "drain CPU        %.1f µs per task (all threads)\n", report.DrainCPUUSPerTask)
+			}
 			where := "idle queue"
 			if report.Processes > 0 {
 				where = "idle queue, across processes"
@@ -97,6 +100,7 @@ idle engine, then again while --backlog tasks under key A stand ready.`,
 	f.StringVar(&opts.Dir, "dir", "", "directory for the database (default: a temporary one, removed after)")
 	f.StringVar(&opts.Durability, "durability", "normal", "SQLite durability: normal or full")
 	f.StringVar(&opts.Store, "store", "", "a postgres:// URL to measure PostgreSQL (in a new schema, dropped after); default SQLite")
+	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the drain to this file (go tool pprof reads it)")
 	f.IntVar(&opts.Processes, "processes", 0, "run the engines in this many worker processes (needs --store postgres://…)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.BoolVar(&fairness, "fairness", false, "measure start latency behind another key's backlog")

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -40,6 +41,8 @@ type Options struct {
 	// process submits and times: the latency is then across processes.
 	Processes int
 	Command   []string
+	// CPUProfile, if set, is a file that gets a CPU profile of the drain.
+	CPUProfile string
 }
 
 // Report is what was measured. JSON field names are stable.
@@ -55,8 +58,11 @@ type Report struct {
 	LatencyP50MS   float64 `json:"latency_p50_ms"`
 	LatencyP99MS   float64 `json:"latency_p99_ms"`
 	PeakRSSMB      float64 `json:"peak_rss_mb,omitempty"` // of this process, so not with Processes
-	CPUs           int     `json:"cpus"`
-	GoVersion      string  `json:"go_version"`
+	// DrainCPUUSPerTask is the CPU time (user and system, all threads) the
+	// drain took per task: a cost that holds when the machine is shared.
+	DrainCPUUSPerTask float64 `json:"drain_cpu_us_per_task,omitempty"`
+	CPUs              int     `json:"cpus"`
+	GoVersion         string  `json:"go_version"`
 }
 
 // Run measures, in three phases on one fresh database: submit Tasks tasks
@@ -126,15 +132,26 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	stopProfile, err := startCPUProfile(opts.CPUProfile)
+	if err != nil {
+		return nil, err
+	}
+	cpuBefore := cpuTime()
 	begin = time.Now()
 	if err := engine.Start(ctx); err != nil {
+		stopProfile()
 		return nil, err
 	}
 	defer engine.Stop(context.WithoutCancel(ctx))
-	if err := waitFinished(ctx, engine, int64(opts.Tasks)); err != nil {
+	err = waitFinished(ctx, engine, int64(opts.Tasks))
+	report.E2EPerS = math.Round(float64(opts.Tasks) / time.Since(begin).Seconds())
+	report.DrainCPUUSPerTask = math.Round(float64(cpuTime()-cpuBefore)/float64(opts.Tasks)/1e2) / 10
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
+	if err != nil {
 		return nil, err
 	}
-	report.E2EPerS = math.Round(float64(opts.Tasks) / time.Since(begin).Seconds())
 
 	// Phase 3: latency on an idle queue.
 	timing.Store(true)
@@ -160,6 +177,35 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	report.LatencyP99MS = ms(percentile(latencies, 0.99))
 	report.PeakRSSMB = peakRSSMB()
 	return report, nil
+}
+
+// startCPUProfile starts a CPU profile into path, if one is asked for; the
+// function it returns stops it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}
+
+// cpuTime is the CPU time this process has used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // waitFinished polls the engine's counters; polling here costs the engine
