@@ -21,6 +21,12 @@ func (s *Store) appendEvent(ctx context.Context, tx *sql.Tx, taskID, typ, actor 
 
 // appendEventID is appendEvent that returns the event's id.
 func (s *Store) appendEventID(ctx context.Context, tx *sql.Tx, taskID, typ, actor string, data any, at time.Time) (int64, error) {
+	return s.appendEventTo(ctx, tx, taskID, typ, actor, data, at, nil)
+}
+
+// appendEventTo is appendEventID for a task whose inbox target the caller
+// has read (nil: read it here if the event notifies).
+func (s *Store) appendEventTo(ctx context.Context, tx *sql.Tx, taskID, typ, actor string, data any, at time.Time, target *store.NotificationTarget) (int64, error) {
 	b, err := json.Marshal(data)
 	if err != nil {
 		return 0, fmt.Errorf("event %s data: %w", typ, err)
@@ -39,7 +45,7 @@ func (s *Store) appendEventID(ctx context.Context, tx *sql.Tx, taskID, typ, acto
 	if !store.Notifies(typ) {
 		return eventID, nil
 	}
-	return eventID, s.notify(ctx, tx, taskID, typ, eventID, data, b, at)
+	return eventID, s.notify(ctx, tx, taskID, typ, eventID, data, b, at, target)
 }
 
 const (
@@ -57,24 +63,24 @@ const (
 // notify writes, inside the event's transaction, the inbox notification of
 // an event for which store.Notifies holds, when its task is a top-level
 // one whose result route is not none.
-func (s *Store) notify(ctx context.Context, tx *sql.Tx, taskID, typ string, eventID int64, data any, raw []byte, at time.Time) error {
-	var (
-		topLevel              bool
-		session, title, route string
-	)
-	err := tx.StmtContext(ctx, s.stmts.notifyTarget).QueryRowContext(ctx, taskID).Scan(&topLevel, &session, &title, &route)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("notify %s of %s: %w", typ, taskID, err)
+func (s *Store) notify(ctx context.Context, tx *sql.Tx, taskID, typ string, eventID int64, data any, raw []byte, at time.Time, target *store.NotificationTarget) error {
+	if target == nil {
+		target = new(store.NotificationTarget)
+		err := tx.StmtContext(ctx, s.stmts.notifyTarget).QueryRowContext(ctx, taskID).
+			Scan(&target.TopLevel, &target.Session, &target.Title, &target.Route)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("notify %s of %s: %w", typ, taskID, err)
+		}
 	}
 	td, _ := data.(*store.TransitionData)
-	text, ok := store.EventNotificationText(store.NotificationTarget{TopLevel: topLevel, Session: session, Title: title, Route: route}, typ, td, raw)
+	text, ok := store.EventNotificationText(*target, typ, td, raw)
 	if !ok {
 		return nil
 	}
-	_, err = tx.StmtContext(ctx, s.stmts.insertNotification).ExecContext(ctx, session, taskID, eventID, typ, text, micros(at))
+	_, err := tx.StmtContext(ctx, s.stmts.insertNotification).ExecContext(ctx, target.Session, taskID, eventID, typ, text, micros(at))
 	if err != nil {
 		return fmt.Errorf("notify %s of %s: %w", typ, taskID, err)
 	}

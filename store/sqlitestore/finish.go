@@ -46,13 +46,153 @@ func (x execTx) LeaseState(ctx context.Context, id string) (store.LeaseState, er
 // TaskFinishMany implements store.Store.
 func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishParams) ([]error, error) {
 	results := make([]error, len(params))
+	ids := make([]string, 0, len(params))
+	for _, p := range params {
+		ids = append(ids, p.Lease.TaskID)
+	}
 	err := s.write(ctx, finishWrite, func(tx *sql.Tx) error {
-		return store.FinishEach(ctx, params, results, now, func(*store.TaskFinishParams) store.TaskFinisher { return execTx{s, tx} })
+		// One read for the whole batch gives each finish what it decides
+		// from, and what its end and its notifications need; the write
+		// lock keeps it true for the transaction.
+		b, err := s.finishStates(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		return store.FinishEach(ctx, params, results, now, func(p *store.TaskFinishParams) store.TaskFinisher {
+			return finishTx{execTx{s, tx}, b, b.states[p.Lease.TaskID]}
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish tasks: %w", err)
 	}
 	return results, nil
+}
+
+// sqlFinishStates reads the finish states of a batch's tasks (see
+// finishState), given as a JSON array of ids.
+const sqlFinishStates = `SELECT id, status, lease_token, attempt, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, ''),
+		pause_requested_at IS NOT NULL, parent_id IS NOT NULL,
+		EXISTS (SELECT 1 FROM task_dependencies d WHERE d.depends_on_id = tasks.id AND d.kind = 'blocks'),
+		EXISTS (SELECT 1 FROM input_requests i WHERE i.task_id = tasks.id AND i.status = '` + store.InputPending + `'),
+		session_id, CASE WHEN title != '' THEN title ELSE substr(goal, 1, 200) END,
+		coalesce(json_extract(options, '$.result_route'), '')
+	FROM tasks WHERE id IN (SELECT value FROM json_each(?))`
+
+// finishState is a finishing task's lease, whether its end has a parent,
+// dependents or open questions to see to, and its inbox target.
+type finishState struct {
+	store.LeaseState
+	hasParent, hasDependents, hasOpenInputs bool
+	target                                  store.NotificationTarget
+}
+
+// finishBatch is what a finish transaction read up front.
+type finishBatch struct {
+	states map[string]*finishState
+	// wroteTasks is set once an entry wrote tasks (follow-ups, a scout's
+	// escalations), which may depend on a task of the batch: ends from
+	// then on look for dependents rather than trust the read.
+	wroteTasks bool
+}
+
+func (s *Store) finishStates(ctx context.Context, tx *sql.Tx, ids []string) (*finishBatch, error) {
+	rows, err := tx.StmtContext(ctx, s.stmts.finishStates).QueryContext(ctx, sqlval.MarshalList(ids))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	b := &finishBatch{states: make(map[string]*finishState, len(ids))}
+	for rows.Next() {
+		var (
+			id string
+			st finishState
+		)
+		if err := rows.Scan(&id, &st.Status, &st.Token, &st.Attempt, &st.CancelRequested, &st.CancelReason,
+			&st.PauseRequested, &st.hasParent, &st.hasDependents, &st.hasOpenInputs,
+			&st.target.Session, &st.target.Title, &st.target.Route); err != nil {
+			return nil, err
+		}
+		st.target.TopLevel = !st.hasParent
+		b.states[id] = &st
+	}
+	return b, rows.Err()
+}
+
+// finishTx is one finish of a batch: its task's state as read up front
+// (nil: no such task), kept current for a later entry of the batch.
+type finishTx struct {
+	execTx
+	batch *finishBatch
+	state *finishState
+}
+
+var _ store.TaskFinisher = finishTx{}
+
+// LeaseState implements store.TaskFinisher.
+func (x finishTx) LeaseState(context.Context, string) (store.LeaseState, error) {
+	if x.state == nil {
+		return store.LeaseState{}, store.ErrNotFound
+	}
+	return x.state.LeaseState, nil
+}
+
+// Escalate implements store.TaskFinisher.
+func (x finishTx) Escalate(ctx context.Context, p *store.EscalationParams) (json.RawMessage, []*store.TaskInsertParams, []store.EventAppend, error) {
+	x.batch.wroteTasks = true
+	return x.execTx.Escalate(ctx, p)
+}
+
+// InsertInputRequest implements store.TaskFinisher.
+func (x finishTx) InsertInputRequest(ctx context.Context, id string, ask *store.InputAsk, at time.Time) error {
+	x.state.hasOpenInputs = true
+	return x.execTx.InsertInputRequest(ctx, id, ask, at)
+}
+
+// WriteFinish implements store.TaskFinisher.
+func (x finishTx) WriteFinish(ctx context.Context, p *store.TaskFinishParams, plan *store.FinishPlan, at time.Time) error {
+	x.state.Status = plan.To
+	return x.execTx.WriteFinish(ctx, p, plan, at)
+}
+
+// InsertFollowUp implements store.TaskFinisher.
+func (x finishTx) InsertFollowUp(ctx context.Context, f *store.TaskInsertParams) error {
+	x.batch.wroteTasks = true
+	return x.execTx.InsertFollowUp(ctx, f)
+}
+
+// AppendEvent implements store.TaskFinisher: an event of a task of the
+// batch finds its inbox target read.
+func (x finishTx) AppendEvent(ctx context.Context, taskID, typ, actor string, data any, at time.Time) error {
+	if st := x.batch.states[taskID]; st != nil {
+		_, err := x.s.appendEventTo(ctx, x.tx, taskID, typ, actor, data, at, &st.target)
+		return err
+	}
+	return x.execTx.AppendEvent(ctx, taskID, typ, actor, data, at)
+}
+
+// TaskEnded implements store.TaskFinisher: what the end has to see to was
+// read with the batch.
+func (x finishTx) TaskEnded(ctx context.Context, id string, at time.Time) error {
+	if x.batch.wroteTasks {
+		return x.execTx.TaskEnded(ctx, id, at)
+	}
+	g := endGraph{x.s.graph(x.tx), id, !x.state.hasOpenInputs}
+	return store.EndedAs(ctx, g, id, x.state.hasParent, x.state.hasDependents, at)
+}
+
+// endGraph is the task graph for the end of taskID, known to have left no
+// question open when noOpenInputs is set.
+type endGraph struct {
+	graphTx
+	taskID       string
+	noOpenInputs bool
+}
+
+func (g endGraph) CloseInputs(ctx context.Context, taskID string) error {
+	if taskID == g.taskID && g.noOpenInputs {
+		return nil
+	}
+	return g.graphTx.CloseInputs(ctx, taskID)
 }
 
 var _ store.TaskFinisher = execTx{}

@@ -21,15 +21,19 @@ var (
 	// A task in a lane is ready only when no task of its lane runs and no
 	// ready task of its lane comes before it: each lane offers its head.
 	// Claims go by priority, then turn (pass, see passFor), run_at and id.
+	// There is no LIMIT: the caller reads as many rows as it wants. A bound
+	// LIMIT whose value changes makes SQLite prepare the statement again on
+	// every run, and the index gives the order without a sort, so rows
+	// past the last one read are never looked at.
 	sqlSelectReady = selectReady("", "rowid, status")
 
 	// sqlSelectReadyLimited also leaves out the tasks of keys with no room
-	// left (?5: concurrency keys, ?6: agents) and those already taken (?7:
+	// left (?4: concurrency keys, ?5: agents) and those already taken (?6:
 	// rowids), and returns each task's keys.
 	sqlSelectReadyLimited = selectReady(`
-		  AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(?5)))
-		  AND agent NOT IN (SELECT value FROM json_each(?6))
-		  AND rowid NOT IN (SELECT value FROM json_each(?7))`, "rowid, status, concurrency_key, agent")
+		  AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(?4)))
+		  AND agent NOT IN (SELECT value FROM json_each(?5))
+		  AND rowid NOT IN (SELECT value FROM json_each(?6))`, "rowid, status, concurrency_key, agent")
 
 	// A claim clears what earlier attempts reserved of the budget and never
 	// released: those attempts are over.
@@ -60,9 +64,8 @@ func selectReady(more, columns string) string {
 		      WHERE e.lane = tasks.lane AND e.status IN (` + claimable + `) AND e.run_at <= ?1
 		        AND (e.priority > tasks.priority OR e.priority = tasks.priority
 		          AND (e.run_at < tasks.run_at OR e.run_at = tasks.run_at AND e.id < tasks.id)))))
-		  AND priority >= ?4` + more + `
-		ORDER BY priority DESC, pass, run_at, id
-		LIMIT ?3`
+		  AND priority >= ?3` + more + `
+		ORDER BY priority DESC, pass, run_at, id`
 }
 
 // TaskLeaseMany implements store.Store.
@@ -80,7 +83,7 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 	var claimed []*store.Task
 	err := s.write(ctx, claimWrite, func(tx *sql.Tx) error {
 		claimed = claimed[:0]
-		floor, ok, err := claimFloor(ctx, tx, at)
+		floor, ok, err := s.claimFloor(ctx, tx, at)
 		if err != nil || !ok {
 			return err // the spend guard holds every task
 		}
@@ -89,7 +92,7 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 		if len(p.Limits) == 0 {
 			rowids, err = s.selectReady(ctx, tx, at, agents, p.Limit, floor, from)
 		} else {
-			rowids, err = selectReadyLimited(ctx, tx, at, agents, p.Limit, floor, p.Limits, from)
+			rowids, err = s.selectReadyLimited(ctx, tx, at, agents, p.Limit, floor, p.Limits, from)
 		}
 		if err != nil || len(rowids) == 0 {
 			return err
@@ -128,13 +131,13 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 // selectReady lists up to limit ready tasks in claim order, recording the
 // status each is claimed from.
 func (s *Store) selectReady(ctx context.Context, tx *sql.Tx, at time.Time, agents sql.NullString, limit int, floor int64, from map[int64]store.Status) ([]int64, error) {
-	rows, err := tx.StmtContext(ctx, s.stmts.selectReady).QueryContext(ctx, micros(at), agents, limit, floor)
+	rows, err := tx.StmtContext(ctx, s.stmts.selectReady).QueryContext(ctx, micros(at), agents, floor)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var rowids []int64
-	for rows.Next() {
+	for len(rowids) < limit && rows.Next() {
 		var rowid int64
 		var st store.Status
 		if err := rows.Scan(&rowid, &st); err != nil {
@@ -149,19 +152,19 @@ func (s *Store) selectReady(ctx context.Context, tx *sql.Tx, at time.Time, agent
 // selectReadyLimited is selectReady held to concurrency limits (see
 // store.FillRoom). The write transaction serializes claims: the counts
 // cannot change underneath.
-func selectReadyLimited(ctx context.Context, tx *sql.Tx, at time.Time, agents sql.NullString, limit int, floor int64, limits map[string]int, from map[int64]store.Status) ([]int64, error) {
+func (s *Store) selectReadyLimited(ctx context.Context, tx *sql.Tx, at time.Time, agents sql.NullString, limit int, floor int64, limits map[string]int, from map[int64]store.Status) ([]int64, error) {
 	room, err := claimRoom(ctx, tx, limits)
 	if err != nil {
 		return nil, err
 	}
 	return store.FillRoom(room, limit, func(fullKeys, fullAgents []string, taken []int64, want int, visit func(int64, string, string)) error {
-		rows, err := tx.QueryContext(ctx, sqlSelectReadyLimited, micros(at), agents, want, floor,
+		rows, err := tx.StmtContext(ctx, s.stmts.selectReadyLimited).QueryContext(ctx, micros(at), agents, floor,
 			sqlval.MarshalList(fullKeys), sqlval.MarshalList(fullAgents), marshalRowids(taken))
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
+		for n := 0; n < want && rows.Next(); n++ {
 			var rowid int64
 			var st store.Status
 			var key sql.NullString

@@ -14,6 +14,18 @@ import (
 // read or a write transaction (store.SpendGuardReader).
 type guardReader struct{ q querier }
 
+// sqlCountDeferred counts the deferred tasks through their own small
+// index: the unary + keeps the planner off the status index, which would
+// walk every pending task of a backlog.
+const sqlCountDeferred = `SELECT count(*) FROM tasks WHERE spend_deferred = 1 AND +status = 'pending'`
+
+// sqlRecheckDeferred makes the deferred tasks ready now, found as
+// sqlCountDeferred finds them.
+const sqlRecheckDeferred = `UPDATE tasks SET run_at = ?1
+	WHERE spend_deferred = 1 AND +status = 'pending' AND run_at > ?1`
+
+const sqlSpendGuard = `SELECT limits, declared, state FROM spend_guard WHERE id = 1`
+
 var _ store.SpendGuardReader = guardReader{}
 
 func (r guardReader) ReadSpendGuard(ctx context.Context) (*store.SpendGuardRow, error) {
@@ -21,7 +33,7 @@ func (r guardReader) ReadSpendGuard(ctx context.Context) (*store.SpendGuardRow, 
 		limits, state string
 		declared      sql.NullString
 	)
-	if err := r.q.QueryRowContext(ctx, `SELECT limits, declared, state FROM spend_guard WHERE id = 1`).Scan(&limits, &declared, &state); err != nil {
+	if err := r.q.QueryRowContext(ctx, sqlSpendGuard).Scan(&limits, &declared, &state); err != nil {
 		return nil, fmt.Errorf("read spend guard: %w", err)
 	}
 	return store.DecodeSpendGuardRow([]byte(limits), []byte(state), declared.String)
@@ -47,7 +59,7 @@ func (r guardReader) SpendReserved(ctx context.Context) (float64, error) {
 
 func (r guardReader) CountDeferred(ctx context.Context) (int, error) {
 	var n int
-	err := r.q.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE spend_deferred = 1 AND status = 'pending'`).Scan(&n)
+	err := r.q.QueryRowContext(ctx, sqlCountDeferred).Scan(&n)
 	return n, err
 }
 
@@ -84,8 +96,7 @@ func (x moneyTx) SetSpendLimits(ctx context.Context, limits []byte, declared str
 }
 
 func (x moneyTx) RecheckDeferred(ctx context.Context, at time.Time) error {
-	_, err := x.tx.ExecContext(ctx, `UPDATE tasks SET run_at = ?1
-		WHERE spend_deferred = 1 AND status = 'pending' AND run_at > ?1`, micros(at))
+	_, err := x.tx.ExecContext(ctx, sqlRecheckDeferred, micros(at))
 	return err
 }
 
@@ -134,8 +145,42 @@ func (x moneyTx) AppendSpendAlert(ctx context.Context, data *store.BudgetAlertDa
 
 // claimFloor is the lowest priority a claim at at may take, given the
 // guard (see store.ClaimFloor); ok is false when nothing may be claimed.
-func claimFloor(ctx context.Context, tx *sql.Tx, at time.Time) (floor int64, ok bool, err error) {
-	return store.ClaimFloor(ctx, guardReader{tx}, at, minPriority)
+func (s *Store) claimFloor(ctx context.Context, tx *sql.Tx, at time.Time) (floor int64, ok bool, err error) {
+	return store.ClaimFloor(ctx, claimGuardReader{guardReader{tx}, s}, at, minPriority)
+}
+
+// claimGuard is the spend guard's row as the last claim read it, raw and
+// decoded. Claims are frequent and the guard changes rarely, so a claim
+// decodes the row only when it changed; the write lock serializes claims.
+type claimGuard struct {
+	limits, state, declared string
+	row                     *store.SpendGuardRow
+}
+
+// claimGuardReader is guardReader with the claims' cache.
+type claimGuardReader struct {
+	guardReader
+	s *Store
+}
+
+func (r claimGuardReader) ReadSpendGuard(ctx context.Context) (*store.SpendGuardRow, error) {
+	var (
+		limits, state string
+		declared      sql.NullString
+	)
+	tx := r.q.(*sql.Tx)
+	if err := tx.StmtContext(ctx, r.s.stmts.spendGuard).QueryRowContext(ctx).Scan(&limits, &declared, &state); err != nil {
+		return nil, fmt.Errorf("read spend guard: %w", err)
+	}
+	c := &r.s.claimGuard
+	if c.row == nil || c.limits != limits || c.state != state || c.declared != declared.String {
+		row, err := store.DecodeSpendGuardRow([]byte(limits), []byte(state), declared.String)
+		if err != nil {
+			return nil, err
+		}
+		*c = claimGuard{limits, state, declared.String, row}
+	}
+	return c.row, nil
 }
 
 const minPriority = -1 << 62

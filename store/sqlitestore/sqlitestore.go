@@ -113,6 +113,7 @@ type Store struct {
 	closed atomic.Bool
 
 	checkpointer *checkpointer
+	claimGuard   claimGuard // held by the write lock
 }
 
 var _ store.Store = (*Store)(nil)

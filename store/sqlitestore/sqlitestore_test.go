@@ -106,13 +106,21 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		}
 		return strings.Join(lines, "\n")
 	}
-	require.Contains(t, plan(sqlSelectReady, 0, nil, 10, minPriority), "USING INDEX tasks_ready")
-	require.NotContains(t, plan(sqlSelectReady, 0, nil, 10, minPriority), "TEMP B-TREE")
+	require.Contains(t, plan(sqlSelectReady, 0, nil, minPriority), "USING INDEX tasks_ready")
+	// The claim reads only the rows it takes: nothing sorts them all first.
+	require.NotContains(t, plan(sqlSelectReady, 0, nil, minPriority), "TEMP B-TREE")
+	require.NotContains(t, plan(sqlSelectReadyLimited, 0, nil, minPriority, "[]", "[]", "[]"), "TEMP B-TREE")
 	require.Contains(t, plan(sqlClaim, "o", 0, 0, "[1,2]"), "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)")
 	require.Contains(t, plan(`SELECT id FROM tasks WHERE status = 'running' AND lease_expires_at < 5`), "tasks_status (status=?)")
 	require.Contains(t, plan(`SELECT id FROM tasks WHERE status IN ('pending') AND id < 'x' ORDER BY id DESC LIMIT 5`), "tasks_status")
 	// The finish of a top-level task looks its inbox up by primary key.
 	require.Contains(t, plan(sqlNotifyTarget, "tsk_1"), "USING INDEX sqlite_autoindex_tasks_1 (id=?)")
+	// A finish batch reads its tasks by primary key, and their dependents
+	// and open questions by index.
+	finishStates := plan(sqlFinishStates, `["tsk_1","tsk_2"]`)
+	require.Contains(t, finishStates, "SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (id=?)")
+	require.Contains(t, finishStates, "USING INDEX task_dependencies_blocker (depends_on_id=?)")
+	require.Contains(t, finishStates, "USING INDEX input_requests_task (task_id=?)")
 	require.Contains(t, plan(`SELECT coalesce(sum(cost_usd), 0) FROM task_steps WHERE created_at >= ?`, 0),
 		"USING COVERING INDEX task_steps_created (created_at>?)")
 	require.Contains(t, plan(`SELECT `+notificationColumns+` FROM notifications WHERE session_id = ? AND read_at IS NULL ORDER BY id LIMIT 5`, "s"),
@@ -123,6 +131,10 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		"SEARCH spend USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)")
 	require.Contains(t, plan(`SELECT coalesce(sum(spend_reserved), 0) FROM tasks WHERE spend_reserved > 0`),
 		"tasks_spend_reserved")
+	// Deferred tasks are counted and woken through their own index, not by
+	// walking every pending task.
+	require.Contains(t, plan(sqlCountDeferred), "tasks_spend_deferred")
+	require.Contains(t, plan(sqlRecheckDeferred, 0), "tasks_spend_deferred")
 }
 
 func TestWritesAfterCloseFail(t *testing.T) {

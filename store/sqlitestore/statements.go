@@ -9,18 +9,21 @@ import (
 // statements are the hot-path writes, prepared once on the writer
 // connection so each transaction skips SQL parsing.
 type statements struct {
-	insertTask  *sql.Stmt
-	insertEvent *sql.Stmt
-	selectReady *sql.Stmt
-	claim       *sql.Stmt
-	renew       *sql.Stmt
-	leaseState  *sql.Stmt
-	finish      *sql.Stmt
-	checkpoint  *sql.Stmt
-	progress    *sql.Stmt
-	dependents  *sql.Stmt
-	parentOf    *sql.Stmt
-	closeInputs *sql.Stmt
+	insertTask         *sql.Stmt
+	insertEvent        *sql.Stmt
+	selectReady        *sql.Stmt
+	selectReadyLimited *sql.Stmt
+	claim              *sql.Stmt
+	renew              *sql.Stmt
+	leaseState         *sql.Stmt
+	finishStates       *sql.Stmt
+	spendGuard         *sql.Stmt
+	finish             *sql.Stmt
+	checkpoint         *sql.Stmt
+	progress           *sql.Stmt
+	dependents         *sql.Stmt
+	parentOf           *sql.Stmt
+	closeInputs        *sql.Stmt
 
 	notifyTarget       *sql.Stmt
 	insertNotification *sql.Stmt
@@ -63,9 +66,12 @@ func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
 		{&st.insertTask, sqlInsertTask},
 		{&st.insertEvent, sqlInsertEvent},
 		{&st.selectReady, sqlSelectReady},
+		{&st.selectReadyLimited, sqlSelectReadyLimited},
 		{&st.claim, sqlClaim},
 		{&st.renew, sqlRenew},
 		{&st.leaseState, sqlLeaseState},
+		{&st.finishStates, sqlFinishStates},
+		{&st.spendGuard, sqlSpendGuard},
 		{&st.finish, sqlFinish},
 		{&st.checkpoint, sqlCheckpoint},
 		{&st.progress, sqlProgress},
