@@ -23,12 +23,14 @@ type daemon struct {
 	addr string // host:port it listens on
 	log  string // its stdout and stderr, every life appended
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when the current process has exited
-	killed bool          // the current process was killed by the soak
-	lives  int
-	err    error // set when a process exited without being killed
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the current process has exited
+	killed  bool          // the current process was killed by the soak
+	started time.Time     // when the current process was started
+	served  bool          // the current process has answered /healthz
+	lives   int
+	err     error // set when a process exited without being killed
 }
 
 // writeHome makes an ERRAND_HOME whose errand.yaml runs the soak's step
@@ -90,7 +92,8 @@ func (d *daemon) start() error {
 		return fmt.Errorf("start %s: %w", d.name, err)
 	}
 	exited := make(chan struct{})
-	d.cmd, d.exited, d.killed = cmd, exited, false
+	d.cmd, d.exited, d.killed, d.started, d.served = cmd, exited, false, time.Now(), false
+	go d.watchServe(cmd, exited)
 	go func() {
 		werr := cmd.Wait()
 		logf.Close()
@@ -122,6 +125,42 @@ func (d *daemon) kill() {
 		_ = cmd.Process.Kill() // SIGKILL; a no-op once Wait has reaped it
 	}
 	<-exited
+}
+
+// watchServe polls /healthz until this life of the daemon answers it or
+// ends, to tell kills before it served from the others.
+func (d *daemon) watchServe(cmd *exec.Cmd, exited chan struct{}) {
+	c := &http.Client{Timeout: time.Second}
+	for {
+		if resp, err := c.Get(d.url() + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				d.mu.Lock()
+				if d.cmd == cmd {
+					d.served = true
+				}
+				d.mu.Unlock()
+				return
+			}
+		}
+		select {
+		case <-exited:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (d *daemon) hasServed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.served
+}
+
+func (d *daemon) startedAt() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.started
 }
 
 // failure is why the daemon stopped without being killed, if it did.

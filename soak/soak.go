@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -120,52 +118,11 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	subDone := make(chan struct{})
 	go func() { defer close(subDone); sub.run(ctx) }()
 
-	// Kill at seeded points (two daemons: each in turn): when the ledger
-	// reaches a drawn line count (so kills spread over the work, whatever
-	// the machine's speed), then a drawn 0–50 ms more, so they land at any
-	// point of a step, a record, a claim or a start-up.
-	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x50a4))
-	type point struct {
-		line   int
-		jitter time.Duration
-	}
-	points := make([]point, cfg.Kills)
-	for i := range points {
-		points[i] = point{line: 1 + rng.IntN(cfg.Tasks*cfg.Steps), jitter: time.Duration(rng.Int64N(int64(50 * time.Millisecond)))}
-	}
-	slices.SortFunc(points, func(a, b point) int { return a.line - b.line })
+	// Kill at seeded points (see killPoint), restarting each daemon at once.
 	lines := &lineCounter{path: ledger}
-	var kills []Kill
-	for i, p := range points {
-		for lines.count() < p.line {
-			if err := failure(); err != nil {
-				return nil, err
-			}
-			if err := sub.failure(); err != nil {
-				return nil, err
-			}
-			if err := sleep(ctx, 10*time.Millisecond); err != nil {
-				return nil, fmt.Errorf("kill %d of %d waits for ledger line %d, at %d: %w", i+1, cfg.Kills, p.line, lines.count(), err)
-			}
-		}
-		if err := sleep(ctx, p.jitter); err != nil {
-			return nil, err
-		}
-		if err := failure(); err != nil {
-			return nil, err
-		}
-		d := ds[i%len(ds)]
-		k := Kill{Begin: time.Now().UnixNano()}
-		d.kill()
-		k.End = time.Now().UnixNano()
-		kills = append(kills, k)
-		if err := d.start(); err != nil {
-			return nil, err
-		}
-		if (i+1)%max(1, cfg.Kills/10) == 0 || i+1 == cfg.Kills {
-			fmt.Fprintf(out, "soak: %d kills, ledger at %d lines, %d submitted (%s)\n",
-				i+1, lines.count(), sub.count(), time.Since(began).Round(time.Second))
-		}
+	k := &killer{ds: ds, lines: lines, sub: sub, failure: failure, out: out, began: began}
+	if err := k.run(ctx, drawKills(cfg.Seed, cfg.Kills, cfg.Tasks*cfg.Steps)); err != nil {
+		return nil, err
 	}
 	for _, d := range ds {
 		if err := d.waitReady(ctx); err != nil {
@@ -200,7 +157,7 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	ev := &Evidence{Steps: cfg.Steps, Submitted: sub.ids, Contiguous: store == "", Kills: kills}
+	ev := &Evidence{Steps: cfg.Steps, Submitted: sub.ids, Contiguous: store == "", Kills: k.kills}
 	problems, err := gather(ctx, c, exportFile, ledger, ev)
 	if err != nil {
 		return nil, err
@@ -214,8 +171,8 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 		rep.Violations = append(rep.Violations, err.Error())
 	}
 
-	fmt.Fprintf(out, "soak: tasks %d (completed %d), kills %d, steps run %d, steps done %d, steps re-run %d, submits retried %d, export %d tasks / %d steps / %d events round-tripped\n",
-		rep.Tasks, rep.Completed, cfg.Kills, rep.StepsRun, rep.StepsDone, rep.StepsReRun, sub.retries,
+	fmt.Fprintf(out, "soak: tasks %d (completed %d), kills %d (%d in start-ups, %d before the daemon served), steps run %d, steps done %d, steps re-run %d, submits retried %d, export %d tasks / %d steps / %d events round-tripped\n",
+		rep.Tasks, rep.Completed, cfg.Kills, k.startups, k.beforeServe, rep.StepsRun, rep.StepsDone, rep.StepsReRun, sub.retries,
 		counts["task"], counts["step"], counts["event"])
 	ms := 100 * time.Millisecond
 	fmt.Fprintf(out, "soak: elapsed %s (build %s, work and kills %s, checks %s), seed %d\n", time.Since(began).Round(ms),
