@@ -65,6 +65,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := soak(ctx, &cfg)
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintf(os.Stderr, "soak: interrupted (seed %d): %v\n", cfg.Seed, err)
+		os.Exit(130)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak: FAIL:", err)
 		os.Exit(1)
