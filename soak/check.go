@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Run is one line of the ledger: one run of a step that got as far as
@@ -59,6 +60,11 @@ type Evidence struct {
 	// Kills are when the soak killed a daemon: a re-run with no kill
 	// between it and the run before is unexplained.
 	Kills []Kill
+	// ClockSlack is how far errand's record times may stand from the
+	// ledger's clock: 0 on SQLite (the daemon's clock is the host's); on
+	// PostgreSQL errand tells the time by the database server's clock,
+	// estimated from a round trip, tens of µs off on a busy machine.
+	ClockSlack time.Duration
 	// Contiguous says the store numbers events without gaps (SQLite:
 	// AUTOINCREMENT rolls back with its transaction), so a missing id is
 	// a lost event. PostgreSQL's identity leaves holes on rollback.
@@ -190,22 +196,33 @@ func Check(ev *Evidence) *Report {
 			perTask[s.Task] = map[int]bool{}
 		}
 		perTask[s.Task][s.No] = true
+		// A run that started after errand recorded the step done is the
+		// step paid twice. Two ways to see it: by the ledger's own clock,
+		// after the recorded run (the one whose run id errand kept) had
+		// ended, which it had before errand could record it; and by
+		// errand's record time, less ClockSlack.
 		rs := runs[s.Key]
-		found := false
-		before := 0
-		for _, run := range rs {
-			if run.RunID == s.RunID {
-				found = true
-			}
-			if run.Start > s.RecordedAt {
-				v.add("paid twice", "%s recorded done at %d ns; a run (%s, pid %d, attempt %d) started %d ns later",
-					s.Key, s.RecordedAt, run.RunID, run.PID, run.Attempt, run.Start-s.RecordedAt)
-			} else {
-				before++
+		var kept *Run
+		for i := range rs {
+			if rs[i].RunID == s.RunID {
+				kept = &rs[i]
 			}
 		}
-		if !found {
+		if kept == nil {
 			v.add("recorded output of no run", "%s records run %q, which the ledger does not hold", s.Key, s.RunID)
+		}
+		before := 0
+		for _, run := range rs {
+			switch {
+			case kept != nil && run.Start > kept.End:
+				v.add("paid twice", "%s: errand recorded run %s (pid %d, attempt %d) done; run %s (pid %d, attempt %d) started %.3f ms after it ended",
+					s.Key, kept.RunID, kept.PID, kept.Attempt, run.RunID, run.PID, run.Attempt, float64(run.Start-kept.End)/1e6)
+			case run.Start > s.RecordedAt+ev.ClockSlack.Nanoseconds():
+				v.add("paid twice", "%s: recorded done at %d ns; run %s (pid %d, attempt %d) started %.3f ms later",
+					s.Key, s.RecordedAt, run.RunID, run.PID, run.Attempt, float64(run.Start-s.RecordedAt)/1e6)
+			default:
+				before++
+			}
 		}
 		if before > 1 {
 			r.StepsReRun += before - 1

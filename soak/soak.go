@@ -158,6 +158,9 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 		return nil, err
 	}
 	ev := &Evidence{Steps: cfg.Steps, Submitted: sub.ids, Contiguous: store == "", Kills: k.kills}
+	if store != "" {
+		ev.ClockSlack = 100 * time.Millisecond
+	}
 	problems, err := gather(ctx, c, exportFile, ledger, ev)
 	if err != nil {
 		return nil, err

@@ -137,7 +137,7 @@ func TestCheckFinds(t *testing.T) {
 			rec := ev.Records[1]
 			ev.Ledger = append(ev.Ledger, Run{Key: rec.Key, Task: rec.Task, Step: rec.No, Attempt: 2, RunID: "again", Start: rec.RecordedAt + 1, End: rec.RecordedAt + 5})
 		},
-		want: "paid twice: tsk_A:2:0 recorded done",
+		want: "paid twice: tsk_A:2:0: errand recorded run tsk_A-2-0",
 	}, {
 		name: "a missing task",
 		spoil: func(ev *Evidence) {
@@ -209,12 +209,14 @@ func TestCheckFinds(t *testing.T) {
 }
 
 // TestCheckReRunsBeforeTheRecordAreNoViolation: however many runs of a
-// step came before its record, they are counted, not blamed.
+// step came before the run errand recorded, they are counted, not blamed.
 func TestCheckReRunsBeforeTheRecordAreNoViolation(t *testing.T) {
 	ev := fixture()
 	rec := ev.Records[0]
+	kept := ev.Ledger[0] // tsk_A:1:0's only run
 	for i := range 3 {
-		ev.Ledger = append(ev.Ledger, Run{Key: rec.Key, Task: rec.Task, Step: rec.No, RunID: fmt.Sprintf("early-%d", i), Start: rec.RecordedAt - 50, End: rec.RecordedAt - 40})
+		start := kept.Start - int64(50*(i+1))
+		ev.Ledger = append(ev.Ledger, Run{Key: rec.Key, Task: rec.Task, Step: rec.No, RunID: fmt.Sprintf("early-%d", i), Start: start, End: start + 10})
 	}
 	rep := Check(ev)
 	if len(rep.Violations) != 0 || rep.StepsReRun != 4 {
@@ -272,5 +274,49 @@ func TestCheckExplainsReRunsByKills(t *testing.T) {
 	ev.Kills = append(ev.Kills, Kill{Begin: first.Start - 5, End: first.Start + 5})
 	if rep := Check(ev); len(rep.Unexplained) != 0 || len(rep.Violations) != 0 {
 		t.Fatalf("with a kill between the runs: unexplained %q, violations %q; want none", rep.Unexplained, rep.Violations)
+	}
+}
+
+// TestCheckPaidTwiceByEitherClock: a run after the record is found by the
+// ledger's clock (after the kept run ended) even when errand's record
+// time is off, and by errand's record time when the kept run is unknown;
+// a record time a little before the kept run (PostgreSQL's estimated
+// server clock) is no violation within ClockSlack.
+func TestCheckPaidTwiceByEitherClock(t *testing.T) {
+	ev := fixture()
+	rec := &ev.Records[2] // tsk_A:3:0
+	var kept Run
+	for _, r := range ev.Ledger {
+		if r.RunID == rec.RunID {
+			kept = r
+		}
+	}
+	// errand's clock 40 µs behind the ledger's: the record seems to come
+	// before the run it records.
+	rec.RecordedAt = kept.Start - 40_000
+	if rep := Check(ev); len(rep.Violations) == 0 || !strings.HasPrefix(rep.Violations[0], "paid twice: tsk_A:3:0: recorded done") {
+		t.Fatalf("without slack: violations %q, want paid twice by the record time", rep.Violations)
+	}
+	ev.ClockSlack = time.Millisecond
+	if rep := Check(ev); len(rep.Violations) != 0 {
+		t.Fatalf("within the slack: violations %q, want none", rep.Violations)
+	}
+	// A run after the kept one ended is paid twice whatever the slack.
+	ev.Ledger = append(ev.Ledger, Run{Key: rec.Key, Task: rec.Task, Step: 3, Attempt: 2, RunID: "late", Start: kept.End + 1, End: kept.End + 2})
+	rep := Check(ev)
+	if len(rep.Violations) != 1 || !strings.HasPrefix(rep.Violations[0], "paid twice: tsk_A:3:0: errand recorded run tsk_A-3-0") {
+		t.Fatalf("a run after the kept one: violations %q, want one paid twice", rep.Violations)
+	}
+	// With the kept run unknown, errand's record time (plus slack) decides.
+	ev.Ledger = ev.Ledger[:len(ev.Ledger)-1]
+	rec.RunID = "unknown"
+	ev.Ledger = append(ev.Ledger, Run{Key: rec.Key, Task: rec.Task, Step: 3, Attempt: 2, RunID: "late", Start: rec.RecordedAt + 2_000_000, End: rec.RecordedAt + 2_000_001})
+	rep = Check(ev)
+	found := false
+	for _, v := range rep.Violations {
+		found = found || strings.HasPrefix(v, "paid twice: tsk_A:3:0: recorded done")
+	}
+	if !found {
+		t.Fatalf("kept run unknown: violations %q, want paid twice by the record time", rep.Violations)
 	}
 }
