@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand/internal/agent"
 	"github.com/errandhq/errand/internal/config"
 	"github.com/errandhq/errand/internal/engine"
@@ -93,6 +95,14 @@ type Config struct {
 	OnScheduleFired func(kind string, lag time.Duration)
 	// Logger receives warnings and errors; default: discarded.
 	Logger *slog.Logger
+	// TracerProvider, when set, traces every attempt of a task as a
+	// task.attempt span, each step as a task.step span under it, and the
+	// llm agents' model and tool calls under their steps, named and
+	// attributed per the OpenTelemetry GenAI conventions. Nil, the
+	// default, starts no span. errand serve builds one from its telemetry
+	// config; with another provider, every attempt of a run shares a trace
+	// only when the run's submit carried a traceparent.
+	TracerProvider trace.TracerProvider
 	// SkipIntegrityCheck skips the check Open makes of a SQLite file
 	// (PRAGMA quick_check, which reads all of it), for very large stores.
 	SkipIntegrityCheck bool
@@ -246,6 +256,7 @@ func newClient(st store.Store, cfg *Config) (*Client, error) {
 		CheckAgent:      func(name string) error { return engineValidation(c.checkAgent(name)) },
 		BaseDir:         baseDir,
 		OnScheduleFired: cfg.OnScheduleFired,
+		TracerProvider:  cfg.TracerProvider,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("errand: %w", err)

@@ -144,7 +144,9 @@ func (a *LLM) runCall(ctx context.Context, run taskrun.Run, n, i int, call TurnC
 			return nil, taskrun.StepResult{}, err
 		}
 	}
-	res := a.call(ctx, run, step.Key(), call, next)
+	callCtx, span := startTool(ctx, run, step.Key(), call)
+	res := a.call(callCtx, run, step.Key(), call, next)
+	endTool(span, &res)
 	if res.Status == taskrun.StepFailed && ctx.Err() != nil {
 		// Interrupted (shutdown, cancel), not a failure to answer the
 		// model with: recorded failed, the call runs again on resume.

@@ -293,6 +293,7 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 	// the record below still holds the whole reply.
 	req.OnText = step.Output
 	callCtx, cancel := context.WithTimeout(ctx, a.cfg.StepTimeout)
+	callCtx, span := a.startChat(callCtx, run, step.Key(), maxOut)
 	resp, err := a.cfg.Provider.Complete(callCtx, req)
 	cancel()
 	if err != nil {
@@ -308,6 +309,7 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		if isLimit {
 			code = taskrun.CodeRateLimited
 		}
+		endChat(span, nil, code, err)
 		// Even when ctx is done (shutdown, cancel), so the reservation is
 		// handed back.
 		_ = step.End(ctx, taskrun.StepResult{Status: taskrun.StepFailed, ErrorCode: code, ErrorMessage: err.Error(), Duration: time.Since(called)})
@@ -321,6 +323,7 @@ func (a *LLM) think(ctx context.Context, run taskrun.Run, state *TaskState, n in
 		return nil, &taskrun.Error{Code: code, Err: err, Retryable: retryable}
 	}
 	provider.FillUsage(req, resp)
+	endChat(span, resp, "", nil)
 	allowed(resp.Usage.InputTokens + resp.Usage.OutputTokens)
 	reply := a.newReply(resp, names, n)
 	if a.counted(state, req, resp.Usage, reply, prompt) && learn != nil && (learn.tokens == 0 || resp.Usage.InputTokens < learn.tokens) {

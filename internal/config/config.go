@@ -172,6 +172,32 @@ type Config struct {
 	Auth Auth `yaml:"auth"`
 	// A2A configures the A2A server at /a2a.
 	A2A A2A `yaml:"a2a"`
+	// Telemetry exports OpenTelemetry traces; off unless an endpoint is
+	// set here or in OTEL_EXPORTER_OTLP_ENDPOINT.
+	Telemetry Telemetry `yaml:"telemetry"`
+}
+
+// Protocols of Telemetry.
+const (
+	TelemetryHTTP = "http"
+	TelemetryGRPC = "grpc"
+)
+
+// Telemetry configures the export of OpenTelemetry traces. Each empty key
+// takes the standard OTEL_* variable, which the file's key overrides.
+type Telemetry struct {
+	// OTLPEndpoint is the collector's base URL, e.g.
+	// http://localhost:4318 (http) or http://localhost:4317 (grpc); http
+	// sends to its path /v1/traces. Empty: OTEL_EXPORTER_OTLP_ENDPOINT,
+	// and without either no traces are exported.
+	OTLPEndpoint string `yaml:"otlp_endpoint,omitempty"`
+	// Protocol is http (OTLP/HTTP protobuf, the default) or grpc.
+	Protocol string `yaml:"protocol,omitempty"`
+	// ServiceName is the service.name of every span; default errand.
+	ServiceName string `yaml:"service_name,omitempty"`
+	// SampleRatio is the share of runs traced, 0 to 1 (default 1); a run
+	// whose submit carried a traceparent follows its caller's decision.
+	SampleRatio *float64 `yaml:"sample_ratio,omitempty"`
 }
 
 // RateLimit is a model's allowance per minute; 0 is no limit.

@@ -148,6 +148,7 @@ func (c *Config) Validate() error {
 	if c.Auth.TokenEnv != "" {
 		p.check("auth.token_env", checkEnvName(c.Auth.TokenEnv))
 	}
+	c.Telemetry.validate(&p)
 	return errors.Join(p...)
 }
 

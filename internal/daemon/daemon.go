@@ -26,6 +26,7 @@ import (
 	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/internal/metrics"
 	"github.com/errandhq/errand/internal/server"
+	"github.com/errandhq/errand/internal/telemetry"
 	"github.com/errandhq/errand/internal/version"
 	"github.com/errandhq/errand/internal/webhook"
 )
@@ -87,6 +88,7 @@ type daemon struct {
 	api      *server.Server
 	http     *http.Server
 	metrics  *metrics.Metrics
+	traces   *telemetry.Provider // nil unless traces are exported
 	hooks    *webhook.Dispatcher
 	a2a      *a2aService
 	ready    func(net.Addr)
@@ -155,6 +157,9 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		return nil, err
 	}
 
+	if d.traces, err = startTelemetry(ctx, cfg, lookup, log); err != nil {
+		return nil, err
+	}
 	// Listen first: a port in use stops us before any work is claimed.
 	if d.listener, err = listen(ctx, home, cfg.Listen); err != nil {
 		return nil, err
@@ -186,6 +191,9 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		Logger:          log,
 
 		SkipIntegrityCheck: opts.SkipIntegrityCheck,
+	}
+	if d.traces != nil {
+		clientCfg.TracerProvider = d.traces.TracerProvider()
 	}
 	if _, statErr := os.Stat(cfgPath); statErr == nil {
 		clientCfg.ConfigFile = cfgPath
@@ -245,6 +253,7 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		Status:           d.status,
 		Health:           d.client.CheckWritable,
 		PublicURL:        cfg.A2A.BaseURL,
+		Traces:           d.traces != nil,
 		MCP:              mcpHandler(d.client, log),
 		OnStream: func(open bool) {
 			if open {
@@ -353,6 +362,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	if err := d.engine.Stop(shutdownCtx); err != nil {
 		d.log.Warn("workers stopped uncleanly", "err", err)
 	}
+	d.stopTraces(shutdownCtx)
 	stopParts()
 	wg.Wait()
 	stopBeat()
@@ -487,6 +497,7 @@ func (d *daemon) status(ctx context.Context) (*api.Status, error) {
 }
 
 func (d *daemon) close() {
+	d.stopTraces(context.Background())
 	if d.listener != nil {
 		d.listener.Close()
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand/internal/clock"
 	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/internal/scheduler"
@@ -91,6 +93,9 @@ type Config struct {
 	// OnScheduleFired is told of each firing (for metrics): the schedule's
 	// kind and how late it fired.
 	OnScheduleFired func(kind string, lag time.Duration)
+	// TracerProvider, when set, traces each attempt and step (see
+	// trace.go); nil, the default, starts no span.
+	TracerProvider trace.TracerProvider
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 	// Logger defaults to discarding everything.

@@ -43,6 +43,9 @@ type execution struct {
 	// lastStep is the step the agent began last: the one that asks, when
 	// it ends the attempt with a question.
 	lastStep atomic.Int64
+	// trace is the attempt's tracing, nil when traces are off or the
+	// attempt is not sampled (see trace.go).
+	trace *attemptTrace
 }
 
 // leaseMargin is how long before its deadline a lease stops being trusted:
@@ -185,17 +188,19 @@ func (x *execution) leaseLost() bool {
 
 func (p *Pool) execute(x *execution) {
 	var result taskrun.Result
+	ctx := p.startTrace(x)
 	err := p.holdForAgent(x)
 	if err == nil {
 		err = p.checkAgentVersion(x)
 	}
 	if err == nil {
-		result, err = callHandler(x.ctx, p.cfg.Handlers[x.task.Agent], &run{x: x})
+		result, err = callHandler(ctx, p.cfg.Handlers[x.task.Agent], &run{x: x})
 	}
 	x.mu.Lock()
 	x.finishing = true
 	x.mu.Unlock()
 	finish := p.decide(x, result, err)
+	x.endTrace(finish)
 	if finish == nil {
 		p.done(x)
 		p.release()
@@ -433,11 +438,15 @@ func (r *run) BeginStep(ctx context.Context, spec taskrun.StepSpec) (*taskrun.St
 		return nil, r.guard(err)
 	}
 	st := res.Step
-	return &taskrun.StepRecord{
+	rec := &taskrun.StepRecord{
 		Key:      key,
 		Replayed: res.Existed && (st.Status == store.StepDone || st.Status == store.StepDenied),
 		Status:   st.Status, Output: st.Output, TokensIn: st.TokensIn, TokensOut: st.TokensOut, CostUSD: st.CostUSD,
-	}, nil
+	}
+	if tr := r.x.trace; tr != nil {
+		tr.beginStep(r.x.ctx, spec, rec)
+	}
+	return rec, nil
 }
 
 func (r *run) EndStep(ctx context.Context, key string, res taskrun.StepResult) error {
@@ -453,6 +462,9 @@ func (r *run) EndStep(ctx context.Context, key string, res taskrun.StepResult) e
 		Release:      store.Amount{Tokens: res.Release.Tokens, CostUSD: res.Release.CostUSD, ToolCalls: res.Release.ToolCalls},
 		AgentVersion: version,
 	})
+	if tr := r.x.trace; tr != nil {
+		tr.endStep(key, &res, err)
+	}
 	if err == nil {
 		r.x.pool.e.wrote()
 		r.x.recorded(version)

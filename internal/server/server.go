@@ -89,8 +89,13 @@ type Config struct {
 	// must name localhost, a loopback address or this URL's host in its
 	// Host header: any other name is a DNS rebinding (421).
 	PublicURL string
-	Clock     clock.Clock
-	Logger    *slog.Logger
+	// Traces keeps the W3C traceparent header of POST /api/tasks with the
+	// task (telemetry.WithTraceparent), so that its run's trace is a child
+	// of the caller's span. Set when traces are exported; off, the header
+	// is ignored.
+	Traces bool
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 // Server is the HTTP API. Create one with New.

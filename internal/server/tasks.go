@@ -11,6 +11,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/internal/telemetry"
 	"github.com/errandhq/errand/internal/version"
 )
 
@@ -24,6 +25,7 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	traceparentHeader(r, &body, s.cfg.Traces)
 	res, err := s.submit(r.Context(), &body)
 	if err != nil {
 		s.fail(w, r, err)
@@ -63,6 +65,20 @@ func idempotencyHeader(r *http.Request, body *api.CreateTask) error {
 	}
 	body.IdempotencyKey = key
 	return nil
+}
+
+// traceparentHeader keeps a valid W3C traceparent header in the task's
+// metadata when traces are on; a missing, repeated or invalid one is
+// ignored, as the Trace Context recommendation asks, and changes nothing.
+func traceparentHeader(r *http.Request, body *api.CreateTask, traces bool) {
+	if !traces {
+		return
+	}
+	vals := r.Header.Values("Traceparent")
+	if len(vals) != 1 {
+		return
+	}
+	body.Metadata = telemetry.WithTraceparent(body.Metadata, vals[0])
 }
 
 // errDuplicate is an idempotency key reused for a different task.

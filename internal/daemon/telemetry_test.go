@@ -1,0 +1,81 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/internal/apiclient"
+	"github.com/errandhq/errand/internal/telemetry"
+	"github.com/errandhq/errand/internal/telemetry/telemetrytest"
+)
+
+// With OTEL_EXPORTER_OTLP_ENDPOINT set, errand serve exports the traces
+// of its runs, the run of a POST /api/tasks that carried a traceparent
+// under the caller's span, and sends the last ones as it stops.
+func TestServeExportsTraces(t *testing.T) {
+	home := t.TempDir()
+	rcv := telemetrytest.NewReceiver(t)
+	script := "#!/bin/sh\ncat >/dev/null\nprintf '{\"status\":\"finish\",\"output\":\"ok\"}\\n'\n"
+	require.NoError(t, os.WriteFile(filepath.Join(home, "step.sh"), []byte(script), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(home, "errand.yaml"),
+		[]byte("agents:\n  default: {kind: exec, command: ["+strconv.Quote(filepath.Join(home, "step.sh"))+"]}\ntelemetry:\n  service_name: errand-serve-test\n"), 0o600))
+
+	ready := make(chan net.Addr, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	vars := map[string]string{"ERRAND_HOME": home, telemetry.EnvEndpoint: rcv.URL(), telemetry.EnvServiceName: "loses-to-the-config"}
+	go func() {
+		done <- Run(ctx, &Options{Listen: "127.0.0.1:0", Lookup: env(vars), Stderr: io.Discard, Ready: func(a net.Addr) { ready <- a }})
+	}()
+	var url string
+	select {
+	case a := <-ready:
+		url = "http://" + a.String()
+	case err := <-done:
+		t.Fatalf("daemon did not start: %v", err)
+	}
+	token, err := os.ReadFile(filepath.Join(home, TokenFile))
+	require.NoError(t, err)
+
+	const caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	req, err := http.NewRequestWithContext(t.Context(), "POST", url+"/api/tasks", strings.NewReader(`{"goal":"traced"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Traceparent", caller)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var task struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&task))
+	res.Body.Close()
+	require.Equal(t, http.StatusCreated, res.StatusCode)
+	waitEvent(t, apiclient.New(url, strings.TrimSpace(string(token)), nil), task.ID, "task.completed")
+	cancel()
+	require.NoError(t, <-done)
+
+	spans := rcv.Spans()
+	var attempt *telemetrytest.Span
+	for i, s := range spans {
+		require.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", s.TraceID, s.Name)
+		require.Equal(t, "errand-serve-test", s.Service, "the config's service_name wins")
+		if s.Name == telemetry.SpanAttempt {
+			attempt = &spans[i]
+		}
+	}
+	require.NotNil(t, attempt, "sent as the daemon stopped")
+	require.Equal(t, "00f067aa0ba902b7", attempt.ParentSpanID)
+	require.Equal(t, task.ID, attempt.Attrs[telemetry.AttrTaskID])
+	require.Equal(t, "completed", attempt.Attrs[telemetry.AttrOutcome])
+}
