@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,6 +92,93 @@ func BenchmarkListMillion(b *testing.B) {
 				tasks, err := s.TaskList(ctx, &tc.params)
 				if err != nil || len(tasks) == 0 {
 					b.Fatalf("list: %v (%d tasks)", err, len(tasks))
+				}
+			}
+		})
+	}
+}
+
+// backlogStore opens a store with n pending tasks ready to claim, built
+// once per size and shared by the benchmarks of that size.
+var (
+	backlogs       sync.Map // n → *backlogDB
+	backlogSubmits atomic.Int64
+)
+
+type backlogDB struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func openBacklog(b *testing.B, n int) *Store {
+	b.Helper()
+	v, _ := backlogs.LoadOrStore(n, &backlogDB{})
+	db := v.(*backlogDB)
+	db.once.Do(func() {
+		dir, err := os.MkdirTemp("", "errand-backlog-")
+		if err != nil {
+			db.err = err
+			return
+		}
+		db.path = filepath.Join(dir, "b.db")
+		s, err := Open(context.Background(), db.path, nil)
+		if err != nil {
+			db.err = err
+			return
+		}
+		defer s.Close()
+		_, db.err = s.writer.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+			INSERT INTO tasks (id, run_id, session_id, agent, goal, status, priority, run_at, created_at, updated_at, pass)
+			SELECT printf('tsk_%026d', i), printf('run_%026d', i), printf('ses_%d', i % 100), 'default', 'backlog task',
+			       'pending', 0, i, i, i, i / 100
+			FROM n`, n)
+	})
+	if db.err != nil {
+		b.Fatal(db.err)
+	}
+	s, err := Open(context.Background(), db.path, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// BenchmarkBacklog is the cost of the queue's everyday work with a page's
+// worth of pending tasks and with a million: a submit, a claim and the
+// finish of what it claimed, each its own transaction, and the first page
+// of pending tasks.
+func BenchmarkBacklog(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{100, 1_000_000} {
+		b.Run(fmt.Sprintf("pending=%d/submit+claim+finish", n), func(b *testing.B) {
+			s := openBacklog(b, n)
+			now := time.Now()
+			for b.Loop() {
+				id := fmt.Sprintf("tsk_bench_%d", backlogSubmits.Add(1))
+				_, err := s.TaskInsert(ctx, &store.TaskInsertParams{ID: id, RunID: "run_" + id, Agent: "default",
+					Goal: "g", MaxAttempts: 1, Actor: store.ActorUser, SessionID: "ses_bench", Now: &now})
+				if err != nil {
+					b.Fatal(err)
+				}
+				tasks, err := s.TaskLeaseMany(ctx, &store.TaskLeaseManyParams{Owner: "bench", Limit: 1, TTL: time.Minute, Now: &now})
+				if err != nil || len(tasks) != 1 {
+					b.Fatalf("claim: %v (%d tasks)", err, len(tasks))
+				}
+				res, err := s.TaskFinishMany(ctx, []*store.TaskFinishParams{{
+					Lease: store.Lease{TaskID: tasks[0].ID, Token: tasks[0].LeaseToken}, Status: store.StatusCompleted, Now: &now,
+				}})
+				if err != nil || res[0] != nil {
+					b.Fatalf("finish: %v %v", err, res)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("pending=%d/list", n), func(b *testing.B) {
+			s := openBacklog(b, n)
+			for b.Loop() {
+				if _, err := s.TaskList(ctx, &store.TaskListParams{Statuses: []store.Status{store.StatusPending}, Limit: 50}); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
