@@ -156,6 +156,13 @@ func TestTraceOfLLMRunAcrossCrash(t *testing.T) {
 	for _, a := range own {
 		require.Equal(t, "default", a.Attrs[telemetry.AttrAgent])
 		outcomes[a.Attrs[telemetry.AttrOutcome]] = true
+		if a.Attrs[telemetry.AttrOutcome] == string(store.StatusWaitingSubtasks) {
+			events := a.Raw.GetEvents()
+			require.Len(t, events, 1, "the wait shows on the attempt")
+			require.Equal(t, telemetry.EventWait, events[0].GetName())
+			require.Equal(t, telemetry.AttrWait, events[0].GetAttributes()[0].GetKey())
+			require.Equal(t, "subtasks", events[0].GetAttributes()[0].GetValue().GetStringValue())
+		}
 	}
 	require.Equal(t, map[any]bool{string(store.StatusWaitingSubtasks): true, string(store.StatusCompleted): true}, outcomes)
 	isOwn := func(id string) bool { return id == own[0].SpanID || id == own[1].SpanID }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -102,6 +103,13 @@ func (x *execution) endTrace(finish *store.TaskFinishParams) {
 		if finish.Error != nil && (finish.Status == store.StatusFailed || finish.Status == store.StatusRetryScheduled) {
 			tr.span.SetStatus(codes.Error, finish.Error.Code+": "+finish.Error.Message)
 		}
+		if kind := waitKind(finish); kind != "" {
+			attrs := []attribute.KeyValue{attribute.String(telemetry.AttrWait, kind)}
+			if !finish.RunAt.IsZero() {
+				attrs = append(attrs, attribute.String(telemetry.AttrWaitUntil, finish.RunAt.UTC().Format(time.RFC3339Nano)))
+			}
+			tr.span.AddEvent(telemetry.EventWait, trace.WithAttributes(attrs...))
+		}
 	} else {
 		tr.span.SetStatus(codes.Error, outcome)
 	}
@@ -174,3 +182,21 @@ func (r *run) StepSpan(key string) trace.Span {
 }
 
 var _ telemetry.StepSpans = (*run)(nil)
+
+// waitKind names what a task waits for after an attempt that ends with
+// finish, "" when it does not wait: its subtasks, a person's answer, a
+// retry after the backoff, or a later claim (a deferral by the spend
+// guard or the model's rate limit, a pause of its agent).
+func waitKind(finish *store.TaskFinishParams) string {
+	switch {
+	case finish.Status == store.StatusWaitingSubtasks:
+		return "subtasks"
+	case finish.Status == store.StatusInputRequired:
+		return "input"
+	case finish.Status == store.StatusRetryScheduled:
+		return "retry"
+	case finish.Status == store.StatusPending && !finish.RunAt.IsZero():
+		return "deferred"
+	}
+	return ""
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/internal/telemetry"
 )
 
 // wsOutbox bounds the frames waiting for one WebSocket client; a client
@@ -56,6 +57,9 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	defer s.cfg.OnStream(false)
 
 	ws := &wsSession{s: s, conn: conn, out: make(chan wsFrame, wsOutbox), cancel: cancel, follow: make(chan followReq)}
+	if vals := r.Header.Values("Traceparent"); s.cfg.Traces && len(vals) == 1 {
+		ws.traceparent = vals[0]
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { ws.writeLoop(ctx) })
 	wg.Go(func() { ws.pushEvents(ctx, sub, after) })
@@ -71,6 +75,10 @@ type wsSession struct {
 	cancel context.CancelFunc
 
 	follow chan followReq // subscribe's task, to pushEvents
+
+	// traceparent is the upgrade request's W3C traceparent header, kept
+	// with each task the connection submits when traces are on.
+	traceparent string
 
 	mu     sync.Mutex
 	taskID string
@@ -400,6 +408,9 @@ func (ws *wsSession) call(ctx context.Context, method string, raw json.RawMessag
 		var body api.CreateTask
 		if err := decodeStrict(raw, &body, false); err != nil {
 			return nil, err
+		}
+		if ws.traceparent != "" {
+			body.Metadata = telemetry.WithTraceparent(body.Metadata, ws.traceparent)
 		}
 		res, err := ws.s.submit(ctx, &body)
 		if err != nil {

@@ -29,6 +29,13 @@ const (
 	AttrStepStatus    = "errand.step.status"
 	AttrStepReplayed  = "errand.step.replayed"
 	AttrStepKey       = "errand.step.idempotency_key"
+
+	// EventWait, on an attempt span, says the task waits once the attempt
+	// ends: for what (AttrWait: subtasks, input, retry or deferred) and,
+	// when known, until when (AttrWaitUntil, RFC 3339).
+	EventWait     = "errand.wait"
+	AttrWait      = "errand.wait.for"
+	AttrWaitUntil = "errand.wait.until"
 )
 
 type traceIDKey struct{}
