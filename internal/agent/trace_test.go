@@ -66,7 +66,8 @@ func (b *traceBundle) flush(t *testing.T) []telemetrytest.Span {
 // exporter, whose process dies in its first step and starts again: one
 // trace for the run (its id follows from the run id, so the attempt after
 // the crash continues it with nothing stored); the task's attempts and
-// its subtask's are task.attempt spans; each step is a task.step span
+// its subtask's are task.attempt spans (the subtask's under the step that
+// submitted it); each step is a task.step span
 // under its attempt; model calls are `chat MODEL` spans with the GenAI
 // attributes and tool calls `execute_tool NAME` spans, each under its
 // step. The model call the attempt after the crash replays is marked
@@ -135,14 +136,14 @@ func TestTraceOfLLMRunAcrossCrash(t *testing.T) {
 	}
 
 	// Attempts after the crash: the task's second (which waits for its
-	// subtask), the subtask's, and the task's third; every one a root of
-	// the run's trace, as no traceparent was given.
+	// subtask) and third, roots of the run's trace as no traceparent was
+	// given, and the subtask's, under the step that submitted it.
 	attempts := named(telemetry.SpanAttempt)
 	var own, child []telemetrytest.Span
 	for _, a := range attempts {
-		require.Empty(t, a.ParentSpanID)
 		require.Equal(t, task.RunID, a.Attrs[telemetry.AttrRunID])
 		if a.Attrs[telemetry.AttrTaskID] == task.ID {
+			require.Empty(t, a.ParentSpanID)
 			own = append(own, a)
 		} else {
 			child = append(child, a)
@@ -152,6 +153,10 @@ func TestTraceOfLLMRunAcrossCrash(t *testing.T) {
 	require.Len(t, child, 1, "the subtask's attempt")
 	require.Equal(t, "charter", child[0].Attrs[telemetry.AttrAgent])
 	require.Equal(t, task.ID, child[0].Attrs[telemetry.AttrParentID])
+	submitStep := byID[child[0].ParentSpanID]
+	require.Equal(t, telemetry.SpanStep, submitStep.Name, "the subtask hangs under the step that submitted it")
+	require.Equal(t, taskrun.StepSubTask, submitStep.Attrs[telemetry.AttrStepType])
+	require.Equal(t, false, submitStep.Attrs[telemetry.AttrStepReplayed])
 	outcomes := map[any]bool{}
 	for _, a := range own {
 		require.Equal(t, "default", a.Attrs[telemetry.AttrAgent])

@@ -21,8 +21,11 @@ import (
 // attempt's parent is the traceparent its run's submit carried (kept in
 // the root task's metadata), else a root in the run's own trace, whose id
 // follows from the run id: every attempt of the run's tasks, the one after
-// a crash included, lands in one trace with nothing more stored. Without
-// a provider none of this runs: an execution's trace is nil.
+// a crash included, lands in one trace with nothing more stored. A
+// subtask's attempts hang under the sub_task step that submitted it, whose
+// span id follows from the step's key, which is the subtask's idempotency
+// key (telemetry.AttemptContext). Without a provider none of this runs: an
+// execution's trace is nil.
 
 // maxTraceDepth bounds the walk from a subtask up to its run's root.
 const maxTraceDepth = 32
@@ -46,7 +49,7 @@ func (p *Pool) startTrace(x *execution) context.Context {
 	}
 	t := x.task
 	tracer := tp.Tracer(telemetry.ScopeName)
-	parent := telemetry.AttemptContext(x.ctx, t.RunID, p.rootMetadata(x.ctx, t))
+	parent := telemetry.AttemptContext(x.ctx, t.RunID, t.ParentID, t.IdempotencyKey, p.rootMetadata(x.ctx, t))
 	attrs := []attribute.KeyValue{
 		attribute.String(telemetry.AttrTaskID, t.ID),
 		attribute.String(telemetry.AttrRunID, t.RunID),
@@ -137,6 +140,10 @@ func (tr *attemptTrace) beginStep(ctx context.Context, spec taskrun.StepSpec, re
 		_, sp := tr.tracer.Start(parent, telemetry.SpanStep, trace.WithAttributes(attrs...))
 		sp.End()
 		return
+	}
+	if spec.Type == taskrun.StepSubTask {
+		// Its subtasks name it as their parent by its key.
+		parent = telemetry.WithStepSpanID(parent, rec.Key)
 	}
 	_, sp := tr.tracer.Start(parent, telemetry.SpanStep, trace.WithAttributes(attrs...))
 	tr.mu.Lock()

@@ -62,7 +62,7 @@ func NewWithExporter(cfg *Config, exp sdktrace.SpanExporter) *Provider {
 	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
+		sdktrace.WithSampler(newRunSampler(ratio)),
 		sdktrace.WithIDGenerator(runIDs{}),
 		sdktrace.WithResource(resource.NewSchemaless(attrs...)),
 	)
@@ -100,7 +100,37 @@ func (runIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
 	return tid, newSpanID()
 }
 
-func (runIDs) NewSpanID(context.Context, trace.TraceID) trace.SpanID { return newSpanID() }
+func (runIDs) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID {
+	if sid, ok := ctx.Value(spanIDKey{}).(trace.SpanID); ok && sid.IsValid() {
+		return sid
+	}
+	return newSpanID()
+}
+
+// runSampler samples by ratio of the trace id, following a parent's
+// decision, except for the parent errand derives from a run (marked by its
+// trace state), which is decided by the run's trace id as its root was:
+// a run is traced whole or not at all.
+type runSampler struct {
+	ratio, parentBased sdktrace.Sampler
+}
+
+func newRunSampler(ratio float64) runSampler {
+	r := sdktrace.TraceIDRatioBased(ratio)
+	return runSampler{ratio: r, parentBased: sdktrace.ParentBased(r)}
+}
+
+func (s runSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	psc := trace.SpanContextFromContext(p.ParentContext)
+	if !psc.IsRemote() || psc.TraceState().Get(stateKey) != stateRun {
+		return s.parentBased.ShouldSample(p)
+	}
+	res := s.ratio.ShouldSample(p)
+	res.Tracestate = psc.TraceState().Delete(stateKey)
+	return res
+}
+
+func (s runSampler) Description() string { return "errand run: " + s.parentBased.Description() }
 
 func newSpanID() trace.SpanID {
 	var sid trace.SpanID

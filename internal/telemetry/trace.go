@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -49,15 +50,88 @@ func RunTraceID(runID string) trace.TraceID {
 	return tid
 }
 
-// AttemptContext is the context an attempt's span starts from: the span
-// given by the traceparent kept in the task's metadata (see
-// WithTraceparent) when there is a valid one, else a new root in the
-// run's trace. The metadata is read only when traces are on.
-func AttemptContext(ctx context.Context, runID string, metadata json.RawMessage) context.Context {
-	if sc, ok := metadataParent(metadata); ok {
-		return trace.ContextWithRemoteSpanContext(ctx, sc)
+// AttemptContext is the context an attempt's span starts from. The run's
+// trace is the one of the traceparent kept in its root task's metadata
+// (see WithTraceparent) when there is a valid one, else the run's own
+// (RunTraceID). A subtask made by a step (its idempotency key is the
+// step's key, as the llm agent's submit_task makes it) hangs under that
+// step's span (StepSpanID); a root task under the traceparent's span, or
+// at the root of the run's trace. rootMetadata is read only when traces
+// are on.
+func AttemptContext(ctx context.Context, runID, parentID, idempotencyKey string, rootMetadata json.RawMessage) context.Context {
+	root, hasRoot := metadataParent(rootMetadata)
+	if key, ok := submittingStep(parentID, idempotencyKey); ok {
+		cfg := trace.SpanContextConfig{TraceID: RunTraceID(runID), SpanID: StepSpanID(key), Remote: true}
+		if hasRoot {
+			cfg.TraceID, cfg.TraceFlags = root.TraceID(), root.TraceFlags()
+		} else {
+			// Sampled by the run's trace id, as the root task was (see
+			// runSampler); a tracer provider of another kind follows the flag.
+			cfg.TraceFlags = trace.FlagsSampled
+			cfg.TraceState, _ = trace.TraceState{}.Insert(stateKey, stateRun)
+		}
+		return trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(cfg))
+	}
+	if hasRoot {
+		return trace.ContextWithRemoteSpanContext(ctx, root)
 	}
 	return context.WithValue(ctx, traceIDKey{}, RunTraceID(runID))
+}
+
+// The trace state that marks a parent errand derived from the run, whose
+// sampling is decided by the run's trace id rather than by the flag.
+const (
+	stateKey = "errand"
+	stateRun = "run"
+)
+
+// submittingStep is the key of the parent's step that submitted a task
+// whose idempotency key is idempotencyKey: "PARENT:STEP:CALL" exactly.
+func submittingStep(parentID, idempotencyKey string) (string, bool) {
+	rest, ok := strings.CutPrefix(idempotencyKey, parentID+":")
+	if parentID == "" || !ok {
+		return "", false
+	}
+	n, c, ok := strings.Cut(rest, ":")
+	if !ok || !digits(n) || !digits(c) {
+		return "", false
+	}
+	return idempotencyKey, true
+}
+
+func digits(s string) bool {
+	if s == "" || len(s) > 9 {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+type spanIDKey struct{}
+
+// StepSpanID is the span id of the live step under key that submits
+// subtasks: derived from the key (SHA-256), so its subtasks, which know
+// the key, name it as their parent with nothing stored.
+func StepSpanID(key string) trace.SpanID {
+	sum := sha256.Sum256([]byte("step:" + key))
+	var sid trace.SpanID
+	copy(sid[:], sum[:8])
+	if !sid.IsValid() {
+		copy(sid[:], sum[8:16])
+	}
+	return sid
+}
+
+// WithStepSpanID makes the next span started from ctx take the span id
+// of the step under key (with errand's provider; another picks its own).
+// Start only that span from it: every span started from it would take the
+// same id.
+func WithStepSpanID(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, spanIDKey{}, StepSpanID(key))
 }
 
 // StepSpans is implemented by a taskrun.Run whose engine traces steps: the
