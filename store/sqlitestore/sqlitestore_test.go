@@ -73,10 +73,16 @@ func TestPragmasOnEveryConnection(t *testing.T) {
 		require.Equal(t, "wal", mode)
 		require.Equal(t, 2, sync, "synchronous=FULL")
 		require.Equal(t, int(DefaultBusyTimeout.Milliseconds()), busy)
+		var cache int
+		require.NoError(t, c.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&cache))
+		require.Equal(t, -DefaultCacheSizeKiB, cache, "a reader's cache, in KiB")
 	}
 	for _, c := range conns {
 		require.NoError(t, c.Close())
 	}
+	var cache int
+	require.NoError(t, s.writer.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&cache))
+	require.Equal(t, -WriterCacheSizeKiB, cache, "the writer's smaller cache, in KiB")
 }
 
 func TestOpenRejectsBadConfig(t *testing.T) {
