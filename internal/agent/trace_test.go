@@ -164,7 +164,7 @@ func TestTraceOfLLMRunAcrossCrash(t *testing.T) {
 		if a.Attrs[telemetry.AttrOutcome] == string(store.StatusWaitingSubtasks) {
 			events := a.Raw.GetEvents()
 			require.Len(t, events, 1, "the wait shows on the attempt")
-			require.Equal(t, telemetry.EventWait, events[0].GetName())
+			require.Equal(t, telemetry.SpanEventWait, events[0].GetName())
 			require.Equal(t, telemetry.AttrWait, events[0].GetAttributes()[0].GetKey())
 			require.Equal(t, "subtasks", events[0].GetAttributes()[0].GetValue().GetStringValue())
 		}

@@ -111,7 +111,7 @@ func (x *execution) endTrace(finish *store.TaskFinishParams) {
 			if !finish.RunAt.IsZero() {
 				attrs = append(attrs, attribute.String(telemetry.AttrWaitUntil, finish.RunAt.UTC().Format(time.RFC3339Nano)))
 			}
-			tr.span.AddEvent(telemetry.EventWait, trace.WithAttributes(attrs...))
+			tr.span.AddEvent(telemetry.SpanEventWait, trace.WithAttributes(attrs...))
 		}
 	} else {
 		tr.span.SetStatus(codes.Error, outcome)

@@ -31,10 +31,10 @@ const (
 	AttrStepReplayed  = "errand.step.replayed"
 	AttrStepKey       = "errand.step.idempotency_key"
 
-	// EventWait, on an attempt span, says the task waits once the attempt
-	// ends: for what (AttrWait: subtasks, input, retry or deferred) and,
+	// SpanEventWait, on an attempt span (a span event, not a journal
+	// event type), says the task waits once the attempt ends: for what (AttrWait: subtasks, input, retry or deferred) and,
 	// when known, until when (AttrWaitUntil, RFC 3339).
-	EventWait     = "errand.wait"
+	SpanEventWait = "errand.wait"
 	AttrWait      = "errand.wait.for"
 	AttrWaitUntil = "errand.wait.until"
 )
