@@ -117,6 +117,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer client.Close()
+	// The profile's file is made now, so a bad path fails before the work.
+	profile, err := createProfile(opts.CPUProfile)
+	if err != nil {
+		return nil, err
+	}
+	if profile != nil {
+		defer profile.Close()
+	}
 
 	// Phase 1: submit.
 	begin := time.Now()
@@ -132,7 +140,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	stopProfile, err := startCPUProfile(opts.CPUProfile)
+	stopProfile, err := startCPUProfile(profile)
 	if err != nil {
 		return nil, err
 	}
@@ -179,18 +187,25 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	return report, nil
 }
 
-// startCPUProfile starts a CPU profile into path, if one is asked for; the
-// function it returns stops it and closes the file.
-func startCPUProfile(path string) (stop func() error, err error) {
+// createProfile creates the CPU profile's file, if one is asked for.
+func createProfile(path string) (*os.File, error) {
 	if path == "" {
-		return func() error { return nil }, nil
+		return nil, nil
 	}
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("bench: cpu profile: %w", err)
 	}
+	return f, nil
+}
+
+// startCPUProfile starts a CPU profile into f, if there is one; the
+// function it returns stops it and closes the file.
+func startCPUProfile(f *os.File) (stop func() error, err error) {
+	if f == nil {
+		return func() error { return nil }, nil
+	}
 	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("bench: cpu profile: %w", err)
 	}
 	return func() error {

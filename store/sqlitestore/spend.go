@@ -146,7 +146,7 @@ func (x moneyTx) AppendSpendAlert(ctx context.Context, data *store.BudgetAlertDa
 // claimFloor is the lowest priority a claim at at may take, given the
 // guard (see store.ClaimFloor); ok is false when nothing may be claimed.
 func (s *Store) claimFloor(ctx context.Context, tx *sql.Tx, at time.Time) (floor int64, ok bool, err error) {
-	return store.ClaimFloor(ctx, claimGuardReader{guardReader{tx}, s}, at, minPriority)
+	return store.ClaimFloor(ctx, claimGuardReader{guardReader{tx}, tx, s}, at, minPriority)
 }
 
 // claimGuard is the spend guard's row as the last claim read it, raw and
@@ -160,7 +160,8 @@ type claimGuard struct {
 // claimGuardReader is guardReader with the claims' cache.
 type claimGuardReader struct {
 	guardReader
-	s *Store
+	tx *sql.Tx
+	s  *Store
 }
 
 func (r claimGuardReader) ReadSpendGuard(ctx context.Context) (*store.SpendGuardRow, error) {
@@ -168,8 +169,7 @@ func (r claimGuardReader) ReadSpendGuard(ctx context.Context) (*store.SpendGuard
 		limits, state string
 		declared      sql.NullString
 	)
-	tx := r.q.(*sql.Tx)
-	if err := tx.StmtContext(ctx, r.s.stmts.spendGuard).QueryRowContext(ctx).Scan(&limits, &declared, &state); err != nil {
+	if err := r.tx.StmtContext(ctx, r.s.stmts.spendGuard).QueryRowContext(ctx).Scan(&limits, &declared, &state); err != nil {
 		return nil, fmt.Errorf("read spend guard: %w", err)
 	}
 	c := &r.s.claimGuard
