@@ -31,4 +31,13 @@
 // (MetaIdempotencyKey), so a server can recognise a call errand repeats
 // after a crash in the middle of the step. Calls errand recorded as done
 // are replayed by the agent and never reach the server again.
+//
+// With traces on, a tool call runs inside the agent's execute_tool span,
+// and carries that span's W3C traceparent (and tracestate) twice: in its
+// _meta under "traceparent" and "tracestate", which any MCP server can
+// read whatever the transport (a stdio server has nothing else), and, to
+// a url server, as the Traceparent and Tracestate headers of its HTTP
+// requests, for servers and proxies that trace HTTP. The server's spans
+// then hang under the tool call's in errand's trace. With traces off
+// there is no span and nothing is added.
 package mcpclient

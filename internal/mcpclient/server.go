@@ -15,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/errandhq/errand/internal/telemetry"
 )
 
 // UnavailableError is returned for a server that cannot be reached now:
@@ -340,6 +342,7 @@ func (s *server) call(ctx context.Context, tool, key string, args json.RawMessag
 	if key != "" {
 		params.Meta = mcp.Meta{MetaIdempotencyKey: key}
 	}
+	traceMeta(ctx, params)
 	callCtx, cancel := context.WithTimeout(ctx, s.m.cfg.CallTimeout)
 	defer cancel()
 	res, err := sess.cs.CallTool(callCtx, params)
@@ -357,6 +360,24 @@ func (s *server) call(ctx context.Context, tool, key string, args json.RawMessag
 		return nil, fmt.Errorf("%s.%s: the call broke off, the tool may or may not have run: %w", s.cfg.Name, tool, withStderr(err, sess.stderr))
 	}
 	return resultJSON(s.cfg.Name, tool, res, s.m.cfg.MaxResultBytes)
+}
+
+// traceMeta puts the traceparent (and tracestate) of the span the call is
+// made in, the agent's execute_tool span, in the call's _meta, where an
+// MCP server reads it whatever the transport: a stdio server has no
+// headers. Without a span (traces off) params is left as it is.
+func traceMeta(ctx context.Context, params *mcp.CallToolParams) {
+	tp, ts := telemetry.Outgoing(ctx)
+	if tp == "" {
+		return
+	}
+	if params.Meta == nil {
+		params.Meta = mcp.Meta{}
+	}
+	params.Meta[telemetry.MetaTraceparent] = tp
+	if ts != "" {
+		params.Meta[telemetry.MetaTracestate] = ts
+	}
 }
 
 // isAnswer reports whether err is the server's own JSON-RPC error answer,

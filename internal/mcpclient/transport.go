@@ -15,6 +15,8 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/errandhq/errand/internal/telemetry"
 )
 
 // transport makes the transport of one connect, and for a command server
@@ -35,12 +37,15 @@ func (s *server) transport(ctx context.Context) (mcp.Transport, *tail, error) {
 		if s.cfg.Token != "" {
 			headers.Set("Authorization", "Bearer "+s.cfg.Token)
 		}
-		client := s.m.http
+		// Every request of a call made in a span (the agent's
+		// execute_tool span) carries its traceparent too, for servers and
+		// proxies that trace HTTP rather than read the call's _meta.
+		c := *s.m.http
+		c.Transport = telemetry.Transport(cmpTransport(c.Transport))
 		if len(headers) > 0 {
-			c := *client
-			c.Transport = headerTransport{base: cmpTransport(client.Transport), headers: headers}
-			client = &c
+			c.Transport = headerTransport{base: c.Transport, headers: headers}
 		}
+		client := &c
 		return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: client}, nil, nil
 	}
 	cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
