@@ -28,6 +28,11 @@ bench: ## errand bench (20,000 no-op tasks on SQLite) and the Go benchmarks
 fuzz: ## run every fuzz target for a minute (FUZZTIME=10s for less)
 	.ci/fuzz $(or $(FUZZTIME),60s)
 
+.PHONY: soak/crashpoints
+soak/crashpoints: ## build errand with -tags crashpoint and walk every crash point (inside a write's transaction, after its commit): nothing lost or paid twice
+	$(GO) run ./soak -crashpoints $(if $(SEED),-seed $(SEED))
+	@if [ -n "$$ERRAND_TEST_POSTGRES_URL" ]; then $(GO) run ./soak -crashpoints -store "$$ERRAND_TEST_POSTGRES_URL" $(if $(SEED),-seed $(SEED)); fi
+
 .PHONY: soak
 soak: ## kill -9 errand serve 200 times under 2,000 five-step tasks: nothing lost or paid twice (SEED=N replays; on PostgreSQL too, two daemons, when ERRAND_TEST_POSTGRES_URL is set)
 	$(GO) run ./soak $(if $(SEED),-seed $(SEED))

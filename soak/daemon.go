@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +24,9 @@ type daemon struct {
 	home string
 	addr string // host:port it listens on
 	log  string // its stdout and stderr, every life appended
+	// env is added to the environment of each life started from now on:
+	// the crash walk arms a crash point there (ERRAND_CRASH_AT).
+	env []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -31,6 +36,9 @@ type daemon struct {
 	served  bool          // the current process has answered /healthz
 	lives   int
 	err     error // set when a process exited without being killed
+	// crashes counts lives that ended at an armed crash point: a SIGKILL
+	// errand sent itself, having said so in its log.
+	crashes int
 }
 
 // writeHome makes an ERRAND_HOME whose errand.yaml runs the soak's step
@@ -81,8 +89,9 @@ func (d *daemon) start() error {
 	}
 	d.lives++
 	fmt.Fprintf(logf, "=== soak: life %d of %s at %s\n", d.lives, d.name, time.Now().UTC().Format(time.RFC3339Nano))
+	lifeStart, _ := logf.Seek(0, io.SeekEnd)
 	cmd := exec.Command(d.bin, "serve")
-	cmd.Env = append(os.Environ(), "ERRAND_HOME="+d.home)
+	cmd.Env = append(append(os.Environ(), "ERRAND_HOME="+d.home), d.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so a Ctrl-C at the terminal reaches the soak,
 	// which kills it; and it dies with the soak if the soak is killed.
@@ -97,14 +106,54 @@ func (d *daemon) start() error {
 	go func() {
 		werr := cmd.Wait()
 		logf.Close()
+		crashed := crashedAtPoint(cmd, d.log, lifeStart)
 		d.mu.Lock()
-		if !d.killed && d.err == nil {
+		switch {
+		case d.killed:
+		case crashed:
+			d.crashes++
+		case d.err == nil:
 			d.err = fmt.Errorf("%s (pid %d) exited on its own: %v (log: %s)", d.name, cmd.Process.Pid, werr, d.log)
 		}
 		d.mu.Unlock()
 		close(exited)
 	}()
 	return nil
+}
+
+// crashedAtPoint reports whether a life ended at a crash point: killed by
+// SIGKILL with no one but itself to send it, after saying so in its log
+// (what internal/crashpoint writes) from offset on.
+func crashedAtPoint(cmd *exec.Cmd, log string, offset int64) bool {
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		return false
+	}
+	f, err := os.Open(log)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, offset, 1<<40))
+	return err == nil && bytes.Contains(b, []byte(crashMarker))
+}
+
+// crashMarker opens the line errand writes as it kills itself at a crash
+// point (internal/crashpoint).
+const crashMarker = "errand: crash point reached: "
+
+// exited is the channel closed when the current life ends.
+func (d *daemon) exitedChan() chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.exited
+}
+
+// crashCount is how many lives ended at a crash point.
+func (d *daemon) crashCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.crashes
 }
 
 // kill sends SIGKILL to the daemon's process (not its group: its steps die

@@ -7,6 +7,7 @@
 //	go run ./soak                    # 2,000 tasks, 200 kills
 //	go run ./soak -short             # 200 tasks, 20 kills (CI)
 //	go run ./soak -seed 42 -tasks 50 -kills 5
+//	go run ./soak -crashpoints       # errand built to kill itself at each named point of a write
 //
 // Each step appends one line to the ledger (its idempotency key, task,
 // step, a run id, start and end times) and syncs it before answering: a
@@ -28,15 +29,18 @@ import (
 
 // config is what one soak run does.
 type config struct {
-	Tasks   int
-	Kills   int
-	Steps   int
-	Seed    int64
-	Bin     string // the errand binary; built when empty
-	Store   string // a postgres:// URL: two daemons on it
-	Keep    bool   // keep the working directory even when the run passes
-	Timeout time.Duration
-	Out     io.Writer
+	Tasks int
+	Kills int
+	Steps int
+	Seed  int64
+	Bin   string // the errand binary; built when empty
+	Store string // a postgres:// URL: two daemons on it
+	Keep  bool   // keep the working directory even when the run passes
+	// CrashPoints walks internal/crashpoint's points instead of killing
+	// at random (see crashWalk).
+	CrashPoints bool
+	Timeout     time.Duration
+	Out         io.Writer
 }
 
 func (c *config) flags(fs *flag.FlagSet) (short *bool) {
@@ -48,6 +52,7 @@ func (c *config) flags(fs *flag.FlagSet) (short *bool) {
 	fs.StringVar(&c.Store, "store", "", "a postgres:// URL: run two daemons on it and kill them alternately")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the working directory (ERRAND_HOME, ledger, logs) when the run passes")
 	fs.DurationVar(&c.Timeout, "timeout", 30*time.Minute, "give up after this long")
+	fs.BoolVar(&c.CrashPoints, "crashpoints", false, "build errand with -tags crashpoint and walk every crash point: it kills itself there, once per point, each in a fresh home")
 	return fs.Bool("short", false, "the CI variant: 200 tasks, 20 kills (unless -tasks or -kills say otherwise)")
 }
 
@@ -64,6 +69,17 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.CrashPoints {
+		results, err := crashWalk(ctx, &cfg)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "soak: FAIL (seed %d): %v\n", cfg.Seed, err)
+			os.Exit(1)
+		}
+		if walkFailures(results) > 0 {
+			os.Exit(1)
+		}
+		return
+	}
 	rep, err := soak(ctx, &cfg)
 	if err != nil && ctx.Err() != nil {
 		fmt.Fprintf(os.Stderr, "soak: interrupted (seed %d): %v\n", cfg.Seed, err)

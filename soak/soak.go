@@ -151,24 +151,13 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	}
 	worked := time.Since(began)
 
-	// The export, and its round trip through import.
-	exportFile := filepath.Join(dir, "export.jsonl")
-	counts, err := export(ctx, bin, home, exportFile)
-	if err != nil {
-		return nil, err
-	}
 	ev := &Evidence{Steps: cfg.Steps, Submitted: sub.ids, Contiguous: store == "", Kills: k.kills}
 	if store != "" {
 		ev.ClockSlack = 100 * time.Millisecond
 	}
-	problems, err := gather(ctx, c, exportFile, ledger, ev)
+	rep, counts, err := verify(ctx, bin, dir, home, c, ledger, ev)
 	if err != nil {
 		return nil, err
-	}
-	rep := Check(ev)
-	rep.Violations = append(rep.Violations, problems...)
-	if err := roundTrip(ctx, bin, dir, exportFile, counts); err != nil {
-		rep.Violations = append(rep.Violations, err.Error())
 	}
 	if err := failure(); err != nil {
 		rep.Violations = append(rep.Violations, err.Error())
@@ -198,17 +187,41 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	return rep, nil
 }
 
-// build compiles errand's command into dir.
-func build(ctx context.Context, dir string) (string, error) {
+// verify holds errand's records, read from the API and an export, against
+// the ledger, and imports the export into a fresh home to export it again.
+func verify(ctx context.Context, bin, dir, home string, c *client, ledger string, ev *Evidence) (*Report, map[string]int, error) {
+	exportFile := filepath.Join(dir, "export.jsonl")
+	counts, err := export(ctx, bin, home, exportFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	problems, err := gather(ctx, c, exportFile, ledger, ev)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep := Check(ev)
+	rep.Violations = append(rep.Violations, problems...)
+	if err := roundTrip(ctx, bin, dir, exportFile, counts); err != nil {
+		rep.Violations = append(rep.Violations, err.Error())
+	}
+	return rep, counts, nil
+}
+
+// build compiles errand's command into dir, with the build tags given.
+func build(ctx context.Context, dir string, tags ...string) (string, error) {
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
 		return "", fmt.Errorf("find errand's module (go env GOMOD): %v; run from the repository or pass -bin", err)
 	}
 	bin := filepath.Join(dir, "errand")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/errand")
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/errand")...)
 	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/errand: %v: %s", err, out)
+		return "", fmt.Errorf("go %s ./cmd/errand: %v: %s", strings.Join(args, " "), err, out)
 	}
 	return bin, nil
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand/internal/crashpoint"
 )
 
 // TestMain lets the test binary be the soak's exec step, as the soak
@@ -58,6 +60,51 @@ func soakShort(t *testing.T, store string) {
 	}
 	if rep.Completed != cfg.Tasks || rep.StepsDone != cfg.Tasks*cfg.Steps {
 		t.Fatalf("soak (seed %d): %d tasks completed, %d steps done; want %d and %d", cfg.Seed, rep.Completed, rep.StepsDone, cfg.Tasks, cfg.Tasks*cfg.Steps)
+	}
+}
+
+// TestCrashPoints walks every crash point on SQLite: errand built with
+// the crashpoint tag kills itself there, and nothing may be lost or paid
+// twice. It runs when ERRAND_SOAK=1.
+func TestCrashPoints(t *testing.T) {
+	crashPoints(t, "")
+}
+
+// TestCrashPointsPostgres walks them on PostgreSQL.
+func TestCrashPointsPostgres(t *testing.T) {
+	u := os.Getenv("ERRAND_TEST_POSTGRES_URL")
+	if u == "" && os.Getenv("ERRAND_SOAK") == "1" {
+		t.Skip("ERRAND_TEST_POSTGRES_URL is not set: set it to a PostgreSQL database to walk the crash points on it")
+	}
+	crashPoints(t, u)
+}
+
+func crashPoints(t *testing.T, store string) {
+	if os.Getenv("ERRAND_SOAK") != "1" {
+		t.Skip("the crash walk builds errand with -tags crashpoint and crashes it at each point: set ERRAND_SOAK=1 to run it")
+	}
+	cfg := &config{Timeout: 4 * time.Minute, Store: store, Out: testWriter{t}}
+	if s := os.Getenv("ERRAND_SOAK_SEED"); s != "" {
+		seed, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("ERRAND_SOAK_SEED=%q: %v", s, err)
+		}
+		cfg.Seed = seed
+	}
+	results, err := crashWalk(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("crash walk (seed %d): %v", cfg.Seed, err)
+	}
+	if len(results) != len(crashpoint.All) {
+		t.Fatalf("walked %d points, want %d", len(results), len(crashpoint.All))
+	}
+	if n := walkFailures(results); n > 0 {
+		t.Fatalf("crash walk (seed %d): %d of %d points failed (see the log above)", cfg.Seed, n, len(results))
+	}
+	for _, r := range results {
+		if r.Report.Completed != walkTasks || r.Report.StepsDone != walkTasks*walkSteps {
+			t.Errorf("%s: %d tasks completed, %d steps done; want %d and %d", r.Point, r.Report.Completed, r.Report.StepsDone, walkTasks, walkTasks*walkSteps)
+		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/errandhq/errand/internal/crashpoint"
 )
 
 // WriteTx is a driver's write transaction as a whole: every small call
@@ -79,7 +81,11 @@ func (d Decisions[X]) TaskRetry(ctx context.Context, p *TaskRetryParams) (*Task,
 func (d Decisions[X]) TaskRecover(ctx context.Context, p *TaskRecoverParams) ([]*Task, error) {
 	at := d.Now(p.Now)
 	return decide(ctx, d, "recover leases", func(x X) ([]*Task, error) {
-		return RecoverLeases(ctx, x, p.Owners, at)
+		tasks, err := RecoverLeases(ctx, x, p.Owners, at)
+		if err == nil && len(tasks) > 0 {
+			crashpoint.Hit(crashpoint.Recover)
+		}
+		return tasks, err
 	})
 }
 
@@ -109,7 +115,11 @@ func (d Decisions[X]) TaskProgress(ctx context.Context, p *TaskProgressParams) e
 func (d Decisions[X]) StepStart(ctx context.Context, p *StepStartParams) (*StepStartResult, error) {
 	at := d.Now(p.Now)
 	return decide(ctx, d, "start step "+p.IdempotencyKey, func(x X) (*StepStartResult, error) {
-		return StartStep(ctx, x, p, at)
+		res, err := StartStep(ctx, x, p, at)
+		if err == nil {
+			crashpoint.Hit(crashpoint.StepStart)
+		}
+		return res, err
 	})
 }
 
@@ -120,7 +130,11 @@ func (d Decisions[X]) StepFinish(ctx context.Context, p *StepFinishParams) (*Ste
 	}
 	at := d.Now(p.Now)
 	return decide(ctx, d, "finish step "+p.IdempotencyKey, func(x X) (*Step, error) {
-		return FinishStep(ctx, x, p, at)
+		step, err := FinishStep(ctx, x, p, at)
+		if err == nil {
+			crashpoint.Hit(crashpoint.StepFinish)
+		}
+		return step, err
 	})
 }
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/errandhq/errand/internal/crashpoint"
 )
 
 // TaskFinisher is what FinishTask needs of a driver's write transaction.
@@ -131,5 +133,6 @@ func FinishEach(ctx context.Context, params []*TaskFinishParams, results []error
 			return err
 		}
 	}
+	crashpoint.Hit(crashpoint.TaskFinish)
 	return nil
 }

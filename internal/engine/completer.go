@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/errandhq/errand/internal/crashpoint"
+
 	"github.com/errandhq/errand/store"
 )
 
@@ -68,6 +70,7 @@ func (p *Pool) writeFinishes(ctx context.Context, batch []*finishRequest) {
 	)
 	for retry := 0; ; retry++ {
 		if results, err = p.e.store.TaskFinishMany(ctx, params); err == nil {
+			crashpoint.Hit(crashpoint.TaskFinishCommitted)
 			break
 		}
 		p.logger.ErrorContext(ctx, "write task finishes", slog.Int("tasks", len(batch)), slog.String("error", err.Error()))

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/errandhq/errand/internal/crashpoint"
+
 	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
@@ -466,6 +468,7 @@ func (r *run) EndStep(ctx context.Context, key string, res taskrun.StepResult) e
 		tr.endStep(key, &res, err)
 	}
 	if err == nil {
+		crashpoint.Hit(crashpoint.StepFinishCommitted)
 		r.x.pool.e.wrote()
 		r.x.recorded(version)
 		// A pause of its agent written by a process that sends no signal

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/errandhq/errand/internal/crashpoint"
+
 	"github.com/errandhq/errand/internal/taskrun"
 	"github.com/errandhq/errand/store"
 )
@@ -316,6 +318,9 @@ func (p *Pool) producer(ctx context.Context) {
 			}
 			if len(tasks) > 0 || err != nil { // a failed claim may still have committed
 				p.e.wrote()
+			}
+			if len(tasks) > 0 {
+				crashpoint.Hit(crashpoint.ClaimCommitted)
 			}
 			for _, t := range tasks {
 				p.launch(ctx, t, claimedAt)

@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/errandhq/errand/internal/crashpoint"
+
 	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/internal/memory"
 	"github.com/errandhq/errand/internal/validation"
@@ -473,6 +475,9 @@ func (e *Engine) SubmitInsert(ctx context.Context, p *SubmitParams) (*store.Task
 			return nil, unprocessable("parent_id", "%s", deep.Reason())
 		}
 		return nil, fmt.Errorf("submit: %w", err)
+	}
+	if res.Inserted {
+		crashpoint.Hit(crashpoint.TaskInsertCommitted)
 	}
 	if res.Inserted || res.Debounced {
 		e.madeReady()

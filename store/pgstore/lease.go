@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/errandhq/errand/internal/crashpoint"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -155,7 +157,11 @@ func (s *Store) claim(ctx context.Context, owner string, agents []string, limit 
 		tx.queue(`RESET enable_sort`)
 		// RETURNING gives no order; callers expect claim order.
 		slices.SortFunc(claimed, store.ClaimOrder)
-		return store.AppendStarted(ctx, execTx{s, tx}, claimed, from, owner, at)
+		if err := store.AppendStarted(ctx, execTx{s, tx}, claimed, from, owner, at); err != nil {
+			return err
+		}
+		crashpoint.Hit(crashpoint.Claim)
+		return nil
 	})
 	return claimed, err
 }

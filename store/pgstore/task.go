@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/errandhq/errand/internal/crashpoint"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/errandhq/errand/store"
@@ -130,7 +132,9 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 	var res *store.TaskInsertResult
 	err := s.writeTx(ctx, func(tx *txn) error {
 		var err error
-		res, err = s.insertTask(ctx, tx, p)
+		if res, err = s.insertTask(ctx, tx, p); err == nil && res.Inserted {
+			crashpoint.Hit(crashpoint.TaskInsert)
+		}
 		return err
 	})
 	if err != nil && isUnique(err) && p.IdempotencyKey != "" {

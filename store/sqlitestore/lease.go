@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/errandhq/errand/internal/crashpoint"
+
 	"github.com/errandhq/errand/store"
 	"github.com/errandhq/errand/store/internal/sqlval"
 )
@@ -118,7 +120,11 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		return store.AppendStarted(ctx, execTx{s, tx}, claimed, claimedFrom, p.Owner, at)
+		if err := store.AppendStarted(ctx, execTx{s, tx}, claimed, claimedFrom, p.Owner, at); err != nil {
+			return err
+		}
+		crashpoint.Hit(crashpoint.Claim)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lease tasks: %w", err)

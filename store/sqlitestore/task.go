@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/errandhq/errand/internal/crashpoint"
+
 	"github.com/errandhq/errand/store"
 	"github.com/errandhq/errand/store/internal/sqlval"
 )
@@ -187,7 +189,9 @@ func (s *Store) TaskInsert(ctx context.Context, p *store.TaskInsertParams) (*sto
 	var res *store.TaskInsertResult
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		res, err = s.insertTask(ctx, tx, p)
+		if res, err = s.insertTask(ctx, tx, p); err == nil && res.Inserted {
+			crashpoint.Hit(crashpoint.TaskInsert)
+		}
 		return err
 	})
 	if err != nil {
