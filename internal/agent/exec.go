@@ -15,7 +15,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/internal/telemetry"
 )
 
 // Limits of one exec step.
@@ -240,7 +245,7 @@ func (a *Exec) runStep(ctx context.Context, run taskrun.Run, step *taskrun.Step,
 		}
 	} else {
 		var err error
-		if reply, err = a.runCommand(ctx, step, info, n, stdin); err != nil {
+		if reply, err = a.runCommand(ctx, step, info, n, stdin, stepTraceparent(ctx, run, step.Key())); err != nil {
 			return nil, err
 		}
 	}
@@ -260,7 +265,7 @@ func (a *Exec) runStep(ctx context.Context, run taskrun.Run, step *taskrun.Step,
 // runCommand runs the command for step. A run of the command is a tool
 // call: with a budget that limits tool calls or wall clock, it is reserved
 // first, and refused past them.
-func (a *Exec) runCommand(ctx context.Context, step *taskrun.Step, info *taskrun.Info, n int, stdin []byte) (*execReply, error) {
+func (a *Exec) runCommand(ctx context.Context, step *taskrun.Step, info *taskrun.Info, n int, stdin []byte, traceparent string) (*execReply, error) {
 	if b := info.Budget; b.MaxToolCalls > 0 || b.MaxWallClock > 0 {
 		var amount taskrun.Amount
 		if b.MaxToolCalls > 0 {
@@ -270,7 +275,7 @@ func (a *Exec) runCommand(ctx context.Context, step *taskrun.Step, info *taskrun
 			return nil, err
 		}
 	}
-	reply, fail := a.command(ctx, info, n, step.Key(), stdin, step.Output)
+	reply, fail := a.command(ctx, info, n, step.Key(), traceparent, stdin, step.Output)
 	if fail != nil {
 		// Recorded even when ctx is done, so the record says why the step
 		// stopped.
@@ -335,8 +340,14 @@ func commitStep(ctx context.Context, step *taskrun.Step, reply *execReply, o exe
 
 // submit creates the children a step asked for that are not made yet. The
 // key of child i is the step's key + ":sub:" + i, so a step run again after
-// a crash gets the same children back.
+// a crash gets the same children back; it is also
+// telemetry.SubtasksKey(step's key) + ":" + i, so that in a trace they hang
+// under the span of their submission, which takes the id that key names.
 func (a *Exec) submit(ctx context.Context, run taskrun.Run, key string, reply *execReply) (code string, err error) {
+	if n := len(reply.Subtasks) - len(reply.SubtaskIDs); n > 0 {
+		span := startSubmitSubtasks(ctx, run, key, n)
+		defer func() { endSubmitSubtasks(span, err) }()
+	}
 	for i := len(reply.SubtaskIDs); i < len(reply.Subtasks); i++ {
 		s := reply.Subtasks[i]
 		child, err := run.SubmitSubtask(ctx, taskrun.SubtaskSpec{
@@ -384,8 +395,12 @@ func (f *execFailure) message(tail int) string {
 }
 
 // command runs the command once for step n and parses what it printed.
-// The live output lines it writes on stderr go to show as they come.
-func (a *Exec) command(ctx context.Context, info *taskrun.Info, n int, key string, stdin []byte, show func(string)) (*execReply, *execFailure) {
+// The live output lines it writes on stderr go to show as they come. A
+// traced step's span is in TRACEPARENT (telemetry.EnvTraceparent), the
+// OpenTelemetry environment carrier: the command's own spans, and the
+// subtasks it submits through the API with it as their traceparent
+// header, hang under the step.
+func (a *Exec) command(ctx context.Context, info *taskrun.Info, n int, key, traceparent string, stdin []byte, show func(string)) (*execReply, *execFailure) {
 	stepCtx, cancel := context.WithTimeout(ctx, a.cfg.StepTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(stepCtx, a.cfg.Command[0], a.cfg.Command[1:]...)
@@ -399,6 +414,9 @@ func (a *Exec) command(ctx context.Context, info *taskrun.Info, n int, key strin
 		"ERRAND_STEP_NUMBER="+strconv.Itoa(n),
 		"ERRAND_IDEMPOTENCY_KEY="+key,
 	)
+	if traceparent != "" {
+		cmd.Env = append(cmd.Env, telemetry.EnvTraceparent+"="+traceparent)
+	}
 	cmd.Stdin = bytes.NewReader(append(slices.Clip(stdin), '\n'))
 	stdout := &execLimit{max: MaxExecStdout}
 	tail := &execTail{max: ExecStderrTail}
@@ -467,3 +485,36 @@ func (w *execTail) Write(p []byte) (int, error) {
 }
 
 func (w *execTail) String() string { return strings.ToValidUTF8(string(w.buf), "") }
+
+// stepTraceparent is the W3C traceparent of the span of the step begun
+// under key, "" when the step is not traced.
+func stepTraceparent(ctx context.Context, run taskrun.Run, key string) string {
+	sc := trace.SpanContextFromContext(telemetry.StepContext(ctx, run, key))
+	if !sc.IsValid() || !sc.IsSampled() {
+		return ""
+	}
+	return telemetry.FormatTraceparent(sc)
+}
+
+// startSubmitSubtasks starts the span of the submission of n subtasks by
+// the step begun under key; nil when the step is not traced.
+func startSubmitSubtasks(ctx context.Context, run taskrun.Run, key string, n int) trace.Span {
+	ctx = telemetry.StepContext(ctx, run, key)
+	tracer := telemetry.Tracer(ctx)
+	if tracer == nil {
+		return nil
+	}
+	_, span := tracer.Start(telemetry.WithStepSpanID(ctx, telemetry.SubtasksKey(key)), telemetry.SpanSubmitSubtasks,
+		trace.WithAttributes(attribute.Int(telemetry.AttrSubtaskCount, n)))
+	return span
+}
+
+func endSubmitSubtasks(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}

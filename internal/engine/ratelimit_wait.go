@@ -9,7 +9,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/internal/telemetry"
 	"github.com/errandhq/errand/store"
 )
 
@@ -64,6 +70,8 @@ func (r *run) RateLimitWait(ctx context.Context, model string, tokens int64) (fu
 	timer := e.clock.NewTimer(wait)
 	defer timer.Stop()
 	until := ceilSecond(e.clock.Now().Add(wait))
+	span := r.startRateLimitSpan(model, limit, wait, until)
+	defer span.End()
 	progress := r.agentProgress()
 	progress.Label = fmt.Sprintf("%s until %s", store.RateLimitLabel, until.UTC().Format(time.RFC3339))
 	if err := r.writeWaitProgress(ctx, progress); err != nil {
@@ -72,12 +80,35 @@ func (r *run) RateLimitWait(ctx context.Context, model string, tokens int64) (fu
 	select {
 	case <-timer.C():
 	case <-ctx.Done():
+		span.SetStatus(codes.Error, "stopped while waiting: "+ctx.Err().Error())
 		return nil, ctx.Err()
 	}
 	if err := r.writeWaitProgress(ctx, r.agentProgress()); err != nil {
 		return nil, err
 	}
 	return done, nil
+}
+
+// startRateLimitSpan starts the span of a wait in place for model's
+// allowance, under the span of the step that waits; a no-op span when the
+// step is not traced.
+func (r *run) startRateLimitSpan(model string, limit store.RateLimit, wait time.Duration, until time.Time) trace.Span {
+	tr := r.x.trace
+	if tr == nil {
+		return noop.Span{}
+	}
+	step := tr.currentStep()
+	if step == nil {
+		return noop.Span{}
+	}
+	_, span := tr.tracer.Start(trace.ContextWithSpan(r.x.ctx, step), telemetry.SpanRateLimitWait, trace.WithAttributes(
+		attribute.String(telemetry.AttrWait, telemetry.WaitRateLimit),
+		attribute.String(telemetry.AttrWaitReason, describeRateLimit(limit)),
+		attribute.String(telemetry.AttrModel, model),
+		attribute.Int64(telemetry.AttrWaitMS, wait.Milliseconds()),
+		attribute.String(telemetry.AttrWaitUntil, until.UTC().Format(time.RFC3339)),
+	))
+	return span
 }
 
 // agentProgress is the task's progress as its agent last wrote it: a

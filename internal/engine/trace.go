@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,13 +36,24 @@ type attemptTrace struct {
 	span   trace.Span
 	tracer trace.Tracer
 
-	mu    sync.Mutex
-	steps map[string]trace.Span // open step spans by idempotency key
+	mu      sync.Mutex
+	steps   map[string]trace.Span // open step spans by idempotency key
+	current string                // the key of the live step begun last
+}
+
+// currentStep is the span of the live step begun last, nil when it ended.
+func (tr *attemptTrace) currentStep() trace.Span {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.steps[tr.current]
 }
 
 // startTrace starts the attempt's span and returns the context the agent
 // runs under, which carries it. Without a provider it returns x.ctx and
-// x.trace stays nil.
+// x.trace stays nil. The span's id follows from the task and the claim's
+// fencing token (telemetry.AttemptSpanID): the attempt after a crash ends
+// the span of the one that died with it (traceLostAttempt), and a fork
+// links to its source's last attempt by it.
 func (p *Pool) startTrace(x *execution) context.Context {
 	tp := p.e.cfg.TracerProvider
 	if tp == nil {
@@ -49,7 +61,7 @@ func (p *Pool) startTrace(x *execution) context.Context {
 	}
 	t := x.task
 	tracer := tp.Tracer(telemetry.ScopeName)
-	parent := telemetry.AttemptContext(x.ctx, t.RunID, t.ParentID, t.IdempotencyKey, p.rootMetadata(x.ctx, t))
+	parent := telemetry.SubtaskContext(x.ctx, t.RunID, t.ParentID, t.IdempotencyKey, t.Metadata, p.rootMetadata(x.ctx, t))
 	attrs := []attribute.KeyValue{
 		attribute.String(telemetry.AttrTaskID, t.ID),
 		attribute.String(telemetry.AttrRunID, t.RunID),
@@ -59,11 +71,100 @@ func (p *Pool) startTrace(x *execution) context.Context {
 	if t.ParentID != "" {
 		attrs = append(attrs, attribute.String(telemetry.AttrParentID, t.ParentID))
 	}
-	ctx, span := tracer.Start(parent, telemetry.SpanAttempt, trace.WithAttributes(attrs...))
-	if span.IsRecording() {
-		x.trace = &attemptTrace{span: span, tracer: tracer, steps: map[string]trace.Span{}}
+	var links []trace.Link
+	if f := t.ForkedFrom; f != nil {
+		attrs = append(attrs, attribute.String(telemetry.AttrForkSource, f.TaskID), attribute.Int(telemetry.AttrForkFromStep, f.StepNo))
+		if link, ok := p.forkLink(x.ctx, f); ok {
+			links = append(links, link)
+		}
 	}
-	return ctx
+	_, span := tracer.Start(telemetry.WithAttemptSpanID(parent, t.ID, x.lease.Token), telemetry.SpanAttempt,
+		trace.WithAttributes(attrs...), trace.WithLinks(links...))
+	if !span.IsRecording() {
+		return x.ctx
+	}
+	x.trace = &attemptTrace{span: span, tracer: tracer, steps: map[string]trace.Span{}}
+	p.traceLostAttempt(parent, tracer, x, attrs, links)
+	// Not the context Start returned: it still asks for the attempt's
+	// span id, which the spans under it must not take.
+	return trace.ContextWithSpan(parent, span)
+}
+
+// forkLink is the link of a fork's attempt to its source's last attempt,
+// in the source run's trace; false when the source cannot be read (purged).
+// (A source whose last attempt was lost and never claimed again moved its
+// token at the recovery: the link then names a span no one wrote, in the
+// right trace.)
+func (p *Pool) forkLink(ctx context.Context, f *store.ForkRef) (trace.Link, bool) {
+	src, err := p.e.store.TaskGetByID(ctx, f.TaskID)
+	if err != nil {
+		return trace.Link{}, false
+	}
+	sc := telemetry.RunSpanContext(src.RunID, src.ID, src.LeaseToken, p.rootMetadata(ctx, src))
+	return trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{
+		attribute.String(telemetry.AttrForkSource, f.TaskID),
+		attribute.Int(telemetry.AttrForkFromStep, f.StepNo),
+	}}, true
+}
+
+// maxClaimEvents bounds how many of a task's task.started and
+// task.recovered events traceLostAttempt reads.
+const maxClaimEvents = 10000
+
+// traceLostAttempt writes the span of the attempt before x when its
+// process died (or lost its lease) before ending it: the journal then has
+// that attempt's task.started, a task.recovered, and x's task.started, in
+// a row. Claims and recoveries alone move the fencing token, so the lost
+// attempt ran under x's token less two, the id its span had: the spans it
+// sent before it died (steps it finished) hang under this one. It starts
+// when that attempt was claimed and ends at the recovery, by the journal's
+// clock. A process that lost its lease but lives ends its own span too,
+// under the same id; a collector keeps both.
+func (p *Pool) traceLostAttempt(parent context.Context, tracer trace.Tracer, x *execution, attrs []attribute.KeyValue, links []trace.Link) {
+	t := x.task
+	if x.lease.Token < 3 {
+		return
+	}
+	claims, err := p.claimEvents(x.ctx, t.ID)
+	n := len(claims)
+	if err != nil || n < 3 || claims[n-1].Type != store.EventTaskStarted || claims[n-2].Type != store.EventTaskRecovered || claims[n-3].Type != store.EventTaskStarted {
+		return
+	}
+	var lost store.TransitionData
+	if json.Unmarshal(claims[n-3].Data, &lost) != nil {
+		return
+	}
+	attrs = append(slices.Clone(attrs),
+		attribute.Int(telemetry.AttrAttempt, lost.Attempt), // after the one it replaces: the last of a key wins
+		attribute.Bool(telemetry.AttrAttemptLost, true),
+		attribute.String(telemetry.AttrOutcome, telemetry.OutcomeLost),
+	)
+	_, sp := tracer.Start(telemetry.WithAttemptSpanID(parent, t.ID, x.lease.Token-2), telemetry.SpanAttempt,
+		trace.WithTimestamp(claims[n-3].CreatedAt), trace.WithAttributes(attrs...), trace.WithLinks(links...))
+	sp.SetStatus(codes.Error, "lease expired: the process running the attempt stopped before it ended")
+	sp.End(trace.WithTimestamp(claims[n-2].CreatedAt))
+}
+
+// claimEvents are the task's task.started and task.recovered events,
+// oldest first.
+func (p *Pool) claimEvents(ctx context.Context, taskID string) ([]*store.Event, error) {
+	const page = 500
+	var out []*store.Event
+	var after int64
+	for len(out) < maxClaimEvents {
+		evs, err := p.e.store.EventList(ctx, &store.EventListParams{
+			AfterID: after, TaskID: taskID, Types: []string{store.EventTaskStarted, store.EventTaskRecovered}, Limit: page,
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, evs...)
+		if len(evs) < page {
+			break
+		}
+		after = evs[len(evs)-1].ID
+	}
+	return out, nil
 }
 
 // rootMetadata is the metadata of the root task of t's run, where a
@@ -107,17 +208,39 @@ func (x *execution) endTrace(finish *store.TaskFinishParams) {
 			tr.span.SetStatus(codes.Error, finish.Error.Code+": "+finish.Error.Message)
 		}
 		if kind := waitKind(finish); kind != "" {
-			attrs := []attribute.KeyValue{attribute.String(telemetry.AttrWait, kind)}
-			if !finish.RunAt.IsZero() {
-				attrs = append(attrs, attribute.String(telemetry.AttrWaitUntil, finish.RunAt.UTC().Format(time.RFC3339Nano)))
-			}
-			tr.span.AddEvent(telemetry.SpanEventWait, trace.WithAttributes(attrs...))
+			tr.span.AddEvent(telemetry.SpanEventWait, trace.WithAttributes(x.waitAttrs(kind, finish)...))
 		}
 	} else {
 		tr.span.SetStatus(codes.Error, outcome)
 	}
 	tr.span.SetAttributes(attribute.String(telemetry.AttrOutcome, outcome))
 	tr.span.End()
+}
+
+// waitAttrs are the attributes of the wait of kind that finish begins:
+// until when and how long, and why a deferral is (the spend guard's
+// limit when it is the guard's time, else the model's rate limit).
+func (x *execution) waitAttrs(kind string, finish *store.TaskFinishParams) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{attribute.String(telemetry.AttrWait, kind)}
+	if finish.RunAt.IsZero() {
+		return attrs
+	}
+	wait := max(finish.RunAt.Sub(x.pool.e.clock.Now()), 0)
+	attrs = append(attrs,
+		attribute.String(telemetry.AttrWaitUntil, finish.RunAt.UTC().Format(time.RFC3339Nano)),
+		attribute.Int64(telemetry.AttrWaitMS, wait.Milliseconds()),
+	)
+	if kind == waitKindDeferred {
+		x.mu.Lock()
+		spend := !x.spendUntil.IsZero() && x.spendUntil.Equal(finish.RunAt)
+		x.mu.Unlock()
+		reason := telemetry.WaitRateLimit
+		if spend {
+			reason = telemetry.WaitSpendLimit
+		}
+		attrs = append(attrs, attribute.String(telemetry.AttrWaitReason, reason))
+	}
+	return attrs
 }
 
 // beginStep starts the span of a step just begun. A step an earlier
@@ -151,6 +274,7 @@ func (tr *attemptTrace) beginStep(ctx context.Context, spec taskrun.StepSpec, re
 		old.End()
 	}
 	tr.steps[rec.Key] = sp
+	tr.current = rec.Key
 	tr.mu.Unlock()
 }
 
@@ -203,7 +327,9 @@ func waitKind(finish *store.TaskFinishParams) string {
 	case finish.Status == store.StatusRetryScheduled:
 		return "retry"
 	case finish.Status == store.StatusPending && !finish.RunAt.IsZero():
-		return "deferred"
+		return waitKindDeferred
 	}
 	return ""
 }
+
+const waitKindDeferred = "deferred"
