@@ -82,6 +82,16 @@
 // X-A2A-Notification-Token and, with authentication, an Authorization
 // header.
 //
+// # Traces
+//
+// With Config.Traces (the daemon exports traces), the W3C traceparent
+// header of a SendMessage or SendStreamingMessage (message/send,
+// message/stream) that submits a task is kept with it, as on POST
+// /api/tasks: the task's run becomes a child of the caller's span. A
+// header that is not a valid traceparent, or is repeated, is ignored;
+// it never fails the request. An answer to a task's question starts no
+// run and keeps nothing.
+//
 // # Errors
 //
 // Malformed requests get JSON-RPC's codes (-32700, -32600, -32601,

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
 	"github.com/errandhq/errand"
@@ -53,6 +54,13 @@ type fixtureOption func(*Config)
 // question, then outputs the answer), slow (waits for the gate or a
 // cancel), progress (reports progress, waits for the gate), fail.
 func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
+	t.Helper()
+	return newTracedFixture(t, nil, opts...)
+}
+
+// newTracedFixture is newFixture whose errand traces its runs with tp
+// (nil: no traces).
+func newTracedFixture(t *testing.T, tp trace.TracerProvider, opts ...fixtureOption) *fixture {
 	t.Helper()
 	f := &fixture{
 		t: t, clock: clock.NewFake(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)),
@@ -100,7 +108,7 @@ func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 			return errand.Result{}, errand.NonRetryable("broken", errors.New("it broke"))
 		}),
 	}
-	c, err := errand.Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"), &errand.Config{Agents: agents, PollInterval: 50 * time.Millisecond})
+	c, err := errand.Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"), &errand.Config{Agents: agents, PollInterval: 50 * time.Millisecond, TracerProvider: tp})
 	require.NoError(t, err)
 	f.client = c
 	cfg := Config{

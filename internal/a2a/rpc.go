@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/errandhq/errand/internal/telemetry"
 )
 
 // JSON-RPC and A2A error codes.
@@ -128,6 +130,9 @@ type request struct {
 	name   string
 	method method
 	params json.RawMessage // an object, or empty
+	// traceparent is the request's W3C traceparent header when traces
+	// are on: a task the request submits keeps it (Config.Traces).
+	traceparent string
 }
 
 // readRequest reads and checks a JSON-RPC request. The error, with the id
@@ -207,7 +212,11 @@ func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) (*request, 
 	if v := requestedVersion(r); v != "" && v != VersionV1 && v != VersionV03 {
 		return nil, id, rpcErr(CodeVersionNotSupported, "A2A version %q is not supported: this agent speaks %s and %s", clip(v, 32), VersionV1, VersionV03), http.StatusOK
 	}
-	return &request{id: id, name: *env.Method, method: m, params: params}, id, nil, 0
+	req := &request{id: id, name: *env.Method, method: m, params: params}
+	if s.cfg.Traces {
+		req.traceparent = telemetry.IncomingHeader(r.Header)
+	}
+	return req, id, nil, 0
 }
 
 // checkID accepts a string or number id (nil when absent or null).

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/telemetry"
 )
 
 // Limits of a message, besides those errand puts on a task.
@@ -359,6 +360,10 @@ func (s *Server) submit(ctx context.Context, req *request, m *inMessage) (*erran
 		agent = s.cfg.DefaultAgent
 	}
 	metadata, _ := json.Marshal(map[string]any{metadataKey: map[string]string{"message_id": m.id}})
+	if req.traceparent != "" {
+		// Kept as POST /api/tasks keeps it: an invalid one is ignored.
+		metadata = telemetry.WithTraceparent(metadata, req.traceparent)
+	}
 	res, err := s.client.SubmitResult(ctx, &errand.SubmitParams{
 		Goal:           goal,
 		Agent:          agent,

@@ -72,6 +72,14 @@ type Config struct {
 	// down, and an http.Server waits for idle connections, which a stream
 	// never is.
 	Done <-chan struct{}
+	// Traces keeps the W3C traceparent header of a SendMessage or
+	// SendStreamingMessage (message/send, message/stream) that submits a
+	// task with the task (telemetry.WithTraceparent), so that its run's
+	// trace is a child of the caller's span, as on POST /api/tasks. Set
+	// when traces are exported; off, the header is ignored. An invalid or
+	// repeated header is ignored too, as the Trace Context recommendation
+	// asks.
+	Traces bool
 	// Clock times streams' keep-alives and waits; default the real clock.
 	Clock  clock.Clock
 	Logger *slog.Logger

@@ -15,6 +15,12 @@
 // (kept by A2A's append rule; an errand peer's live output is left out),
 // its failure or cancellation an error that is not retried. Cancelling the
 // errand task cancels the remote one.
+//
+// With traces on, every request carries the W3C traceparent of the span
+// it is made in: a message the step's (task.step, tool a2a.send or
+// a2a.answer), the reads and the stream the attempt's. The remote agent's
+// spans then join the run's trace under them; an errand peer with traces
+// on makes the remote task's run a child of the sending step.
 package remote
 
 import (
@@ -28,6 +34,7 @@ import (
 
 	"github.com/errandhq/errand/internal/a2a/wire"
 	"github.com/errandhq/errand/internal/taskrun"
+	"github.com/errandhq/errand/internal/telemetry"
 )
 
 // Config configures an a2a agent.
@@ -145,7 +152,7 @@ func (a *Agent) save(ctx context.Context, run taskrun.Run, st state) error {
 // remote task, as a durable step; it returns the remote task's id.
 func (a *Agent) start(ctx context.Context, run taskrun.Run) (string, error) {
 	info := run.Task()
-	out, err := a.step(ctx, run, firstStep, "a2a.send", func(key string) (any, error) {
+	out, err := a.step(ctx, run, firstStep, "a2a.send", func(ctx context.Context, key string) (any, error) {
 		m := &wire.Message{MessageID: key, ContextID: info.SessionID, Role: json.RawMessage(`"` + wire.RoleUser + `"`),
 			Parts: []wire.Part{wire.TextPart(info.Goal)}, Metadata: a.metadata}
 		if len(info.Input) > 0 && string(info.Input) != "{}" && string(info.Input) != "null" {
@@ -173,7 +180,7 @@ func (a *Agent) start(ctx context.Context, run taskrun.Run) (string, error) {
 // answer the remote task no longer waits for was taken by an attempt that
 // died before it could record so.
 func (a *Agent) answer(ctx context.Context, run taskrun.Run, remoteTaskID string, n int, text string) error {
-	_, err := a.step(ctx, run, firstStep+n, "a2a.answer", func(key string) (any, error) {
+	_, err := a.step(ctx, run, firstStep+n, "a2a.answer", func(ctx context.Context, key string) (any, error) {
 		m := &wire.Message{MessageID: key, TaskID: remoteTaskID, Role: json.RawMessage(`"` + wire.RoleUser + `"`),
 			Parts: []wire.Part{wire.TextPart(text)}}
 		t, err := a.client.send(ctx, m)
@@ -193,7 +200,9 @@ func (a *Agent) answer(ctx context.Context, run taskrun.Run, remoteTaskID string
 // step runs fn as a durable step, or replays it. Its record is written
 // even if ctx is cancelled once fn returned (taskrun.Step.End), so a
 // message the remote agent took is replayed on resume, not sent again.
-func (a *Agent) step(ctx context.Context, run taskrun.Run, n int, tool string, fn func(key string) (any, error)) (json.RawMessage, error) {
+// fn's context carries the step's span when the step is traced, so the
+// message it sends names the step as the remote task's parent.
+func (a *Agent) step(ctx context.Context, run taskrun.Run, n int, tool string, fn func(ctx context.Context, key string) (any, error)) (json.RawMessage, error) {
 	step, err := taskrun.BeginStep(ctx, run, taskrun.StepSpec{Number: n, Type: taskrun.StepToolCall, Tool: tool})
 	if err != nil {
 		return nil, err
@@ -205,7 +214,7 @@ func (a *Agent) step(ctx context.Context, run taskrun.Run, n int, tool string, f
 		}
 		return rec.Output, nil
 	}
-	out, err := fn(step.Key())
+	out, err := fn(telemetry.StepContext(ctx, run, step.Key()), step.Key())
 	res := taskrun.StepResult{Status: taskrun.StepDone}
 	if err == nil {
 		res.Output, err = json.Marshal(out)

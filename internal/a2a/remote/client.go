@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/errandhq/errand/internal/a2a/wire"
+	"github.com/errandhq/errand/internal/telemetry"
 )
 
 // Limits on what a remote agent may send back.
@@ -58,8 +59,13 @@ func isCode(err error, code int) bool {
 	return errors.As(err, &rerr) && rerr.err.Code == code
 }
 
+// header sets what every request sends: the A2A version, the token, and
+// the traceparent of the span the request is made in (the step's that
+// sends a message, else the attempt's), so that the remote agent's spans
+// join the run's trace. With traces off there is no span and no header.
 func (c *client) header(req *http.Request) {
 	req.Header.Set(wire.VersionHeader, "1.0")
+	telemetry.InjectHeader(req.Context(), req.Header)
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
