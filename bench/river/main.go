@@ -89,7 +89,7 @@ func main() {
 	tuned := flag.Bool("tuned", false, fmt.Sprintf("FetchCooldown %s and FetchPollInterval %s instead of River's defaults (%s, %s)",
 		tunedFetchCooldown, tunedFetchPollInterval, river.FetchCooldownDefault, river.FetchPollIntervalDefault))
 	errandStore := flag.String("errand", "",
-		"also run errand bench, on this postgres:// database (in a schema of its own), after River in each round, and print the ratio")
+		"also run errand bench after River in each round, and print the ratio: on this postgres:// database (in a schema of its own), or with \"sqlite\" on embedded SQLite (a fresh file, errand's default)")
 	rounds := flag.Int("rounds", 1, "with --errand: rounds of River then errand; the summary gives the medians")
 	flag.Parse()
 	if *jobs < 1 || *workers < 1 || *samples < 1 || *rounds < 1 {

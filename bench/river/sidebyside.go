@@ -10,6 +10,9 @@ import (
 	"github.com/errandhq/errand/internal/bench"
 )
 
+// errandSQLite, as --errand, measures errand on embedded SQLite.
+const errandSQLite = "sqlite"
+
 // Round is River and errand measured one after the other with the same
 // jobs, workers and latency samples.
 type Round struct {
@@ -31,9 +34,14 @@ type Comparison struct {
 }
 
 // sideBySide runs River and then errand bench (the same code as `errand
-// bench --store`) in each round, on one PostgreSQL server, so both meet the
-// same machine state.
+// bench`) in each round, so both meet the same machine state: errand on
+// the PostgreSQL server River uses (errandURL, a schema of its own), or on
+// embedded SQLite (errandURL "sqlite", a fresh file each round).
 func sideBySide(ctx context.Context, riverURL, errandURL string, jobs, workers, samples int, tuned bool, rounds int) (*Comparison, error) {
+	errandStore := errandURL
+	if errandURL == errandSQLite {
+		errandStore = "" // bench's default: SQLite in a temporary directory
+	}
 	c := &Comparison{
 		ErrandWithGuards:   "errand's full path: task.started and task.completed journal events and an inbox notification per task, fencing tokens, budgets and the spend guard; tasks submitted one per transaction before the clock starts",
 		RiverMeasuresNoted: "River's fetch, run and completion path, jobs inserted by COPY before the clock starts",
@@ -43,7 +51,7 @@ func sideBySide(ctx context.Context, riverURL, errandURL string, jobs, workers, 
 		if err != nil {
 			return nil, fmt.Errorf("round %d: river: %w", i+1, err)
 		}
-		e, err := bench.Run(ctx, bench.Options{Store: errandURL, Tasks: jobs, Workers: workers, LatencySamples: samples})
+		e, err := bench.Run(ctx, bench.Options{Store: errandStore, Tasks: jobs, Workers: workers, LatencySamples: samples})
 		if err != nil {
 			return nil, fmt.Errorf("round %d: errand: %w", i+1, err)
 		}
