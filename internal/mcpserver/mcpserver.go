@@ -19,6 +19,11 @@
 // its HTTP request (a client that hangs up stops its wait), and a waiting
 // wait_for_task returns at once, timed out, when the http.Server serving
 // it shuts down, so that a long wait never holds a daemon's shutdown.
+//
+// With Config.Traces, submit_task keeps its caller's W3C traceparent with
+// the task, as POST /api/tasks keeps its header: the call's
+// _meta.traceparent, else the HTTP request's Traceparent header. The
+// task's run is then a child of the caller's span.
 package mcpserver
 
 import (
@@ -74,6 +79,13 @@ type Config struct {
 	// Version is the version the server tells clients; default
 	// version.String(), errand's version.
 	Version string
+	// Traces keeps the W3C traceparent of a submit_task call with the
+	// task it submits (telemetry.WithTraceparent), so that its run's
+	// trace is a child of the caller's span, as on POST /api/tasks: the
+	// call's _meta.traceparent, else its HTTP request's Traceparent
+	// header. Set when traces are exported; off, both are ignored. One
+	// that is not a valid traceparent is ignored too, never an error.
+	Traces bool
 }
 
 func (c *Config) withDefaults() Config {

@@ -17,6 +17,7 @@ import (
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/id"
 	"github.com/errandhq/errand/internal/tasktemplate"
+	"github.com/errandhq/errand/internal/telemetry"
 )
 
 // Bounds of tool arguments the engine does not check itself.
@@ -234,7 +235,7 @@ func checkTaskID(field, v string) error {
 	return nil
 }
 
-func (s *server) submitTask(ctx context.Context, _ *mcp.CallToolRequest, a submitArgs) (any, string, error) {
+func (s *server) submitTask(ctx context.Context, req *mcp.CallToolRequest, a submitArgs) (any, string, error) {
 	if strings.TrimSpace(a.Goal) == "" {
 		return nil, "", argError("goal", "is required: say what the task should achieve")
 	}
@@ -266,6 +267,11 @@ func (s *server) submitTask(ctx context.Context, _ *mcp.CallToolRequest, a submi
 	if d := a.Debounce; d != nil {
 		body.Debounce = &tasktemplate.Debounce{Key: d.Key, Period: d.Period}
 	}
+	if s.cfg.Traces {
+		if tp := callTraceparent(req); tp != "" {
+			body.Metadata = telemetry.WithTraceparent(body.Metadata, tp)
+		}
+	}
 	t, dup, err := s.backend.Submit(ctx, body)
 	if err != nil {
 		return nil, "", err
@@ -281,6 +287,28 @@ func (s *server) submitTask(ctx context.Context, _ *mcp.CallToolRequest, a submi
 		summary = "The idempotency key names task " + t.ID + ", submitted before: " + describeTask(t)
 	}
 	return &taskResult{Task: t, Duplicate: &dup}, summary, nil
+}
+
+// callTraceparent is the W3C traceparent a tool call names as its
+// caller's span: its _meta's when valid, else its HTTP request's header.
+// The _meta is the MCP client's own, set on this very call by the span
+// that made it (an agent's tool call), and the only one a stdio call can
+// have; the header may be a proxy's, or an HTTP library's span around
+// it. Whether the header is valid is checked as it is kept
+// (telemetry.WithTraceparent).
+func callTraceparent(req *mcp.CallToolRequest) string {
+	if req == nil || req.Params == nil {
+		return ""
+	}
+	if tp := telemetry.IncomingMeta(req.Params.Meta); tp != "" {
+		if _, ok := telemetry.ParseTraceparent(tp); ok {
+			return tp
+		}
+	}
+	if req.Extra != nil && req.Extra.Header != nil {
+		return telemetry.IncomingHeader(req.Extra.Header)
+	}
+	return ""
 }
 
 func (s *server) getTask(ctx context.Context, _ *mcp.CallToolRequest, a taskArgs) (any, string, error) {
