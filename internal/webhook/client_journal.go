@@ -13,6 +13,12 @@ func ClientJournal(c *errand.Client) Journal { return clientJournal{c} }
 
 type clientJournal struct{ c *errand.Client }
 
+var _ TaskReader = clientJournal{}
+
+func (j clientJournal) Task(ctx context.Context, id string) (*errand.Task, error) {
+	return j.c.Get(ctx, id)
+}
+
 func (j clientJournal) Follow(ctx context.Context, afterID int64) (<-chan *errand.Event, error) {
 	sub, err := j.c.Subscribe(ctx, errand.EventFilter{}, afterID)
 	if err != nil {

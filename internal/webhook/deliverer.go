@@ -14,9 +14,12 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/clock"
+	"github.com/errandhq/errand/internal/telemetry"
 )
 
 // StatusError is the error of an attempt the receiver answered with a
@@ -63,12 +66,17 @@ type deliverer struct {
 
 	pos   int64 // id of the last event delivered or filtered out
 	saved int64 // id last written to the cursor; -1 if unknown
+
+	// tracer and tasks trace deliveries (see deliveryTrace); both nil
+	// when traces are off.
+	tracer trace.Tracer
+	tasks  TaskReader
 }
 
 func newDeliverer(cfg *Config, h Hook, u *url.URL, rt http.RoundTripper) *deliverer {
 	h.Events = slices.Clone(h.Events)
 	h.Key = slices.Clone(h.Key)
-	return &deliverer{
+	d := &deliverer{
 		cfg:  cfg,
 		hook: h,
 		url:  u,
@@ -81,6 +89,10 @@ func newDeliverer(cfg *Config, h Hook, u *url.URL, rt http.RoundTripper) *delive
 		log:     cfg.Logger.With(slog.String("service", "webhook"), slog.String("hook", u.Redacted())),
 		saved:   -1,
 	}
+	if tasks, ok := cfg.Journal.(TaskReader); ok && cfg.TracerProvider != nil {
+		d.tracer, d.tasks = cfg.TracerProvider.Tracer(telemetry.ScopeName), tasks
+	}
+	return d
 }
 
 func (h *deliverer) wants(typ string) bool {
@@ -214,8 +226,16 @@ func (h *deliverer) deliver(ctx context.Context, ev *errand.Event) bool {
 		return true
 	}
 	id := strconv.FormatInt(ev.ID, 10)
+	traced := h.deliveryTrace(ctx, ev)
 	for attempt := 1; ; attempt++ {
-		err := h.post(ctx, id, body)
+		var err error
+		if traced == nil {
+			err = h.post(ctx, id, body, nil)
+		} else {
+			span, header := h.startAttempt(traced, ev, attempt)
+			err = h.post(ctx, id, body, header)
+			endAttempt(span, err)
+		}
 		if err == nil {
 			h.pos = ev.ID
 			h.save(ctx)
@@ -242,10 +262,11 @@ func (h *deliverer) deliver(ctx context.Context, ev *errand.Event) bool {
 	}
 }
 
-// post makes one attempt and returns nil for a 2xx answer.
-func (h *deliverer) post(ctx context.Context, id string, body []byte) error {
+// post makes one attempt, with header added (nil: none), and returns nil
+// for a 2xx answer.
+func (h *deliverer) post(ctx context.Context, id string, body []byte, header http.Header) error {
 	return postOnce(ctx, h.client, h.cfg.Clock, h.cfg.Timeout, &outgoing{
-		url: h.url.String(), id: id, body: body, contentType: "application/json", key: h.hook.Key,
+		url: h.url.String(), id: id, body: body, contentType: "application/json", key: h.hook.Key, header: header,
 	})
 }
 

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/clock"
 	"github.com/errandhq/errand/internal/config"
@@ -118,6 +120,13 @@ type Config struct {
 	// saved) or the attempt's error. It runs on the hook's goroutine and
 	// must not block.
 	OnAttemptFunc func(hook string, eventID int64, err error)
+	// TracerProvider, when set and the Journal is a TaskReader (as
+	// ClientJournal is), traces each attempt to deliver a task's event as
+	// a client span "webhook TYPE" in the trace of the task's run, next
+	// to the task's attempts, and sends its W3C traceparent header, so
+	// the receiver's spans join that trace. Nil, the default, sends
+	// neither: the cost is a nil check.
+	TracerProvider trace.TracerProvider
 	// Transport, if set, carries every request instead of each hook's own
 	// guarded transport. For tests only: it bypasses the connect-time
 	// private address check.

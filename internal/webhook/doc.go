@@ -81,6 +81,19 @@
 // past an event once all its pushes were sent or dropped, so a restart
 // sends again at most the pushes in flight.
 //
+// # Traces
+//
+// With Config.TracerProvider set (errand exports traces) and a journal
+// that reads tasks (ClientJournal), each attempt to deliver a task's
+// event is a client span, "webhook task.completed" and so on, in the
+// trace of the task's run, beside the task's attempts: under the span
+// the run's submit named in its traceparent, under the step that
+// submitted a subtask, or at the root of the run's trace. The attempt
+// sends that span's W3C traceparent header, so the receiver's spans hang
+// under it, and a receiver that only logs the header can find the run's
+// trace by its id. An event of no task, or of a task that is gone, is
+// sent without one. Without a provider nothing is traced or added.
+//
 // # Private addresses
 //
 // Unless a hook sets AllowPrivate, New refuses a URL whose host is
