@@ -118,10 +118,15 @@ func newTestServer() *mcp.Server {
 		}
 		return text("Echo: %s", a.Message), nil
 	})
-	s.AddTool(&mcp.Tool{Name: "whoami", Description: "Says who runs it and the key of the call.", InputSchema: objectSchema},
+	s.AddTool(&mcp.Tool{Name: "whoami", Description: "Says who runs it, and the key and trace context of the call.", InputSchema: objectSchema},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			key, _ := req.Params.Meta[MetaIdempotencyKey].(string)
 			who := map[string]any{"pid": os.Getpid(), "key": key}
+			for _, k := range []string{"traceparent", "tracestate"} {
+				if v, ok := req.Params.Meta[k]; ok {
+					who[k] = v
+				}
+			}
 			return &mcp.CallToolResult{StructuredContent: who}, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "fail", InputSchema: objectSchema},
