@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -108,7 +109,8 @@ func (p *Pool) forkLink(ctx context.Context, f *store.ForkRef) (trace.Link, bool
 }
 
 // maxClaimEvents bounds how many of a task's task.started and
-// task.recovered events traceLostAttempt reads.
+// task.recovered events traceLostAttempt reads; a task with more writes
+// no lost attempt's span.
 const maxClaimEvents = 10000
 
 // traceLostAttempt writes the span of the attempt before x when its
@@ -130,8 +132,8 @@ func (p *Pool) traceLostAttempt(parent context.Context, tracer trace.Tracer, x *
 	if err != nil || n < 3 || claims[n-1].Type != store.EventTaskStarted || claims[n-2].Type != store.EventTaskRecovered || claims[n-3].Type != store.EventTaskStarted {
 		return
 	}
-	var lost store.TransitionData
-	if json.Unmarshal(claims[n-3].Data, &lost) != nil {
+	var lost, this store.TransitionData
+	if json.Unmarshal(claims[n-3].Data, &lost) != nil || json.Unmarshal(claims[n-1].Data, &this) != nil || this.Attempt != t.Attempt {
 		return
 	}
 	attrs = append(slices.Clone(attrs),
@@ -145,13 +147,20 @@ func (p *Pool) traceLostAttempt(parent context.Context, tracer trace.Tracer, x *
 	sp.End(trace.WithTimestamp(claims[n-2].CreatedAt))
 }
 
+// errTooManyClaims is claimEvents' answer for a task claimed more than
+// maxClaimEvents times.
+var errTooManyClaims = errors.New("too many claims to read")
+
 // claimEvents are the task's task.started and task.recovered events,
 // oldest first.
 func (p *Pool) claimEvents(ctx context.Context, taskID string) ([]*store.Event, error) {
 	const page = 500
 	var out []*store.Event
 	var after int64
-	for len(out) < maxClaimEvents {
+	for {
+		if len(out) >= maxClaimEvents {
+			return nil, errTooManyClaims
+		}
 		evs, err := p.e.store.EventList(ctx, &store.EventListParams{
 			AfterID: after, TaskID: taskID, Types: []string{store.EventTaskStarted, store.EventTaskRecovered}, Limit: page,
 		})
@@ -160,11 +169,10 @@ func (p *Pool) claimEvents(ctx context.Context, taskID string) ([]*store.Event, 
 		}
 		out = append(out, evs...)
 		if len(evs) < page {
-			break
+			return out, nil
 		}
 		after = evs[len(evs)-1].ID
 	}
-	return out, nil
 }
 
 // rootMetadata is the metadata of the root task of t's run, where a
