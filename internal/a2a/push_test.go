@@ -166,10 +166,21 @@ func (r *pushReceiver) next(t *testing.T) receivedPush {
 
 func (f *fixture) startPushes(t *testing.T) {
 	t.Helper()
+	f.startPushesWith(t, nil)
+}
+
+// startPushesWith starts the push dispatcher with cfg's TracerProvider
+// and OnAttemptFunc (cfg may be nil).
+func (f *fixture) startPushesWith(t *testing.T, cfg *webhook.PushConfig) {
+	t.Helper()
 	last, err := f.client.LastEventID(t.Context())
 	require.NoError(t, err)
 	require.NoError(t, f.client.SetCursor(t.Context(), webhook.PushCursor, last))
-	d, err := webhook.NewPush(webhook.PushConfig{Source: f.server.PushSource(), Journal: webhook.ClientJournal(f.client), AllowPrivate: true, Logger: f.server.log})
+	c := webhook.PushConfig{Source: f.server.PushSource(), Journal: webhook.ClientJournal(f.client), AllowPrivate: true, Logger: f.server.log}
+	if cfg != nil {
+		c.TracerProvider, c.OnAttemptFunc = cfg.TracerProvider, cfg.OnAttemptFunc
+	}
+	d, err := webhook.NewPush(c)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -17,6 +17,7 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/telemetry"
 	"github.com/errandhq/errand/internal/telemetry/telemetrytest"
+	"github.com/errandhq/errand/internal/webhook"
 )
 
 // traced is a fixture whose errand exports its traces through the real
@@ -207,4 +208,58 @@ func FuzzSubmitTraceparent(f *testing.F) {
 		}
 		require.Contains(t, meta, metadataKey, "the message's own metadata is kept")
 	})
+}
+
+// A push tells of a task in the trace of the task's run: each attempt is
+// an "a2a push" span there, and the push's traceparent names it. The
+// client's own headers are still sent.
+func TestPushCarriesTheRunTrace(t *testing.T) {
+	t.Parallel()
+	f := newTraced(t, withTraces)
+	rc := newPushReceiver(t)
+	pushed := make(chan error, 100)
+	f.startPushesWith(t, &webhook.PushConfig{
+		TracerProvider: f.provider.TracerProvider(),
+		OnAttemptFunc:  func(_ string, _ int64, err error) { pushed <- err },
+	})
+	task := f.send(userMessage("pn-traced", "fence"), map[string]any{"returnImmediately": true, "taskPushNotificationConfig": map[string]any{
+		"url": rc.srv.URL + "/hook?secret=s", "token": "tok-1",
+	}})
+	var last receivedPush
+	for {
+		last = rc.next(t)
+		select {
+		case err := <-pushed:
+			require.NoError(t, err)
+		case <-time.After(waitTimeout):
+			require.FailNow(t, "the push was not reported")
+		}
+		var r v1StreamResponse
+		require.NoError(t, json.Unmarshal(last.body, &r), string(last.body))
+		if r.StatusUpdate != nil && r.StatusUpdate.Status.State == "TASK_STATE_COMPLETED" {
+			break
+		}
+	}
+	require.Equal(t, "tok-1", last.header.Get(NotificationTokenHeader))
+	done, err := f.client.Get(t.Context(), task.ID)
+	require.NoError(t, err)
+	sc, ok := telemetry.ParseTraceparent(last.header.Get(telemetry.HeaderTraceparent))
+	require.True(t, ok, "the push has a traceparent: %v", last.header)
+	require.Equal(t, telemetry.RunTraceID(done.RunID), sc.TraceID(), "the task's run trace")
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, f.provider.ForceFlush(ctx))
+	var span *telemetrytest.Span
+	spans := f.receiver.Spans()
+	for i, s := range spans {
+		if s.SpanID == sc.SpanID().String() {
+			span = &spans[i]
+		}
+	}
+	require.NotNil(t, span, "the push's span was exported")
+	require.Equal(t, "a2a push", span.Name)
+	require.Equal(t, task.ID, span.Attrs[telemetry.AttrTaskID])
+	require.Equal(t, rc.srv.URL+"/hook", span.Attrs["url.full"], "no query: the client's URL may hide a secret there")
+	require.Empty(t, span.ParentSpanID, "beside the task's attempts, at the root of the run's trace")
 }

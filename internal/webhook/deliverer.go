@@ -14,12 +14,9 @@ import (
 	"strconv"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/clock"
-	"github.com/errandhq/errand/internal/telemetry"
 )
 
 // StatusError is the error of an attempt the receiver answered with a
@@ -67,10 +64,8 @@ type deliverer struct {
 	pos   int64 // id of the last event delivered or filtered out
 	saved int64 // id last written to the cursor; -1 if unknown
 
-	// tracer and tasks trace deliveries (see deliveryTrace); both nil
-	// when traces are off.
-	tracer trace.Tracer
-	tasks  TaskReader
+	// traces traces deliveries; nil when traces are off.
+	traces *deliveryTracer
 }
 
 func newDeliverer(cfg *Config, h Hook, u *url.URL, rt http.RoundTripper) *deliverer {
@@ -89,9 +84,7 @@ func newDeliverer(cfg *Config, h Hook, u *url.URL, rt http.RoundTripper) *delive
 		log:     cfg.Logger.With(slog.String("service", "webhook"), slog.String("hook", u.Redacted())),
 		saved:   -1,
 	}
-	if tasks, ok := cfg.Journal.(TaskReader); ok && cfg.TracerProvider != nil {
-		d.tracer, d.tasks = cfg.TracerProvider.Tracer(telemetry.ScopeName), tasks
-	}
+	d.traces = newDeliveryTracer(cfg.TracerProvider, cfg.Journal, d.log)
 	return d
 }
 
@@ -226,13 +219,13 @@ func (h *deliverer) deliver(ctx context.Context, ev *errand.Event) bool {
 		return true
 	}
 	id := strconv.FormatInt(ev.ID, 10)
-	traced := h.deliveryTrace(ctx, ev)
+	traced := h.traces.runContext(ctx, ev.TaskID)
 	for attempt := 1; ; attempt++ {
 		var err error
 		if traced == nil {
 			err = h.post(ctx, id, body, nil)
 		} else {
-			span, header := h.startAttempt(traced, ev, attempt)
+			span, header := h.traces.start(traced, spanPrefix+ev.Type, nil, h.attemptAttrs(ev, attempt)...)
 			err = h.post(ctx, id, body, header)
 			endAttempt(span, err)
 		}

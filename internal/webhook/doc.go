@@ -92,7 +92,10 @@
 // sends that span's W3C traceparent header, so the receiver's spans hang
 // under it, and a receiver that only logs the header can find the run's
 // trace by its id. An event of no task, or of a task that is gone, is
-// sent without one. Without a provider nothing is traced or added.
+// sent without one. Without a provider nothing is traced or added. A2A
+// pushes are traced the same way (PushConfig.TracerProvider), as "a2a
+// push" spans whose url.full leaves out the query a client's URL may
+// hide a secret in.
 //
 // # Private addresses
 //

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/clock"
 )
@@ -96,6 +98,11 @@ type PushConfig struct {
 	// OnAttemptFunc, if set, is called after every attempt with the URL,
 	// the event id and nil or the attempt's error. It must not block.
 	OnAttemptFunc func(url string, eventID int64, err error)
+	// TracerProvider, when set and the Journal is a TaskReader, traces
+	// each attempt of a push as a client span "a2a push" in the trace of
+	// the run of the task it tells of, and sends its traceparent, as
+	// Config.TracerProvider does for webhooks. Nil sends neither.
+	TracerProvider trace.TracerProvider
 	// Transport, if set, carries every request instead of the guarded
 	// transport. For tests only: it bypasses the connect-time private
 	// address check.
@@ -166,6 +173,7 @@ type PushDispatcher struct {
 	client    *http.Client
 	transport *http.Transport // owned; nil with PushConfig.Transport
 	log       *slog.Logger
+	traces    *deliveryTracer // nil when traces are off
 
 	mu      sync.Mutex
 	running bool
@@ -178,6 +186,7 @@ func NewPush(cfg PushConfig) (*PushDispatcher, error) {
 		return nil, fmt.Errorf("push config: %w", err)
 	}
 	d := &PushDispatcher{cfg: c, log: c.Logger.With(slog.String("service", "a2a_push"))}
+	d.traces = newDeliveryTracer(c.TracerProvider, c.Journal, d.log)
 	rt := c.Transport
 	if rt == nil {
 		d.transport = newTransport(c.AllowPrivate, c.resolver)
@@ -247,6 +256,7 @@ type pushRun struct {
 type queued struct {
 	push    *Push
 	eventID int64
+	taskID  string // the event's task, whose run trace the push joins
 }
 
 func (r *pushRun) run(ctx context.Context) {
@@ -354,7 +364,7 @@ func (r *pushRun) consume(ctx, workCtx context.Context, events <-chan *errand.Ev
 			r.left[ev.ID] = len(pushes)
 			r.pending += len(pushes)
 			for _, p := range pushes {
-				r.enqueue(workCtx, &queued{push: p, eventID: ev.ID})
+				r.enqueue(workCtx, &queued{push: p, eventID: ev.ID, taskID: ev.TaskID})
 			}
 		}
 	}
@@ -476,8 +486,18 @@ func (r *pushRun) deliver(ctx context.Context, q *queued) bool {
 		return true
 	}
 	out := &outgoing{url: p.URL, id: p.ID, body: p.Body, contentType: cmp.Or(p.ContentType, "application/json"), header: p.Header, key: p.Key}
+	traced := r.d.traces.runContext(ctx, q.taskID)
 	for attempt := 1; ; attempt++ {
-		err := postOnce(ctx, r.d.client, cfg.Clock, cfg.Timeout, out)
+		var err error
+		if traced == nil {
+			err = postOnce(ctx, r.d.client, cfg.Clock, cfg.Timeout, out)
+		} else {
+			span, header := r.d.traces.start(traced, pushSpan, p.Header, pushAttrs(q, attempt)...)
+			traceOut := *out
+			traceOut.header = header
+			err = postOnce(ctx, r.d.client, cfg.Clock, cfg.Timeout, &traceOut)
+			endAttempt(span, err)
+		}
 		if err == nil {
 			log.DebugContext(ctx, "pushed", slog.Int("attempt", attempt))
 			r.notify(p.URL, q.eventID, nil)
