@@ -64,6 +64,14 @@ func Transport(base http.RoundTripper) http.RoundTripper {
 
 type propagating struct{ base http.RoundTripper }
 
+// CloseIdleConnections passes on to base, so http.Client's works through
+// the wrapper.
+func (t propagating) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 func (t propagating) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !trace.SpanContextFromContext(req.Context()).IsValid() {
 		return t.base.RoundTrip(req)

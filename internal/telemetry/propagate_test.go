@@ -136,3 +136,17 @@ func TestOutgoingOffAllocatesNothing(t *testing.T) {
 	require.Zero(t, allocs)
 	require.Empty(t, h)
 }
+
+type closeRecorder struct {
+	http.RoundTripper
+	closed bool
+}
+
+func (c *closeRecorder) CloseIdleConnections() { c.closed = true }
+
+func TestTransportClosesIdleConnections(t *testing.T) {
+	t.Parallel()
+	base := &closeRecorder{RoundTripper: http.DefaultTransport}
+	(&http.Client{Transport: Transport(base)}).CloseIdleConnections()
+	require.True(t, base.closed, "http.Client.CloseIdleConnections reaches the transport under the wrapper")
+}
