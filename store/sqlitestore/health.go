@@ -107,6 +107,13 @@ func (s *Store) CheckWritable(ctx context.Context) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if s.diskFull.Load() {
+		if err := s.checkRoom(ctx); err != nil {
+			return err
+		}
+		s.diskFull.Store(false)
+		return nil
+	}
 	if err := probeWrite(ctx, s.writer); err != nil {
 		return classifyOpenError(err)
 	}

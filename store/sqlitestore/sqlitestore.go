@@ -122,6 +122,9 @@ type Store struct {
 
 	checkpointer *checkpointer
 	claimGuard   claimGuard // held by the write lock
+	// diskFull is set by a write that found the disk full, and cleared
+	// by CheckWritable once a write takes room again.
+	diskFull atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -279,14 +282,14 @@ func (s *Store) writeTxOnce(ctx context.Context, kind writeKind, f func(tx *sql.
 	defer s.lock.unlock()
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return fmt.Errorf("begin: %w", s.classifyWrite(err))
 	}
 	if err := f(tx); err != nil {
 		_ = tx.Rollback() // database/sql rolls back by itself if ctx is done
-		return err
+		return s.classifyWrite(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return fmt.Errorf("commit: %w", s.classifyWrite(err))
 	}
 	return nil
 }
