@@ -13,7 +13,12 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
+	"github.com/errandhq/errand/store"
 )
+
+// codeDiskFull is the error code of a write the store's disk had no room
+// for (507): unlike a 500, the client may retry, once space is freed.
+const codeDiskFull = "disk_full"
 
 // badRequest is a malformed request: bad JSON, an unknown field, a bad
 // query parameter. It is always a 400.
@@ -57,6 +62,7 @@ func (s *Server) classify(err error, what string) (int, api.ErrorDetail) {
 		big   *http.MaxBytesError
 		limit *errand.BudgetExceededError
 		slow  *bodyTimeoutError
+		full  *store.DiskFullError
 	)
 	d := func(code, msg, field string) api.ErrorDetail {
 		return api.ErrorDetail{Code: code, Message: msg, Field: field}
@@ -90,6 +96,11 @@ func (s *Server) classify(err error, what string) (int, api.ErrorDetail) {
 		return http.StatusConflict, d(api.CodeDeclared, err.Error(), "")
 	case errors.Is(err, errand.ErrNotFound):
 		return http.StatusNotFound, d(api.CodeNotFound, "", "")
+	case errors.As(err, &full):
+		// Nothing was written; the operator must free space, and the
+		// message says where, since the log may not be at hand.
+		s.log.Error("request failed: the store's disk is full", "request", what, "err", err)
+		return http.StatusInsufficientStorage, d(codeDiskFull, full.Error()+"; nothing was written: free space on that disk and try again", "")
 	case errors.Is(err, context.Canceled):
 		// The server is stopping under a request whose client is still
 		// there: it can try again elsewhere or later.
