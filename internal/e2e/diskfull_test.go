@@ -198,6 +198,18 @@ agents:
 		require.Contains(t, health["error"], "disk full: "+db)
 	}
 
+	// Two lease TTLs on the full disk: renewals fail, leases lapse and
+	// recovery runs into the full disk too. Reads are served all along,
+	// and no loop spins on the error: each tries again at its interval.
+	for until := time.Now().Add(4 * time.Second); time.Now().Before(until); {
+		var task api.Task
+		require.Equal(t, http.StatusOK, d.api("GET", "/api/tasks/"+accepted[0], nil, &task))
+		require.Equal(t, store.StatusCompleted, task.Status)
+		status, _ := getHealth(t, d)
+		require.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, status)
+	}
+	require.Less(t, strings.Count(d.log(), "disk full: "+db), 100, "a loop retries a full disk without pause:\n%s", d.log())
+
 	var list api.TaskList
 	require.Equal(t, http.StatusOK, d.api("GET", "/api/tasks?limit=1000", nil, &list))
 	listed := map[string]bool{}
