@@ -15,17 +15,20 @@ import (
 const sqlstateDiskFull = "53100"
 
 // classifyWrite turns PostgreSQL's disk_full into a *store.DiskFullError
-// naming the server and database; other errors pass as they are.
+// naming the database and its server; other errors, and nil, pass as
+// they are.
 func (s *Store) classifyWrite(err error) error {
-	cc := s.pool.Config().ConnConfig
-	return diskFull(err, fmt.Sprintf("PostgreSQL database %q on %s:%d", cc.Database, cc.Host, cc.Port))
-}
-
-// diskFull is classifyWrite for the storage named where.
-func diskFull(err error, where string) error {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != sqlstateDiskFull {
+	if !isDiskFull(err) {
 		return err
 	}
-	return &store.DiskFullError{Where: where, Cause: err.Error()}
+	cc := s.pool.Config().ConnConfig
+	return &store.DiskFullError{
+		Where: fmt.Sprintf("PostgreSQL database %q on %s:%d", cc.Database, cc.Host, cc.Port),
+		Cause: err.Error(),
+	}
+}
+
+func isDiskFull(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == sqlstateDiskFull
 }

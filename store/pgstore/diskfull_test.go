@@ -14,6 +14,12 @@ import (
 
 func TestDiskFullMapping(t *testing.T) {
 	t.Parallel()
+	// The pool connects only when used: nothing is dialled here.
+	pool, err := pgxpool.New(t.Context(), "postgres://errand@db.example:5433/tasks")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := &Store{pool: pool}
+
 	full := &pgconn.PgError{Severity: "ERROR", Code: "53100", Message: `could not extend file "base/16384/16385": No space left on device`}
 	tests := []struct {
 		name     string
@@ -21,40 +27,29 @@ func TestDiskFullMapping(t *testing.T) {
 		diskFull bool
 	}{
 		{name: "disk_full", err: full, diskFull: true},
-		{name: "disk_full wrapped", err: fmt.Errorf("insert task: %w", full), diskFull: true},
+		{name: "disk_full wrapped", err: fmt.Errorf("commit: %w", full), diskFull: true},
 		{name: "out of memory, the same class", err: &pgconn.PgError{Code: "53200", Message: "out of memory"}},
 		{name: "a unique violation", err: &pgconn.PgError{Code: "23505", Message: "duplicate key"}},
 		{name: "not a server error", err: errors.New("connection reset")},
+		{name: "no error"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := diskFull(tc.err, `PostgreSQL database "errand" on db.example:5433`)
+			got := s.classifyWrite(tc.err)
 			if !tc.diskFull {
-				require.Same(t, tc.err, got)
+				require.Equal(t, tc.err, got)
 				require.NotErrorIs(t, got, store.ErrDiskFull)
 				return
 			}
 			require.ErrorIs(t, got, store.ErrDiskFull)
 			var df *store.DiskFullError
 			require.ErrorAs(t, got, &df)
-			require.Equal(t, `PostgreSQL database "errand" on db.example:5433`, df.Where)
-			require.Contains(t, got.Error(), "No space left on device")
+			require.Equal(t, `PostgreSQL database "tasks" on db.example:5433`, df.Where)
+			require.EqualError(t, got, `disk full: PostgreSQL database "tasks" on db.example:5433: `+tc.err.Error())
+			require.Contains(t, got.Error(), "No space left on device (SQLSTATE 53100)")
 			var pe *pgconn.PgError
 			require.False(t, errors.As(got, &pe), "the driver's error type does not escape")
 		})
 	}
-}
-
-// classifyWrite names the database and server the store was opened on.
-func TestClassifyWriteNamesTheDatabase(t *testing.T) {
-	t.Parallel()
-	// The pool connects only when used: nothing is dialled here.
-	pool, err := pgxpool.New(t.Context(), "postgres://errand@db.example:5433/tasks")
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	s := &Store{pool: pool}
-	err = s.classifyWrite(fmt.Errorf("commit: %w", &pgconn.PgError{Code: "53100", Message: "No space left on device"}))
-	require.ErrorIs(t, err, store.ErrDiskFull)
-	require.Contains(t, err.Error(), `disk full: PostgreSQL database "tasks" on db.example:5433: `)
 }
