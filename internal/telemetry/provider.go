@@ -97,6 +97,11 @@ func (runIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
 		putUint64(tid[8:], rand.Uint64())
 		ok = true
 	}
+	// A root span errand derives (a run's attempt) keeps its derived id,
+	// so the attempt after a crash can rebuild the lost one's span.
+	if sid, ok := ctx.Value(spanIDKey{}).(trace.SpanID); ok && sid.IsValid() {
+		return tid, sid
+	}
 	return tid, newSpanID()
 }
 
