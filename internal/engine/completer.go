@@ -41,48 +41,20 @@ func finishRetryDelay(retry int) time.Duration {
 func (p *Pool) completer(ctx context.Context) {
 	defer p.completerWG.Done()
 	batch := make([]*finishRequest, 0, maxFinishBatch)
-	// Under load (the last batch held more than one finish), a batch
-	// waits up to batchLinger for half the workers' finishes; a lone
-	// finish on an idle pool is written at once.
-	want, loaded := max(1, p.cfg.Workers/2), false
 	for first := range p.finishes {
 		batch = append(batch[:0], first)
-		var (
-			timer  *time.Timer
-			linger <-chan time.Time
-		)
-		if loaded {
-			timer = time.NewTimer(batchLinger)
-			linger = timer.C
-		}
-	gather:
+	drain:
 		for len(batch) < maxFinishBatch {
 			select {
 			case req, ok := <-p.finishes:
 				if !ok {
-					break gather
+					break drain
 				}
 				batch = append(batch, req)
-				continue
 			default:
-			}
-			if linger == nil || len(batch) >= want {
-				break
-			}
-			select {
-			case req, ok := <-p.finishes:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, req)
-			case <-linger:
-				linger = nil
+				break drain
 			}
 		}
-		if timer != nil {
-			timer.Stop()
-		}
-		loaded = len(batch) > 1
 		p.writeFinishes(ctx, batch)
 	}
 }

@@ -293,41 +293,6 @@ func (p *Pool) shutdown() {
 	p.mu.Unlock()
 }
 
-// batchLinger is how long a pool under a backlog waits for a batch to
-// gather: free workers before a claim, finishes before their write. A
-// write transaction costs mostly per transaction, not per task, so a claim
-// of a task or two as each worker frees spends the writer on overhead.
-// It is wall time, not the engine's clock: a throughput knob, never part
-// of a task's timeline. An idle pool does not wait.
-const batchLinger = time.Millisecond
-
-// gatherSlots waits, up to batchLinger, for half the workers to be free;
-// the producer calls it when its last claim took all it asked for, so
-// more work waits.
-func (p *Pool) gatherSlots() {
-	want := max(1, p.cfg.Workers/2)
-	var timer *time.Timer
-	for {
-		p.mu.Lock()
-		free := p.cfg.Workers - p.active
-		p.mu.Unlock()
-		if free >= want {
-			return
-		}
-		if timer == nil {
-			timer = time.NewTimer(batchLinger)
-			defer timer.Stop()
-		}
-		select {
-		case <-p.slotFreed:
-		case <-timer.C:
-			return
-		case <-p.stopClaiming:
-			return
-		}
-	}
-}
-
 // producer claims work whenever workers are free and there may be work:
 // after a submit or a finish in this process, after a poll interval, or
 // right after a claim that filled its whole request.
@@ -380,9 +345,6 @@ func (p *Pool) producer(ctx context.Context) {
 			case <-poll.C():
 			case <-p.stopClaiming:
 				return
-			}
-			if claimed == want {
-				p.gatherSlots()
 			}
 		default:
 			// The queue is empty: wait for new work.
