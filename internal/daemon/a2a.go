@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/a2a"
 	"github.com/errandhq/errand/internal/config"
@@ -33,6 +35,9 @@ type a2aOptions struct {
 	BaseURL string
 	// AllowPrivate lets push configs name loopback and private addresses.
 	AllowPrivate bool
+	// Traces, when errand exports traces: a submit's traceparent parents
+	// its run, and pushes carry the run's trace.
+	Traces trace.TracerProvider
 }
 
 // newA2A serves A2A over client: the card lists cfg's agents as skills,
@@ -49,13 +54,14 @@ func newA2A(ctx context.Context, client *errand.Client, cfg *config.Config, opts
 	srv, err := a2a.New(a2a.Config{
 		Client: client, Skills: skills, DefaultAgent: a2aDefaultAgent(cfg),
 		BaseURL: opts.BaseURL, AllowPrivate: opts.AllowPrivate, Done: ctx.Done(), Logger: log,
-		Version: version.String(),
+		Version: version.String(), Traces: opts.Traces != nil,
 	})
 	if err != nil {
 		return nil, err
 	}
 	push, err := webhook.NewPush(webhook.PushConfig{
 		Source: srv.PushSource(), Journal: webhook.ClientJournal(client), AllowPrivate: opts.AllowPrivate, Logger: log,
+		TracerProvider: opts.Traces,
 		// Pushes can wait a little for another daemon to take over: renew
 		// the lease every 10 s, not every 1.7 s, on an idle store.
 		LeaseTTL: a2aPushLeaseTTL,

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/config"
@@ -221,10 +223,16 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		log.Info("applied the config's schedules", "schedules", len(cfg.Schedules),
 			"added", ch.added, "replaced", ch.replaced, "removed", ch.removed)
 	}
+	// Outgoing deliveries carry the run's trace when traces are on.
+	var tracer trace.TracerProvider
+	if d.traces != nil {
+		tracer = d.traces.TracerProvider()
+	}
 	if len(hooks) > 0 {
 		d.hooks, err = webhook.New(webhook.Config{
 			Hooks: hooks, Journal: webhook.ClientJournal(d.client), Logger: log,
-			OnAttemptFunc: func(_ string, _ int64, err error) { d.metrics.WebhookAttempt(err) },
+			OnAttemptFunc:  func(_ string, _ int64, err error) { d.metrics.WebhookAttempt(err) },
+			TracerProvider: tracer,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("webhooks: %w", err)
@@ -239,7 +247,7 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.a2a, err = newA2A(ctx, d.client, cfg, a2aOptions{BaseURL: cfg.A2A.BaseURL, AllowPrivate: cfg.A2A.PushAllowPrivate}, log); err != nil {
+	if d.a2a, err = newA2A(ctx, d.client, cfg, a2aOptions{BaseURL: cfg.A2A.BaseURL, AllowPrivate: cfg.A2A.PushAllowPrivate, Traces: tracer}, log); err != nil {
 		return nil, fmt.Errorf("a2a: %w", err)
 	}
 	d.api = server.New(server.Config{
@@ -254,7 +262,7 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		Health:           d.client.CheckWritable,
 		PublicURL:        cfg.A2A.BaseURL,
 		Traces:           d.traces != nil,
-		MCP:              mcpHandler(d.client, log),
+		MCP:              mcpHandler(d.client, log, d.traces != nil),
 		OnStream: func(open bool) {
 			if open {
 				d.metrics.StreamOpened()

@@ -11,6 +11,6 @@ import (
 // mcpHandler serves errand's MCP tools and task outputs at /mcp
 // (Streamable HTTP) from the daemon's own client; the API server puts it
 // behind the token.
-func mcpHandler(c *errand.Client, log *slog.Logger) http.Handler {
-	return mcpserver.NewHandler(mcpserver.LocalBackend(c), &mcpserver.Config{Logger: log.With("service", "mcp")})
+func mcpHandler(c *errand.Client, log *slog.Logger, traces bool) http.Handler {
+	return mcpserver.NewHandler(mcpserver.LocalBackend(c), &mcpserver.Config{Logger: log.With("service", "mcp"), Traces: traces})
 }

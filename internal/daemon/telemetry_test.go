@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -78,4 +79,80 @@ func TestServeExportsTraces(t *testing.T) {
 	require.Equal(t, "00f067aa0ba902b7", attempt.ParentSpanID)
 	require.Equal(t, task.ID, attempt.Attrs[telemetry.AttrTaskID])
 	require.Equal(t, "completed", attempt.Attrs[telemetry.AttrOutcome])
+}
+
+// errand serve with traces on wires them through its faces: a webhook
+// delivery carries the traceparent of the run whose event it delivers,
+// and an A2A message's traceparent parents the run it submits, as on
+// POST /api/tasks.
+func TestServeCarriesTracesThroughItsFaces(t *testing.T) {
+	home := t.TempDir()
+	rcv := telemetrytest.NewReceiver(t)
+	delivered := make(chan string, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		delivered <- r.Header.Get("Traceparent")
+	}))
+	defer hook.Close()
+	script := "#!/bin/sh\ncat >/dev/null\nprintf '{\"status\":\"finish\",\"output\":\"ok\"}\\n'\n"
+	require.NoError(t, os.WriteFile(filepath.Join(home, "step.sh"), []byte(script), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(home, "errand.yaml"), []byte(
+		"agents:\n  default: {kind: exec, command: ["+strconv.Quote(filepath.Join(home, "step.sh"))+"]}\n"+
+			"webhooks:\n  - {url: "+strconv.Quote(hook.URL)+", secret: s3cret, events: [task.completed], allow_private: true}\n"), 0o600))
+
+	ready := make(chan net.Addr, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	vars := map[string]string{"ERRAND_HOME": home, telemetry.EnvEndpoint: rcv.URL()}
+	go func() {
+		done <- Run(ctx, &Options{Listen: "127.0.0.1:0", Lookup: env(vars), Stderr: io.Discard, Ready: func(a net.Addr) { ready <- a }})
+	}()
+	var url string
+	select {
+	case a := <-ready:
+		url = "http://" + a.String()
+	case err := <-done:
+		t.Fatalf("daemon did not start: %v", err)
+	}
+	token, err := os.ReadFile(filepath.Join(home, TokenFile))
+	require.NoError(t, err)
+
+	const (
+		callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+		callerSpan  = "00f067aa0ba902b7"
+	)
+	body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"traced over A2A"}]}}}`
+	req, err := http.NewRequestWithContext(t.Context(), "POST", url+"/a2a", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	reply, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode, string(reply))
+	require.NotContains(t, string(reply), `"error"`)
+
+	var got string
+	select {
+	case got = <-delivered:
+	case <-t.Context().Done():
+		t.Fatal("no webhook delivery")
+	}
+	parts := strings.Split(got, "-")
+	require.Len(t, parts, 4, "the delivery's traceparent %q", got)
+	require.Equal(t, callerTrace, parts[1], "the delivery is in the run's trace, which is the caller's")
+	cancel()
+	require.NoError(t, <-done)
+
+	var attempt *telemetrytest.Span
+	for i, s := range rcv.Spans() {
+		if s.Name == telemetry.SpanAttempt {
+			attempt = &rcv.Spans()[i]
+		}
+	}
+	require.NotNil(t, attempt)
+	require.Equal(t, callerTrace, attempt.TraceID, "the A2A caller's trace")
+	require.Equal(t, callerSpan, attempt.ParentSpanID, "under the A2A caller's span")
 }

@@ -75,7 +75,7 @@ func (s *Store) runTx(ctx context.Context, f func(tx *txn) error) (*txn, error) 
 	for attempt := 1; ; attempt++ {
 		tx, err := s.tryTx(ctx, f)
 		if err == nil || !retryable(err) || attempt >= maxTxAttempts || ctx.Err() != nil {
-			return tx, err
+			return tx, s.classifyWrite(err)
 		}
 	}
 }
