@@ -18,8 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/config"
@@ -194,9 +192,7 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 
 		SkipIntegrityCheck: opts.SkipIntegrityCheck,
 	}
-	if d.traces != nil {
-		clientCfg.TracerProvider = d.traces.TracerProvider()
-	}
+	clientCfg.TracerProvider = d.tracerProvider()
 	if _, statErr := os.Stat(cfgPath); statErr == nil {
 		clientCfg.ConfigFile = cfgPath
 	}
@@ -223,11 +219,7 @@ func start(ctx context.Context, opts *Options) (d *daemon, err error) {
 		log.Info("applied the config's schedules", "schedules", len(cfg.Schedules),
 			"added", ch.added, "replaced", ch.replaced, "removed", ch.removed)
 	}
-	// Outgoing deliveries carry the run's trace when traces are on.
-	var tracer trace.TracerProvider
-	if d.traces != nil {
-		tracer = d.traces.TracerProvider()
-	}
+	tracer := d.tracerProvider()
 	if len(hooks) > 0 {
 		d.hooks, err = webhook.New(webhook.Config{
 			Hooks: hooks, Journal: webhook.ClientJournal(d.client), Logger: log,

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand/internal/config"
 	"github.com/errandhq/errand/internal/telemetry"
 	"github.com/errandhq/errand/internal/version"
@@ -43,6 +45,15 @@ func startTelemetry(ctx context.Context, cfg *config.Config, lookup func(string)
 	}
 	log.Info("exporting traces", "endpoint", tc.Endpoint, "protocol", cmp.Or(tc.Protocol, telemetry.ProtocolHTTP), "sample_ratio", ratio)
 	return p, nil
+}
+
+// tracerProvider is what errand's spans, and the traceparent of its
+// outgoing calls, come from: nil with traces off.
+func (d *daemon) tracerProvider() trace.TracerProvider {
+	if d.traces == nil {
+		return nil
+	}
+	return d.traces.TracerProvider()
 }
 
 // stopTraces sends the spans not sent yet (the last attempts', ended as
