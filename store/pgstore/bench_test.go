@@ -3,12 +3,15 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/errandhq/errand/internal/pgtest"
 	"github.com/errandhq/errand/store"
 )
+
+var backlogSubmits atomic.Int64
 
 // BenchmarkBacklog is the cost of the queue's everyday work with a page's
 // worth of pending tasks and with a million: a submit, a claim and the
@@ -35,8 +38,9 @@ func BenchmarkBacklog(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run(fmt.Sprintf("pending=%d/submit+claim+finish", n), func(b *testing.B) {
-			for i := 0; b.Loop(); i++ {
-				id := fmt.Sprintf("tsk_bench_%d", i)
+			for b.Loop() {
+				// Unique across -count's repeats, which share the store.
+				id := fmt.Sprintf("tsk_bench_%d", backlogSubmits.Add(1))
 				_, err := s.TaskInsert(ctx, &store.TaskInsertParams{ID: id, RunID: "run_" + id, Agent: "default",
 					Goal: "g", MaxAttempts: 1, Actor: store.ActorUser, SessionID: "ses_bench"})
 				if err != nil {
