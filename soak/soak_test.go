@@ -44,13 +44,7 @@ func soakShort(t *testing.T, store string) {
 	}
 	cfg := &config{Tasks: 200, Kills: 20, Steps: 5, Timeout: 3 * time.Minute, Store: store,
 		Bin: os.Getenv("ERRAND_SOAK_BIN"), Out: testWriter{t}}
-	if s := os.Getenv("ERRAND_SOAK_SEED"); s != "" {
-		seed, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			t.Fatalf("ERRAND_SOAK_SEED=%q: %v", s, err)
-		}
-		cfg.Seed = seed
-	}
+	cfg.Seed = seedFromEnv(t)
 	rep, err := soak(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("soak (seed %d): %v", cfg.Seed, err)
@@ -84,13 +78,7 @@ func crashPoints(t *testing.T, store string) {
 		t.Skip("the crash walk builds errand with -tags crashpoint and crashes it at each point: set ERRAND_SOAK=1 to run it")
 	}
 	cfg := &config{Timeout: 4 * time.Minute, Store: store, Out: testWriter{t}}
-	if s := os.Getenv("ERRAND_SOAK_SEED"); s != "" {
-		seed, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			t.Fatalf("ERRAND_SOAK_SEED=%q: %v", s, err)
-		}
-		cfg.Seed = seed
-	}
+	cfg.Seed = seedFromEnv(t)
 	results, err := crashWalk(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("crash walk (seed %d): %v", cfg.Seed, err)
@@ -106,6 +94,20 @@ func crashPoints(t *testing.T, store string) {
 			t.Errorf("%s: %d tasks completed, %d steps done; want %d and %d", r.Point, r.Report.Completed, r.Report.StepsDone, walkTasks, walkTasks*walkSteps)
 		}
 	}
+}
+
+// seedFromEnv is ERRAND_SOAK_SEED, a seed to replay; 0 (draw one) when
+// unset.
+func seedFromEnv(t *testing.T) int64 {
+	s := os.Getenv("ERRAND_SOAK_SEED")
+	if s == "" {
+		return 0
+	}
+	seed, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("ERRAND_SOAK_SEED=%q: %v", s, err)
+	}
+	return seed
 }
 
 type testWriter struct{ t *testing.T }

@@ -31,28 +31,12 @@ func TestServeExportsTraces(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(home, "errand.yaml"),
 		[]byte("agents:\n  default: {kind: exec, command: ["+strconv.Quote(filepath.Join(home, "step.sh"))+"]}\ntelemetry:\n  service_name: errand-serve-test\n"), 0o600))
 
-	ready := make(chan net.Addr, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	vars := map[string]string{"ERRAND_HOME": home, telemetry.EnvEndpoint: rcv.URL(), telemetry.EnvServiceName: "loses-to-the-config"}
-	go func() {
-		done <- Run(ctx, &Options{Listen: "127.0.0.1:0", Lookup: env(vars), Stderr: io.Discard, Ready: func(a net.Addr) { ready <- a }})
-	}()
-	var url string
-	select {
-	case a := <-ready:
-		url = "http://" + a.String()
-	case err := <-done:
-		t.Fatalf("daemon did not start: %v", err)
-	}
-	token, err := os.ReadFile(filepath.Join(home, TokenFile))
-	require.NoError(t, err)
+	url, token, stop := serveForTraces(t, home, map[string]string{telemetry.EnvEndpoint: rcv.URL(), telemetry.EnvServiceName: "loses-to-the-config"})
 
 	const caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	req, err := http.NewRequestWithContext(t.Context(), "POST", url+"/api/tasks", strings.NewReader(`{"goal":"traced"}`))
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Traceparent", caller)
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -62,9 +46,8 @@ func TestServeExportsTraces(t *testing.T) {
 	require.NoError(t, json.NewDecoder(res.Body).Decode(&task))
 	res.Body.Close()
 	require.Equal(t, http.StatusCreated, res.StatusCode)
-	waitEvent(t, apiclient.New(url, strings.TrimSpace(string(token)), nil), task.ID, "task.completed")
-	cancel()
-	require.NoError(t, <-done)
+	waitEvent(t, apiclient.New(url, token, nil), task.ID, "task.completed")
+	require.NoError(t, stop())
 
 	spans := rcv.Spans()
 	var attempt *telemetrytest.Span
@@ -99,23 +82,7 @@ func TestServeCarriesTracesThroughItsFaces(t *testing.T) {
 		"agents:\n  default: {kind: exec, command: ["+strconv.Quote(filepath.Join(home, "step.sh"))+"]}\n"+
 			"webhooks:\n  - {url: "+strconv.Quote(hook.URL)+", secret: s3cret, events: [task.completed], allow_private: true}\n"), 0o600))
 
-	ready := make(chan net.Addr, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	vars := map[string]string{"ERRAND_HOME": home, telemetry.EnvEndpoint: rcv.URL()}
-	go func() {
-		done <- Run(ctx, &Options{Listen: "127.0.0.1:0", Lookup: env(vars), Stderr: io.Discard, Ready: func(a net.Addr) { ready <- a }})
-	}()
-	var url string
-	select {
-	case a := <-ready:
-		url = "http://" + a.String()
-	case err := <-done:
-		t.Fatalf("daemon did not start: %v", err)
-	}
-	token, err := os.ReadFile(filepath.Join(home, TokenFile))
-	require.NoError(t, err)
+	url, token, stop := serveForTraces(t, home, map[string]string{telemetry.EnvEndpoint: rcv.URL()})
 
 	const (
 		callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -124,7 +91,7 @@ func TestServeCarriesTracesThroughItsFaces(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"traced over A2A"}]}}}`
 	req, err := http.NewRequestWithContext(t.Context(), "POST", url+"/a2a", strings.NewReader(body))
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
 	res, err := http.DefaultClient.Do(req)
@@ -143,8 +110,7 @@ func TestServeCarriesTracesThroughItsFaces(t *testing.T) {
 	parts := strings.Split(got, "-")
 	require.Len(t, parts, 4, "the delivery's traceparent %q", got)
 	require.Equal(t, callerTrace, parts[1], "the delivery is in the run's trace, which is the caller's")
-	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, stop())
 
 	var attempt *telemetrytest.Span
 	for i, s := range rcv.Spans() {
@@ -155,4 +121,28 @@ func TestServeCarriesTracesThroughItsFaces(t *testing.T) {
 	require.NotNil(t, attempt)
 	require.Equal(t, callerTrace, attempt.TraceID, "the A2A caller's trace")
 	require.Equal(t, callerSpan, attempt.ParentSpanID, "under the A2A caller's span")
+}
+
+// serveForTraces runs errand serve on home with the variables vars adds
+// to ERRAND_HOME, and returns its URL, its API token and a stop that
+// waits for it to end.
+func serveForTraces(t *testing.T, home string, vars map[string]string) (url, token string, stop func() error) {
+	t.Helper()
+	vars["ERRAND_HOME"] = home
+	ready := make(chan net.Addr, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, &Options{Listen: "127.0.0.1:0", Lookup: env(vars), Stderr: io.Discard, Ready: func(a net.Addr) { ready <- a }})
+	}()
+	select {
+	case a := <-ready:
+		url = "http://" + a.String()
+	case err := <-done:
+		t.Fatalf("daemon did not start: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(home, TokenFile))
+	require.NoError(t, err)
+	return url, strings.TrimSpace(string(b)), func() error { cancel(); return <-done }
 }
