@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/errandhq/errand/store/sqlitestore/sqlitetest"
+
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -18,7 +20,7 @@ func TestMain(m *testing.M) {
 
 func openTest(t *testing.T, cfg *Config) *Client {
 	t.Helper()
-	c, err := Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"), cfg)
+	c, err := Open(t.Context(), sqlitetest.Path(t), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	return c

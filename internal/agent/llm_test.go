@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand/store/sqlitestore/sqlitetest"
 
 	"github.com/stretchr/testify/require"
 
@@ -68,7 +69,7 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "errand.db")
+	path := sqlitetest.Path(t)
 	fake := clock.NewFake(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC))
 	return &bundle{engine: openEngine(t, path, fake), clock: fake, path: path}
 }

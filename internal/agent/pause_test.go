@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -49,11 +50,15 @@ func TestPauseAndResume(t *testing.T) {
 	require.Equal(t, store.StatusPending, paused.PausedFrom)
 	require.Equal(t, 1, model.calls())
 
-	// A paused queued task is left alone while other work runs.
-	held, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "held", Agent: "quick", Priority: ptrInt(9)})
+	// A paused queued task is left alone while other work runs. It is
+	// submitted due a minute from now, so no idle worker takes it between
+	// its submit and its pause, and the minute passes once it is paused.
+	runAt := b.clock.Now().Add(time.Minute)
+	held, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "held", Agent: "quick", Priority: ptrInt(9), RunAt: &runAt})
 	require.NoError(t, err)
 	_, err = b.engine.Pause(context.Background(), held.ID, false, "")
 	require.NoError(t, err)
+	b.clock.Advance(2 * time.Minute)
 	other, err := b.engine.Submit(context.Background(), &engine.SubmitParams{Goal: "other", Agent: "quick"})
 	require.NoError(t, err)
 	require.Equal(t, store.StatusCompleted, b.waitEnd(t, other.ID).Status)

@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand/store/sqlitestore/sqlitetest"
 
 	"github.com/stretchr/testify/require"
 
@@ -37,7 +38,7 @@ type limitedRun struct {
 // sqliteStores opens handles on one SQLite database, as daemons sharing
 // it do.
 func sqliteStores(t *testing.T) func() store.Store {
-	path := filepath.Join(t.TempDir(), "errand.db")
+	path := sqlitetest.Path(t)
 	return func() store.Store {
 		st, err := sqlitestore.Open(context.Background(), path, nil)
 		require.NoError(t, err)

@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand/store/sqlitestore/sqlitetest"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace"
@@ -33,7 +34,7 @@ type traceBundle struct {
 
 func setupTraced(t *testing.T, cfg telemetry.Config) *traceBundle {
 	t.Helper()
-	return setupTracedAt(t, cfg, filepath.Join(t.TempDir(), "errand.db"), clock.NewFake(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)))
+	return setupTracedAt(t, cfg, sqlitetest.Path(t), clock.NewFake(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)))
 }
 
 // setupTracedAt opens a traced engine on the store at path, with its own

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand/store/sqlitestore/sqlitetest"
 
 	"github.com/stretchr/testify/require"
 
@@ -59,7 +60,7 @@ func TestCrashChild(t *testing.T) {
 // task from its checkpoint.
 func TestKilledWorkerLosesNothing(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "errand.db")
+	path := sqlitetest.Path(t)
 	child := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
 	child.Env = append(os.Environ(), crashChildEnv+"="+path)
 	out, err := child.StdoutPipe()

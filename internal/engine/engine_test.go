@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand/store/sqlitestore/sqlitetest"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -47,7 +48,7 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	fake := clock.NewFake(testStart)
-	path := filepath.Join(t.TempDir(), "errand.db")
+	path := sqlitetest.Path(t)
 	b := &testBundle{clock: fake, path: path}
 	b.faults, b.engine = b.openEngine(t)
 	return b

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand/store/sqlitestore/sqlitetest"
 
 	"github.com/stretchr/testify/require"
 
@@ -66,7 +67,7 @@ var waitLimit = store.RateLimit{RequestsPerMinute: 60, TokensPerMinute: 10000}
 func setupWait(t *testing.T, waits ...time.Duration) *waitBundle {
 	t.Helper()
 	fake := clock.NewFake(testStart)
-	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "errand.db"), nil)
+	st, err := sqlitestore.Open(context.Background(), sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, st.Close()) })
 	buckets := &bucketStore{Store: st, waits: waits}

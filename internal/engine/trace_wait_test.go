@@ -3,9 +3,10 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand/store/sqlitestore/sqlitetest"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -31,7 +32,7 @@ type tracedBundle struct {
 func setupTracedEngine(t *testing.T, ratio float64, waits ...time.Duration) *tracedBundle {
 	t.Helper()
 	fake := clock.NewFake(testStart)
-	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "errand.db"), nil)
+	st, err := sqlitestore.Open(context.Background(), sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, st.Close()) })
 	exp := tracetest.NewInMemoryExporter()

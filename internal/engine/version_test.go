@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand/store/sqlitestore/sqlitetest"
 
 	"github.com/stretchr/testify/require"
 
@@ -32,7 +33,7 @@ var versionDrivers = []struct {
 	open func(t *testing.T) store.Store
 }{
 	{"SQLite", func(t *testing.T) store.Store {
-		st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "errand.db"), nil)
+		st, err := sqlitestore.Open(context.Background(), sqlitetest.Path(t), nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, st.Close()) })
 		return st

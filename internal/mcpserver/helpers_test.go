@@ -7,10 +7,11 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand/store/sqlitestore/sqlitetest"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
@@ -56,7 +57,7 @@ func setup(t *testing.T, kind string) *testBundle {
 		gateStarted: make(chan string, 10),
 		gateRelease: make(chan struct{}),
 	}
-	c, err := errand.Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"), &errand.Config{Agents: b.agents()})
+	c, err := errand.Open(t.Context(), sqlitetest.Path(t), &errand.Config{Agents: b.agents()})
 	require.NoError(t, err)
 	b.client = c
 	engine, err := errand.NewEngine(c, &errand.EngineConfig{Workers: 4})

@@ -4,9 +4,10 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand/store/sqlitestore/sqlitetest"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
@@ -53,7 +54,7 @@ func setupTraced(t *testing.T) *tracedBundle {
 			return errand.Result{Output: "done: " + run.Task().Goal}, nil
 		}),
 	}
-	b.client, err = errand.Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"),
+	b.client, err = errand.Open(t.Context(), sqlitetest.Path(t),
 		&errand.Config{Agents: agents, TracerProvider: b.provider.TracerProvider()})
 	require.NoError(t, err)
 	engine, err := errand.NewEngine(b.client, &errand.EngineConfig{Workers: 2})

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand/store/sqlitestore/sqlitetest"
 
 	"github.com/stretchr/testify/require"
 
@@ -60,7 +61,7 @@ func TestTimedScheduleFiresOncePerSlot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 3, 4, 5, 6, 0, 0, time.UTC))
-	path := filepath.Join(t.TempDir(), "errand.db")
+	path := sqlitetest.Path(t)
 	open := func() *Scheduler {
 		st, err := sqlitestore.Open(ctx, path, nil)
 		require.NoError(t, err)
@@ -96,7 +97,7 @@ func TestEventScheduleFiresOnMatchingEvents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 3, 4, 5, 6, 0, 0, time.UTC))
-	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "errand.db"), nil)
+	st, err := sqlitestore.Open(ctx, sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, st.Close()) })
 	eng := &storeEngine{clock: clk}

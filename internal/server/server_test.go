@@ -11,11 +11,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand/store/sqlitestore/sqlitetest"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
@@ -54,7 +55,7 @@ func newFixture(t *testing.T, agents map[string]errand.Agent) *fixture {
 // configure (when not nil) before the server is made.
 func newFixtureConfig(t *testing.T, agents map[string]errand.Agent, configure func(*Config)) *fixture {
 	t.Helper()
-	dbPath := filepath.Join(t.TempDir(), "errand.db")
+	dbPath := sqlitetest.Path(t)
 	c, err := errand.Open(t.Context(), dbPath, &errand.Config{Agents: agents})
 	require.NoError(t, err)
 	f := &fixture{t: t, dbPath: dbPath, client: c, clock: clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))}
@@ -652,7 +653,7 @@ func TestWebSocket(t *testing.T) {
 // /mcp and /a2a need the token; the agent cards under /.well-known/ do
 // not, since clients read them before they authenticate.
 func TestProtocolMountsAndTheirAuth(t *testing.T) {
-	c, err := errand.Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"), &errand.Config{})
+	c, err := errand.Open(t.Context(), sqlitetest.Path(t), &errand.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	named := func(name string) http.Handler {

@@ -1,72 +1,19 @@
 package sqlitestore
 
 import (
-	"context"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/errandhq/errand/store"
-	"github.com/errandhq/errand/store/storetest"
 )
-
-func TestConformance(t *testing.T) {
-	t.Parallel()
-	storetest.Run(t, func(t *testing.T) func() store.Store {
-		path := migratedCopy(t)
-		return func() store.Store {
-			s, err := Open(context.Background(), path, nil)
-			require.NoError(t, err)
-			t.Cleanup(func() { require.NoError(t, s.Close()) })
-			return s
-		}
-	})
-}
-
-var (
-	templateOnce sync.Once
-	templateDB   []byte
-	templateErr  error
-)
-
-// migratedCopy writes an empty, migrated database into a new directory of
-// t's and returns its path: under the race detector migrating a new file
-// takes about 0.3 s, copying a migrated one 0.04 s, and the conformance
-// suite opens hundreds.
-func migratedCopy(t *testing.T) string {
-	t.Helper()
-	templateOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "errand-sqlite-template-")
-		if err != nil {
-			templateErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		path := filepath.Join(dir, "errand.db")
-		s, err := Open(context.Background(), path, nil)
-		if err != nil {
-			templateErr = err
-			return
-		}
-		// Closing checkpoints the WAL into the file: the file is the store.
-		if templateErr = s.Close(); templateErr == nil {
-			templateDB, templateErr = os.ReadFile(path)
-		}
-	})
-	require.NoError(t, templateErr)
-	path := filepath.Join(t.TempDir(), "errand.db")
-	require.NoError(t, os.WriteFile(path, templateDB, 0o600))
-	return path
-}
 
 func openTest(t *testing.T) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), migratedCopy(t), nil)
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s
