@@ -15,6 +15,7 @@ import (
 // other daemon's question becomes this daemon's input request, the answer
 // given here flows back, and the other daemon's result is the task's.
 func TestA2AAgentDelegatesToAnotherDaemon(t *testing.T) {
+	t.Parallel()
 	peer := a2aDaemon(t)
 	home := t.TempDir()
 	writeFile(t, filepath.Join(home, "errand.yaml"), fmt.Sprintf(`

@@ -56,6 +56,7 @@ type a2aLiveLine struct {
 // far; joined by A2A's append rule, the pieces are the text the step
 // recorded, and they all come before the result and the completion.
 func TestA2ALiveOutputInterop(t *testing.T) {
+	t.Parallel()
 	interop := os.Getenv("ERRAND_TEST_INTEROP")
 	if interop == "" {
 		t.Skip("ERRAND_TEST_INTEROP is not set (the path of interop/, with node_modules installed): skipping the A2A live output interop test")
@@ -171,6 +172,7 @@ agents:
 // JavaScript client follows it through daemon A's A2A endpoint, mid-call.
 // It gets the text so far first, then the rest, as on B itself.
 func TestA2ALiveOutputAcrossDaemons(t *testing.T) {
+	t.Parallel()
 	interop := os.Getenv("ERRAND_TEST_INTEROP")
 	if interop == "" {
 		t.Skip("ERRAND_TEST_INTEROP is not set (the path of interop/, with node_modules installed): skipping the A2A live output interop test")

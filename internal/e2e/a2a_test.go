@@ -47,6 +47,7 @@ agents:
 // TestA2AServed checks, without any A2A SDK, what errand serve mounts: the
 // card open, the JSON-RPC endpoint behind the token.
 func TestA2AServed(t *testing.T) {
+	t.Parallel()
 	d := a2aDaemon(t)
 
 	get := func(path string, header ...string) (int, []byte) {
@@ -128,6 +129,7 @@ func TestA2AServed(t *testing.T) {
 // for JavaScript: the v1.0 client from the card (interop/a2a/v1.mjs) and
 // the v0.3 one (interop/a2a/v03.mjs).
 func TestA2AInterop(t *testing.T) {
+	t.Parallel()
 	interop := os.Getenv("ERRAND_TEST_INTEROP")
 	if interop == "" {
 		t.Skip("ERRAND_TEST_INTEROP is not set (the path of interop/, with node_modules installed): skipping the A2A interop test")

@@ -52,6 +52,7 @@ type aguiSeen struct {
 // The text each message's deltas add up to is the text recorded in its
 // step.
 func TestAGUIInterop(t *testing.T) {
+	t.Parallel()
 	interop := os.Getenv("ERRAND_TEST_INTEROP")
 	if interop == "" {
 		t.Skip("ERRAND_TEST_INTEROP is not set (the path of interop/, with node_modules installed): skipping the AG-UI interop test")

@@ -22,6 +22,7 @@ import (
 // does not fit, so it is never made and the task waits, deferred, until
 // the owner raises the limit.
 func TestSpendGuardOverTheDaemon(t *testing.T) {
+	t.Parallel()
 	finish := func(result string) providertest.Reply {
 		return providertest.Reply{
 			ToolCalls: []provider.ToolCall{{ID: "f", Name: "finish_task", Arguments: json.RawMessage(`{"result":"` + result + `"}`)}},

@@ -20,6 +20,7 @@ import (
 // step errand had recorded as done ran again: only the steps in flight at
 // the kill (at most one per worker) may run twice.
 func TestKill9MidRun(t *testing.T) {
+	t.Parallel()
 	const tasks, workers = 200, 4
 	home := t.TempDir()
 	stepLog := filepath.Join(home, "steps.log")

@@ -69,6 +69,7 @@ func fillDisk(t *testing.T, path string) {
 // still read. Once space is freed, without a restart, submits succeed
 // again and every task accepted completes.
 func TestDiskFull(t *testing.T) {
+	t.Parallel()
 	disk := mountSmallDisk(t)
 	db := filepath.Join(disk, "errand.db")
 	home := t.TempDir()

@@ -133,6 +133,7 @@ func (d *daemon) journalIDs(types ...string) []int64 {
 }
 
 func TestDaemonEndToEnd(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("e2e-webhook-signing-key-0123456"))
 	recv := newReceiver(t, secret)

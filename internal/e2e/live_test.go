@@ -244,6 +244,7 @@ func (o *liveOutput) String() string {
 // the text the step recorded; pieces carry no id and never reach
 // /api/events; errand tasks watch prints the words under the step line.
 func TestLiveOutputOverTheDaemon(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	release := sync.OnceFunc(func() { close(hold) })
 	t.Cleanup(release)
@@ -342,6 +343,7 @@ agents:
 // first, then the rest, all before the step's event, joining to the text
 // the step recorded.
 func TestLiveOutputAcrossDaemons(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	hold := make(chan struct{})
 	release := sync.OnceFunc(func() { close(hold) })

@@ -61,6 +61,7 @@ agents:
 // TestMCPOverHTTP drives the daemon's /mcp with the Go SDK's client:
 // behind the token, a task submitted, waited for and read.
 func TestMCPOverHTTP(t *testing.T) {
+	t.Parallel()
 	d := mcpDaemon(t)
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, d.url+"/mcp", strings.NewReader(`{}`))
 	require.NoError(t, err)
@@ -125,6 +126,7 @@ func TestMCPOverHTTP(t *testing.T) {
 // SDK over both transports: Streamable HTTP at the daemon's /mcp, and stdio
 // through `errand mcp` talking to the daemon.
 func TestMCPInterop(t *testing.T) {
+	t.Parallel()
 	interop := os.Getenv("ERRAND_TEST_INTEROP")
 	if interop == "" {
 		t.Skip("ERRAND_TEST_INTEROP is not set (the path of interop/, with node_modules installed): skipping the MCP interop test")

@@ -35,6 +35,7 @@ import (
 // with it. After a restart the task completes with the recorded result,
 // and the server never saw the call again.
 func TestMCPToolCallIsNotRepeatedAfterKill9(t *testing.T) {
+	t.Parallel()
 	interop := os.Getenv("ERRAND_TEST_INTEROP")
 	if interop == "" {
 		t.Skip("ERRAND_TEST_INTEROP is not set: it names interop/, with the official MCP servers installed (npm ci)")

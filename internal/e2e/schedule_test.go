@@ -21,6 +21,7 @@ import (
 // raises an alert that reaches the inbox and a webhook; an interval
 // schedule made over the API fires every 2 s until it is deleted.
 func TestSchedulesOverTheDaemon(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("e2e-webhook-signing-key-0123456"))
 	hook := newReceiver(t, secret)
@@ -196,6 +197,7 @@ func (r *receiver) waitForType(typ string) {
 // at most two (one running, one waiting for it) under buffer_one. It counts
 // tasks; nothing asserts on timing.
 func TestScheduleOverlapNeverPilesUp(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	writeFile(t, filepath.Join(home, "slow.sh"), "#!/bin/sh\ncat >/dev/null\nsleep 3\nprintf '{\"status\":\"finish\",\"output\":\"tick\"}\\n'\n", 0o755)
 	writeFile(t, filepath.Join(home, "errand.yaml"), `

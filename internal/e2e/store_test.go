@@ -24,6 +24,7 @@ const nobody = 65534
 // damaged and a read-only errand.db: each must stop it before it serves,
 // with a message naming the file and what to do, and a non-zero exit.
 func TestServeRefusesAnUnusableStore(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		prepare func(t *testing.T, db string)

@@ -21,6 +21,7 @@ import (
 // first prompt alone took some 3,100 tokens, and the task failed without a
 // call.)
 func TestSmallTaskBudgetOverTheDaemon(t *testing.T) {
+	t.Parallel()
 	look := func(id string, in int64) providertest.Reply {
 		return providertest.Reply{
 			ToolCalls: []provider.ToolCall{{ID: id, Name: "list_active_tasks", Arguments: json.RawMessage(`{}`)}},

@@ -324,6 +324,7 @@ mcp_servers:
 // Sampled out (sample_ratio: 0) the daemon sends no span; with no
 // telemetry: section and no OTEL_* variable, it builds no exporter at all.
 func TestTraceOffOnTheBinary(t *testing.T) {
+	t.Parallel()
 	rcv := telemetrytest.NewReceiver(t)
 	for _, tc := range []struct{ name, telemetry string }{
 		{"sampled out", fmt.Sprintf("telemetry: {otlp_endpoint: %q, sample_ratio: 0}\n", rcv.URL())},
