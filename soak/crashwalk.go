@@ -39,23 +39,15 @@ type PointResult struct {
 // is a walk that could not finish.
 func crashWalk(ctx context.Context, cfg *config) ([]PointResult, error) {
 	began := time.Now()
-	if cfg.Seed == 0 {
-		cfg.Seed = time.Now().UnixNano() % 1_000_000_000
-	}
+	cfg.drawSeed()
 	out := cfg.Out
 	fmt.Fprintf(out, "soak: crash walk, seed %d (replay the hits with -seed %d)\n", cfg.Seed, cfg.Seed)
-	dir, err := os.MkdirTemp("", "errand-crashwalk-")
+	dir, keep, err := cfg.workDir("errand-crashwalk-", "a directory per point: home/, home.log, ledger.jsonl, export.jsonl")
 	if err != nil {
 		return nil, err
 	}
 	passed := false
-	defer func() {
-		if passed && !cfg.Keep {
-			os.RemoveAll(dir)
-			return
-		}
-		fmt.Fprintf(out, "soak: kept %s (a directory per point: home/, home.log, ledger.jsonl, export.jsonl)\n", dir)
-	}()
+	defer func() { keep(passed) }()
 	bin := cfg.Bin
 	if bin == "" {
 		if bin, err = build(ctx, dir, "crashpoint"); err != nil {

@@ -15,26 +15,18 @@ import (
 // not finish, the report's violations are what errand got wrong.
 func soak(ctx context.Context, cfg *config) (*Report, error) {
 	began := time.Now()
-	if cfg.Seed == 0 {
-		cfg.Seed = time.Now().UnixNano() % 1_000_000_000
-	}
+	cfg.drawSeed()
 	out := cfg.Out
 	fmt.Fprintf(out, "soak: seed %d (replay the kill points with -seed %d)\n", cfg.Seed, cfg.Seed)
 	if cfg.Tasks < 1 || cfg.Steps < 1 || cfg.Kills < 0 {
 		return nil, fmt.Errorf("-tasks and -steps must be ≥ 1 and -kills ≥ 0")
 	}
-	dir, err := os.MkdirTemp("", "errand-soak-")
+	dir, keep, err := cfg.workDir("errand-soak-", "the ERRAND_HOME home*/, the daemons' logs home*.log, ledger.jsonl, export.jsonl")
 	if err != nil {
 		return nil, err
 	}
 	passed := false
-	defer func() {
-		if passed && !cfg.Keep {
-			os.RemoveAll(dir)
-			return
-		}
-		fmt.Fprintf(out, "soak: kept %s (the ERRAND_HOME home*/, the daemons' logs home*.log, ledger.jsonl, export.jsonl)\n", dir)
-	}()
+	defer func() { keep(passed) }()
 
 	bin := cfg.Bin
 	if bin == "" {
@@ -185,6 +177,28 @@ func soak(ctx context.Context, cfg *config) (*Report, error) {
 	fmt.Fprintln(out, "soak: PASS: every task completed once, no step recorded done ran again, the journal is whole, the export round-trips")
 	passed = true
 	return rep, nil
+}
+
+// drawSeed draws a seed when none was given.
+func (c *config) drawSeed() {
+	if c.Seed == 0 {
+		c.Seed = time.Now().UnixNano() % 1_000_000_000
+	}
+}
+
+// workDir makes a run's working directory. keep removes it after a pass
+// (unless -keep) and otherwise says where it is and what it holds.
+func (c *config) workDir(prefix, holds string) (dir string, keep func(passed bool), err error) {
+	if dir, err = os.MkdirTemp("", prefix); err != nil {
+		return "", nil, err
+	}
+	return dir, func(passed bool) {
+		if passed && !c.Keep {
+			os.RemoveAll(dir)
+			return
+		}
+		fmt.Fprintf(c.Out, "soak: kept %s (%s)\n", dir, holds)
+	}, nil
 }
 
 // verify holds errand's records, read from the API and an export, against
