@@ -11,6 +11,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/errandhq/errand/store"
+
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/clock"
 	"github.com/errandhq/errand/internal/version"
@@ -204,6 +206,11 @@ func (s *Server) internal(req *request, err error) *rpcError {
 		return rpcErr(CodeInternalError, "the request ended before it was answered")
 	}
 	s.log.Error("a2a method failed", "method", req.name, "err", err)
+	var full *store.DiskFullError
+	if errors.As(err, &full) {
+		// As the HTTP API says it (a 507): the client may retry once space is freed.
+		return rpcErr(CodeInternalError, "%s failed: %s; nothing was written: free space on that disk and try again", req.name, full.Error())
+	}
 	return rpcErr(CodeInternalError, "internal error: %s failed; see the daemon's log", req.name)
 }
 

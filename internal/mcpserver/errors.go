@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/errandhq/errand/store"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -40,11 +42,12 @@ func argError(field, format string, args ...any) error {
 // and shown without internals.
 func (s *server) toolError(ctx context.Context, tool string, err error) error {
 	var (
-		arg *argumentError
-		inv *errand.ValidationError
-		tr  *errand.TransitionError
-		ae  *apiclient.Error
-		ue  *apiclient.UnreachableError
+		arg  *argumentError
+		inv  *errand.ValidationError
+		tr   *errand.TransitionError
+		ae   *apiclient.Error
+		ue   *apiclient.UnreachableError
+		full *store.DiskFullError
 	)
 	switch {
 	case errors.As(err, &arg):
@@ -61,8 +64,13 @@ func (s *server) toolError(ctx context.Context, tool string, err error) error {
 		return fmt.Errorf("cannot reach the errand daemon at %s: is `errand serve` running? (%v)", ue.URL, ue.Err)
 	case errors.As(err, &ae) && ae.Status == http.StatusUnauthorized:
 		return errors.New("the errand daemon refused the token (HTTP 401): pass --token, set ERRAND_TOKEN, or check $ERRAND_HOME/token")
-	case errors.As(err, &ae) && ae.Status < 500:
+	case errors.As(err, &ae) && (ae.Status < 500 || ae.Status == http.StatusInsufficientStorage):
+		// A 507 is the daemon's disk full: its message says which and what to do.
 		return errors.New(plain(ae.Message))
+	case errors.As(err, &full):
+		// As the HTTP API says it (a 507): the client may retry once space is freed.
+		s.log.ErrorContext(ctx, "mcp tool failed: the store's disk is full", slog.String("tool", tool), slog.Any("err", err))
+		return errors.New(full.Error() + "; nothing was written: free space on that disk and try again")
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s stopped: %w", tool, context.Cause(ctx))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"github.com/errandhq/errand/internal/api"
 	"github.com/errandhq/errand/internal/apiclient"
 	"github.com/errandhq/errand/internal/id"
+	"github.com/errandhq/errand/store"
 )
 
 // faultyBackend fails every call with getFunc's outcome.
@@ -101,4 +103,27 @@ func TestRemoteDaemonErrors(t *testing.T) {
 	require.Contains(t, logs.String(), "database is locked")
 	status.Store(http.StatusUnauthorized)
 	require.True(t, strings.HasPrefix(call(), "the errand daemon refused the token (HTTP 401)"))
+}
+
+// A write the store's disk had no room for is told as the HTTP API tells
+// it (a 507): which disk, that nothing was written, and what to do; so is
+// a remote daemon's 507.
+func TestDiskFullIsToldNotHidden(t *testing.T) {
+	t.Parallel()
+	const told = "disk full: /data/errand.db: database or disk is full; nothing was written: free space on that disk and try again"
+	for name, fail := range map[string]error{
+		"local store":   fmt.Errorf("get task: %w", &store.DiskFullError{Where: "/data/errand.db", Cause: "database or disk is full"}),
+		"remote daemon": &apiclient.Error{Status: http.StatusInsufficientStorage, Code: "disk_full", Message: told},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var logs logBuffer
+			backend := &faultyBackend{getFunc: func() (*api.Task, error) { return nil, fail }}
+			session := connect(t, NewServer(backend, &Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}), nil)
+			res, err := session.CallTool(t.Context(), &mcp.CallToolParams{Name: "get_task_status", Arguments: map[string]any{"task_id": id.New(id.Task)}})
+			require.NoError(t, err)
+			require.True(t, res.IsError)
+			require.Equal(t, told, text(res))
+		})
+	}
 }
