@@ -131,17 +131,15 @@ func (tx *txn) queue(sql string, args ...any) {
 
 // heldWrite is a write gathered row by row (see txn.held).
 type heldWrite interface {
-	// take returns the statement for the rows gathered since the last
-	// take, or nil if there are none.
-	take() *pgx.QueuedQuery
+	// take returns the statements for the rows gathered since the last
+	// take, none if there are none.
+	take() []*pgx.QueuedQuery
 }
 
 // gather moves the held writes into the queue.
 func (tx *txn) gather() {
 	for _, h := range tx.held {
-		if q := h.take(); q != nil {
-			tx.queued = append(tx.queued, q)
-		}
+		tx.queued = append(tx.queued, h.take()...)
 	}
 }
 
