@@ -13,6 +13,9 @@ type ExpiredLease struct {
 	MaxAttempts     int
 	CancelRequested bool
 	CancelReason    string
+	// OwnerGone is set when the lease had not expired: its owner was
+	// named as a process that is gone (a daemon restarted in its place).
+	OwnerGone bool
 }
 
 // RecoverPlan is what recovering one expired lease writes.
@@ -31,20 +34,34 @@ type RecoverPlan struct {
 // otherwise it goes back to the queue.
 func PlanRecover(e ExpiredLease) (RecoverPlan, error) {
 	plan := RecoverPlan{To: StatusPending, EventType: EventTaskRecovered}
+	reason, lastAttempt := ReasonLeaseExpired, "the worker's lease expired on the last attempt"
+	if e.OwnerGone {
+		reason, lastAttempt = ReasonOwnerGone, "the worker's process stopped on the last attempt"
+	}
 	switch {
 	case e.CancelRequested:
 		plan.To, plan.EventType = StatusCancelled, EventTaskCancelled
 		plan.Error = CancelError(e.CancelReason)
 	case e.Attempt >= e.MaxAttempts:
 		plan.To, plan.EventType = StatusFailed, EventTaskFailed
-		plan.Error = &TaskError{Code: "lease_expired", Message: "the worker's lease expired on the last attempt"}
+		// One code either way: the attempt ended with its lease.
+		plan.Error = &TaskError{Code: "lease_expired", Message: lastAttempt}
 	}
 	if err := CheckTransition(e.TaskID, StatusRunning, plan.To); err != nil {
 		return RecoverPlan{}, err
 	}
-	plan.Data = &TransitionData{From: StatusRunning, To: plan.To, Attempt: e.Attempt, Error: plan.Error, Reason: "lease expired"}
+	plan.Data = &TransitionData{From: StatusRunning, To: plan.To, Attempt: e.Attempt, Error: plan.Error, Reason: reason}
 	return plan, nil
 }
+
+// The reasons a recovery gives in its event's data.
+const (
+	// ReasonLeaseExpired: the lease ran out unrenewed.
+	ReasonLeaseExpired = "lease expired"
+	// ReasonOwnerGone: the lease's owner was named as a process that is
+	// gone, and its lease was taken before it ran out.
+	ReasonOwnerGone = "owner gone"
+)
 
 // LeaseRecoverer is what RecoverLeases needs of a driver's write
 // transaction.

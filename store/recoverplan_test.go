@@ -18,20 +18,26 @@ func TestPlanRecover(t *testing.T) {
 	}{
 		{name: "attempts left: back to the queue", e: ExpiredLease{TaskID: "tsk_1", Attempt: 1, MaxAttempts: 3},
 			want: RecoverPlan{To: StatusPending, EventType: EventTaskRecovered,
-				Data: &TransitionData{From: StatusRunning, To: StatusPending, Attempt: 1, Reason: "lease expired"}}},
+				Data: &TransitionData{From: StatusRunning, To: StatusPending, Attempt: 1, Reason: ReasonLeaseExpired}}},
 		{name: "last attempt: failed", e: ExpiredLease{TaskID: "tsk_1", Attempt: 3, MaxAttempts: 3},
 			want: RecoverPlan{To: StatusFailed, EventType: EventTaskFailed, Error: lastAttemptError(),
-				Data: &TransitionData{From: StatusRunning, To: StatusFailed, Attempt: 3, Error: lastAttemptError(), Reason: "lease expired"}}},
+				Data: &TransitionData{From: StatusRunning, To: StatusFailed, Attempt: 3, Error: lastAttemptError(), Reason: ReasonLeaseExpired}}},
 		{name: "past the last attempt: failed", e: ExpiredLease{TaskID: "tsk_1", Attempt: 4, MaxAttempts: 3},
 			want: RecoverPlan{To: StatusFailed, EventType: EventTaskFailed, Error: lastAttemptError(),
-				Data: &TransitionData{From: StatusRunning, To: StatusFailed, Attempt: 4, Error: lastAttemptError(), Reason: "lease expired"}}},
+				Data: &TransitionData{From: StatusRunning, To: StatusFailed, Attempt: 4, Error: lastAttemptError(), Reason: ReasonLeaseExpired}}},
 		{name: "cancel asked for: cancelled, even on the last attempt",
 			e: ExpiredLease{TaskID: "tsk_1", Attempt: 3, MaxAttempts: 3, CancelRequested: true, CancelReason: "stop"},
 			want: RecoverPlan{To: StatusCancelled, EventType: EventTaskCancelled, Error: CancelError("stop"),
-				Data: &TransitionData{From: StatusRunning, To: StatusCancelled, Attempt: 3, Error: CancelError("stop"), Reason: "lease expired"}}},
+				Data: &TransitionData{From: StatusRunning, To: StatusCancelled, Attempt: 3, Error: CancelError("stop"), Reason: ReasonLeaseExpired}}},
 		{name: "cancel without a reason", e: ExpiredLease{TaskID: "tsk_1", Attempt: 1, MaxAttempts: 3, CancelRequested: true},
 			want: RecoverPlan{To: StatusCancelled, EventType: EventTaskCancelled, Error: CancelError(""),
-				Data: &TransitionData{From: StatusRunning, To: StatusCancelled, Attempt: 1, Error: CancelError(""), Reason: "lease expired"}}},
+				Data: &TransitionData{From: StatusRunning, To: StatusCancelled, Attempt: 1, Error: CancelError(""), Reason: ReasonLeaseExpired}}},
+		{name: "owner gone: back to the queue, saying so", e: ExpiredLease{TaskID: "tsk_1", Attempt: 1, MaxAttempts: 3, OwnerGone: true},
+			want: RecoverPlan{To: StatusPending, EventType: EventTaskRecovered,
+				Data: &TransitionData{From: StatusRunning, To: StatusPending, Attempt: 1, Reason: ReasonOwnerGone}}},
+		{name: "owner gone on the last attempt: failed, saying so", e: ExpiredLease{TaskID: "tsk_1", Attempt: 3, MaxAttempts: 3, OwnerGone: true},
+			want: RecoverPlan{To: StatusFailed, EventType: EventTaskFailed, Error: ownerGoneError(),
+				Data: &TransitionData{From: StatusRunning, To: StatusFailed, Attempt: 3, Error: ownerGoneError(), Reason: ReasonOwnerGone}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := PlanRecover(c.e)
@@ -43,6 +49,10 @@ func TestPlanRecover(t *testing.T) {
 
 func lastAttemptError() *TaskError {
 	return &TaskError{Code: "lease_expired", Message: "the worker's lease expired on the last attempt"}
+}
+
+func ownerGoneError() *TaskError {
+	return &TaskError{Code: "lease_expired", Message: "the worker's process stopped on the last attempt"}
 }
 
 // fakeRecoverer records what RecoverLeases asks of a driver.

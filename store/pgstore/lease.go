@@ -322,7 +322,8 @@ var _ store.LeaseRecoverer = execTx{}
 // id order, and read as they are once locked: a lease renewed or finished
 // meanwhile is left alone.
 func (x execTx) ExpiredLeases(ctx context.Context, owners []string, at time.Time) ([]store.ExpiredLease, error) {
-	rows, err := x.tx.Query(ctx, `SELECT id, attempt, max_attempts, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, '')
+	rows, err := x.tx.Query(ctx, `SELECT id, attempt, max_attempts, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, ''),
+			coalesce(lease_expires_at >= $1, false)
 		FROM tasks WHERE status = 'running'
 		  AND (lease_expires_at < $1 OR lease_owner = ANY($2))
 		ORDER BY id FOR UPDATE`, at, append([]string{}, owners...))
@@ -331,7 +332,7 @@ func (x execTx) ExpiredLeases(ctx context.Context, owners []string, at time.Time
 	}
 	return collect(rows, func(r pgx.Row) (store.ExpiredLease, error) {
 		var e store.ExpiredLease
-		err := r.Scan(&e.TaskID, &e.Attempt, &e.MaxAttempts, &e.CancelRequested, &e.CancelReason)
+		err := r.Scan(&e.TaskID, &e.Attempt, &e.MaxAttempts, &e.CancelRequested, &e.CancelReason, &e.OwnerGone)
 		return e, err
 	})
 }

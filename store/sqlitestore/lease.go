@@ -266,7 +266,8 @@ var _ store.LeaseRecoverer = execTx{}
 
 // ExpiredLeases implements store.LeaseRecoverer.
 func (x execTx) ExpiredLeases(ctx context.Context, owners []string, at time.Time) ([]store.ExpiredLease, error) {
-	rows, err := x.tx.QueryContext(ctx, `SELECT id, attempt, max_attempts, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, '')
+	rows, err := x.tx.QueryContext(ctx, `SELECT id, attempt, max_attempts, cancel_requested_at IS NOT NULL, coalesce(cancel_reason, ''),
+			coalesce(lease_expires_at >= ?1, 0)
 		FROM tasks WHERE status = 'running'
 		  AND (lease_expires_at < ?1 OR lease_owner IN (SELECT value FROM json_each(?2)))`,
 		micros(at), sqlval.MarshalList(owners))
@@ -275,7 +276,7 @@ func (x execTx) ExpiredLeases(ctx context.Context, owners []string, at time.Time
 	}
 	return collect(rows, func(r rowScanner) (store.ExpiredLease, error) {
 		var e store.ExpiredLease
-		err := r.Scan(&e.TaskID, &e.Attempt, &e.MaxAttempts, &e.CancelRequested, &e.CancelReason)
+		err := r.Scan(&e.TaskID, &e.Attempt, &e.MaxAttempts, &e.CancelRequested, &e.CancelReason, &e.OwnerGone)
 		return e, err
 	})
 }

@@ -96,6 +96,15 @@ func testRecover(t *testing.T, newDatabase NewDatabaseFunc) {
 		}
 		require.Equal(t, store.StatusRunning, b.get(t, ofB.ID).Status)
 		require.Equal(t, []string{"host:2:b"}, b.owners(t))
+		// Each recovery says why its lease was taken.
+		for id, want := range map[string]string{ofA[0].ID: store.ReasonOwnerGone, ofA[1].ID: store.ReasonOwnerGone, ofC.ID: store.ReasonLeaseExpired} {
+			evs := b.events(t, id)
+			last := evs[len(evs)-1]
+			require.Equal(t, store.EventTaskRecovered, last.Type, "task %s", id)
+			var data store.TransitionData
+			require.NoError(t, json.Unmarshal(last.Data, &data))
+			require.Equal(t, want, data.Reason, "task %s", id)
+		}
 	})
 
 	t.Run("KeepsCheckpointAndCountsAttempt", func(t *testing.T) {
