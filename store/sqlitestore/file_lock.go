@@ -12,6 +12,10 @@ import (
 // longer than busy_timeout. Handles in one process queue here instead, in
 // order. Other processes still meet busy_timeout.
 //
+// A write of the same Store that arrives while a transaction is under way
+// joins it rather than queue here (see group.go); the queues hold the
+// writes that arrive while it commits, and those of other Stores.
+//
 // Writes queue by kind. The engine's claims and finishes are batches that
 // drain queues of their own: while one waits, more work joins it, so
 // waiting costs them little. Every other write (a submit, an answer, a

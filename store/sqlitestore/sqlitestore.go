@@ -122,6 +122,7 @@ type Store struct {
 
 	checkpointer *checkpointer
 	claimGuard   claimGuard // held by the write lock
+	group        group      // writes joining the transaction under way
 	// diskFull is set by a write that found the disk full, and cleared
 	// by CheckWritable once a write takes room again.
 	diskFull atomic.Bool
@@ -268,7 +269,8 @@ func (s *Store) writeTx(ctx context.Context, f func(tx *sql.Tx) error) error {
 func (s *Store) write(ctx context.Context, kind writeKind, f func(tx *sql.Tx) error) error {
 	for attempt := 0; ; attempt++ {
 		err := s.writeTxOnce(ctx, kind, f)
-		if err == nil || !isBusy(err) || attempt >= maxBusyRetries || ctx.Err() != nil {
+		again := isBusy(err) || errors.Is(err, errGroupAborted)
+		if err == nil || !again || attempt >= maxBusyRetries || ctx.Err() != nil {
 			return err
 		}
 	}
@@ -278,20 +280,12 @@ func (s *Store) writeTxOnce(ctx context.Context, kind writeKind, f func(tx *sql.
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if err, joined := s.group.join(ctx, f); joined {
+		return err
+	}
 	s.lock.lock(kind)
 	defer s.lock.unlock()
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", s.classifyWrite(err))
-	}
-	if err := f(tx); err != nil {
-		_ = tx.Rollback() // database/sql rolls back by itself if ctx is done
-		return s.classifyWrite(err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", s.classifyWrite(err))
-	}
-	return nil
+	return s.runGroup(ctx, f)
 }
 
 func isBusy(err error) bool {
