@@ -3,18 +3,32 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/errandhq/errand/store"
 )
 
 // groupRun starts a leader write that holds its transaction open until
 // the joiners have joined, runs the joiners' writes, and returns every
 // write's outcome once all have returned: the leader's first.
 func groupRun(t *testing.T, s *Store, leader func(tx *sql.Tx) error, joiners ...func(tx *sql.Tx) error) []error {
+	t.Helper()
+	calls := make([]func() error, len(joiners))
+	for i, f := range joiners {
+		calls[i] = func() error { return s.writeTx(t.Context(), f) }
+	}
+	return groupCall(t, s, leader, calls...)
+}
+
+// groupCall is groupRun for joiners that are any calls that write.
+func groupCall(t *testing.T, s *Store, leader func(tx *sql.Tx) error, joiners ...func() error) []error {
 	t.Helper()
 	inside, release := make(chan struct{}), make(chan struct{})
 	joined := make(chan struct{}, len(joiners))
@@ -41,8 +55,8 @@ func groupRun(t *testing.T, s *Store, leader func(tx *sql.Tx) error, joiners ...
 		})
 	})
 	<-inside
-	for i, f := range joiners {
-		wg.Go(func() { errs[i+1] = s.writeTx(t.Context(), f) })
+	for i, call := range joiners {
+		wg.Go(func() { errs[i+1] = call() })
 		<-joined // in order: each joins before the next starts
 	}
 	close(release)
@@ -185,4 +199,39 @@ func TestGroupSurvivesATransactionEndedUnderIt(t *testing.T) {
 	require.Error(t, errs[2], "run alone, its ROLLBACK leaves nothing to commit")
 	require.NoError(t, errs[3])
 	require.Equal(t, []string{"after", "before", "leader"}, cursorNames(t, s))
+}
+
+// Lease fencing holds inside a group: a finish under a stale lease is
+// refused while the finish beside it, under its own lease, commits.
+func TestGroupRefusesAStaleLease(t *testing.T) {
+	t.Parallel()
+	s := openTest(t)
+	ctx := t.Context()
+	for _, id := range []string{"tsk_a", "tsk_b"} {
+		_, err := s.TaskInsert(ctx, &store.TaskInsertParams{ID: id, RunID: "run_" + id, Agent: "default", Goal: "g", MaxAttempts: 3, Actor: store.ActorUser})
+		require.NoError(t, err)
+	}
+	claimed, err := s.TaskLeaseMany(ctx, &store.TaskLeaseManyParams{Owner: "w", Limit: 2, TTL: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, claimed, 2)
+	finish := func(task *store.Task, token int64) func() error {
+		return func() error {
+			results, err := s.TaskFinishMany(ctx, []*store.TaskFinishParams{{Lease: store.Lease{TaskID: task.ID, Token: token},
+				Status: store.StatusCompleted, Result: json.RawMessage(`{}`), Actor: store.ActorSystem}})
+			if err != nil {
+				return err
+			}
+			return results[0]
+		}
+	}
+	errs := groupCall(t, s, putCursor("leader"), finish(claimed[0], claimed[0].LeaseToken+1), finish(claimed[1], claimed[1].LeaseToken))
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], store.ErrLeaseLost)
+	require.NoError(t, errs[2])
+	got0, err := s.TaskGetByID(ctx, claimed[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusRunning, got0.Status)
+	got1, err := s.TaskGetByID(ctx, claimed[1].ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusCompleted, got1.Status)
 }
