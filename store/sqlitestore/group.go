@@ -66,10 +66,32 @@ func (g *group) join(ctx context.Context, f func(tx *sql.Tx) error) (error, bool
 	}
 	// No giving up on ctx here: the leader may be running f now, and
 	// checks ctx before it does.
-	if err := <-j.done; !errors.Is(err, errRunAlone) {
+	err := <-j.done
+	var p *joinedPanic
+	if errors.As(err, &p) {
+		panic(p.value) // f's panic, raised where f was called
+	}
+	if !errors.Is(err, errRunAlone) {
 		return err, true
 	}
 	return nil, false
+}
+
+// joinedPanic carries a joined write's panic back to its caller's
+// goroutine, so that it ends what it would have ended had the caller run
+// the write itself, not the leader's.
+type joinedPanic struct{ value any }
+
+func (p *joinedPanic) Error() string { return fmt.Sprintf("joined write panicked: %v", p.value) }
+
+// runCaught runs f, turning a panic into a *joinedPanic.
+func runCaught(f func(tx *sql.Tx) error, tx *sql.Tx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &joinedPanic{value: r}
+		}
+	}()
+	return f(tx)
 }
 
 // begin opens the group to joiners; the leader holds the write turn.
@@ -177,7 +199,7 @@ func (s *Store) runJoined(tx *sql.Tx, j *joinedWrite) (bool, error) {
 		j.done <- errRunAlone
 		return false, err
 	}
-	if ferr := j.f(tx); ferr != nil {
+	if ferr := runCaught(j.f, tx); ferr != nil {
 		if _, err := tx.ExecContext(bg, `ROLLBACK TO joined`); err != nil {
 			j.done <- s.classifyWrite(ferr)
 			return false, err

@@ -235,3 +235,29 @@ func TestGroupRefusesAStaleLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.StatusCompleted, got1.Status)
 }
+
+// A joined write that panics panics in its caller's goroutine, as it
+// would have run alone; the leader and the other writes commit.
+func TestGroupHandsAPanicBackToItsCaller(t *testing.T) {
+	t.Parallel()
+	s := openTest(t)
+	panicking := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("caller recovered: %v", r)
+			}
+		}()
+		return s.writeTx(t.Context(), func(tx *sql.Tx) error {
+			if err := putCursor("panicked")(tx); err != nil {
+				return err
+			}
+			panic("boom")
+		})
+	}
+	after := func() error { return s.writeTx(t.Context(), putCursor("after")) }
+	errs := groupCall(t, s, putCursor("leader"), panicking, after)
+	require.NoError(t, errs[0])
+	require.EqualError(t, errs[1], "caller recovered: boom")
+	require.NoError(t, errs[2])
+	require.Equal(t, []string{"after", "leader"}, cursorNames(t, s))
+}
