@@ -51,6 +51,7 @@ func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishPa
 		ids = append(ids, p.Lease.TaskID)
 	}
 	err := s.write(ctx, finishWrite, func(tx *sql.Tx) error {
+		ctx := uncancelled(ctx)
 		// One read for the whole batch gives each finish what it decides
 		// from, and what its end and its notifications need; the write
 		// lock keeps it true for the transaction.

@@ -219,3 +219,12 @@ func (s *Store) runJoined(tx *sql.Tx, j *joinedWrite) (bool, error) {
 	}
 	return true, nil
 }
+
+// uncancelled is ctx for the statements of a hot, bounded write (a claim,
+// a finish): the driver watches a cancellable context with a goroutine per
+// statement, about 2 µs of the writer's time each, and such a write is
+// short enough to let finish. Its transaction is detached already (see
+// runGroup).
+func uncancelled(ctx context.Context) context.Context {
+	return context.WithoutCancel(ctx)
+}

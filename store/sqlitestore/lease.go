@@ -84,6 +84,7 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 
 	var claimed []*store.Task
 	err := s.write(ctx, claimWrite, func(tx *sql.Tx) error {
+		ctx := uncancelled(ctx)
 		claimed = claimed[:0]
 		floor, ok, err := s.claimFloor(ctx, tx, at)
 		if err != nil || !ok {
