@@ -52,6 +52,9 @@ func (x execTx) ReplaceDebounced(ctx context.Context, row *store.TaskRow) (bool,
 
 // DebounceCount implements store.DebounceWriter.
 func (x execTx) DebounceCount(ctx context.Context, taskID string) (int, error) {
+	if err := x.s.flushJournal(ctx, x.tx); err != nil {
+		return 0, err
+	}
 	var n int
 	err := x.tx.QueryRowContext(ctx, `SELECT count(*) FROM task_events WHERE task_id = ? AND type = ?`,
 		taskID, store.EventTaskDebounced).Scan(&n)

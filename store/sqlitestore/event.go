@@ -13,39 +13,74 @@ import (
 )
 
 // appendEvent writes one journal entry inside tx, and the inbox
-// notification it calls for (see notify).
+// notification it calls for (see notify): at once, or with the journal
+// batch tx is collecting.
 func (s *Store) appendEvent(ctx context.Context, tx *sql.Tx, taskID, typ, actor string, data any, at time.Time) error {
-	_, err := s.appendEventID(ctx, tx, taskID, typ, actor, data, at)
-	return err
-}
-
-// appendEventID is appendEvent that returns the event's id.
-func (s *Store) appendEventID(ctx context.Context, tx *sql.Tx, taskID, typ, actor string, data any, at time.Time) (int64, error) {
 	return s.appendEventTo(ctx, tx, taskID, typ, actor, data, at, nil)
 }
 
-// appendEventTo is appendEventID for a task whose inbox target the caller
+// appendEventID is appendEvent that returns the event's id: it writes at
+// once, after the events collected before it.
+func (s *Store) appendEventID(ctx context.Context, tx *sql.Tx, taskID, typ, actor string, data any, at time.Time) (int64, error) {
+	if err := s.flushJournal(ctx, tx); err != nil {
+		return 0, err
+	}
+	e, err := s.newEvent(ctx, tx, taskID, typ, actor, data, at, nil)
+	if err != nil {
+		return 0, err
+	}
+	return s.insertEvent(ctx, tx, &e)
+}
+
+// appendEventTo is appendEvent for a task whose inbox target the caller
 // has read (nil: read it here if the event notifies).
-func (s *Store) appendEventTo(ctx context.Context, tx *sql.Tx, taskID, typ, actor string, data any, at time.Time, target *store.NotificationTarget) (int64, error) {
+func (s *Store) appendEventTo(ctx context.Context, tx *sql.Tx, taskID, typ, actor string, data any, at time.Time, target *store.NotificationTarget) error {
+	e, err := s.newEvent(ctx, tx, taskID, typ, actor, data, at, target)
+	if err != nil {
+		return err
+	}
+	if b := s.pendingJournal(tx); b != nil {
+		b.events = append(b.events, e)
+		return nil
+	}
+	_, err = s.insertEvent(ctx, tx, &e)
+	return err
+}
+
+// newEvent encodes an event and, when it notifies, its notification.
+func (s *Store) newEvent(ctx context.Context, tx *sql.Tx, taskID, typ, actor string, data any, at time.Time, target *store.NotificationTarget) (pendingEvent, error) {
 	b, err := json.Marshal(data)
 	if err != nil {
-		return 0, fmt.Errorf("event %s data: %w", typ, err)
+		return pendingEvent{}, fmt.Errorf("event %s data: %w", typ, err)
 	}
 	if actor == "" {
 		actor = store.ActorSystem
 	}
-	res, err := tx.StmtContext(ctx, s.stmts.insertEvent).ExecContext(ctx, taskID, typ, actor, string(b), micros(at))
+	e := pendingEvent{taskID: taskID, typ: typ, actor: actor, data: string(b), at: micros(at)}
+	if store.Notifies(typ) {
+		e.session, e.text, e.notifies, err = s.notification(ctx, tx, taskID, typ, data, b, target)
+	}
+	return e, err
+}
+
+// insertEvent writes e now and returns its id.
+func (s *Store) insertEvent(ctx context.Context, tx *sql.Tx, e *pendingEvent) (int64, error) {
+	res, err := tx.StmtContext(ctx, s.stmts.insertEvents[0]).ExecContext(ctx, e.taskID, e.typ, e.actor, e.data, e.at)
 	if err != nil {
 		return 0, err
 	}
 	eventID, err := res.LastInsertId()
 	if err != nil {
-		return 0, fmt.Errorf("event %s id: %w", typ, err)
+		return 0, fmt.Errorf("event %s id: %w", e.typ, err)
 	}
-	if !store.Notifies(typ) {
+	if !e.notifies {
 		return eventID, nil
 	}
-	return eventID, s.notify(ctx, tx, taskID, typ, eventID, data, b, at, target)
+	_, err = tx.StmtContext(ctx, s.stmts.insertNotifications[0]).ExecContext(ctx, e.session, e.taskID, eventID, e.typ, e.text, e.at)
+	if err != nil {
+		return 0, fmt.Errorf("notify %s of %s: %w", e.typ, e.taskID, err)
+	}
+	return eventID, nil
 }
 
 const (
@@ -57,34 +92,27 @@ const (
 		FROM tasks WHERE id = ?`
 
 	sqlInsertNotification = `INSERT INTO notifications (session_id, task_id, event_id, event_type, text, created_at)
-		VALUES (?, ?, ?, ?, ?, ?)`
+		VALUES`
 )
 
-// notify writes, inside the event's transaction, the inbox notification of
-// an event for which store.Notifies holds, when its task is a top-level
-// one whose result route is not none.
-func (s *Store) notify(ctx context.Context, tx *sql.Tx, taskID, typ string, eventID int64, data any, raw []byte, at time.Time, target *store.NotificationTarget) error {
+// notification is the inbox notification of an event for which
+// store.Notifies holds: the session whose inbox takes it and its text,
+// when its task is a top-level one whose result route is not none.
+func (s *Store) notification(ctx context.Context, tx *sql.Tx, taskID, typ string, data any, raw []byte, target *store.NotificationTarget) (session, text string, ok bool, err error) {
 	if target == nil {
 		target = new(store.NotificationTarget)
 		err := tx.StmtContext(ctx, s.stmts.notifyTarget).QueryRowContext(ctx, taskID).
 			Scan(&target.TopLevel, &target.Session, &target.Title, &target.Route)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil
+			return "", "", false, nil
 		}
 		if err != nil {
-			return fmt.Errorf("notify %s of %s: %w", typ, taskID, err)
+			return "", "", false, fmt.Errorf("notify %s of %s: %w", typ, taskID, err)
 		}
 	}
 	td, _ := data.(*store.TransitionData)
-	text, ok := store.EventNotificationText(*target, typ, td, raw)
-	if !ok {
-		return nil
-	}
-	_, err := tx.StmtContext(ctx, s.stmts.insertNotification).ExecContext(ctx, target.Session, taskID, eventID, typ, text, micros(at))
-	if err != nil {
-		return fmt.Errorf("notify %s of %s: %w", typ, taskID, err)
-	}
-	return nil
+	text, ok = store.EventNotificationText(*target, typ, td, raw)
+	return target.Session, text, ok, nil
 }
 
 // EventList implements store.Store.

@@ -59,8 +59,10 @@ func (s *Store) TaskFinishMany(ctx context.Context, params []*store.TaskFinishPa
 		if err != nil {
 			return err
 		}
-		return store.FinishEach(ctx, params, results, now, func(p *store.TaskFinishParams) store.TaskFinisher {
-			return finishTx{execTx{s, tx}, b, b.states[p.Lease.TaskID]}
+		return s.batchJournal(ctx, tx, func() error {
+			return store.FinishEach(ctx, params, results, now, func(p *store.TaskFinishParams) store.TaskFinisher {
+				return finishTx{execTx{s, tx}, b, b.states[p.Lease.TaskID]}
+			})
 		})
 	})
 	if err != nil {
@@ -165,8 +167,7 @@ func (x finishTx) InsertFollowUp(ctx context.Context, f *store.TaskInsertParams)
 // batch finds its inbox target read.
 func (x finishTx) AppendEvent(ctx context.Context, taskID, typ, actor string, data any, at time.Time) error {
 	if st := x.batch.states[taskID]; st != nil {
-		_, err := x.s.appendEventTo(ctx, x.tx, taskID, typ, actor, data, at, &st.target)
-		return err
+		return x.s.appendEventTo(ctx, x.tx, taskID, typ, actor, data, at, &st.target)
 	}
 	return x.execTx.AppendEvent(ctx, taskID, typ, actor, data, at)
 }

@@ -121,7 +121,10 @@ func (s *Store) TaskLeaseMany(ctx context.Context, p *store.TaskLeaseManyParams)
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if err := store.AppendStarted(ctx, execTx{s, tx}, claimed, claimedFrom, p.Owner, at); err != nil {
+		err = s.batchJournal(ctx, tx, func() error {
+			return store.AppendStarted(ctx, execTx{s, tx}, claimed, claimedFrom, p.Owner, at)
+		})
+		if err != nil {
 			return err
 		}
 		crashpoint.Hit(crashpoint.Claim)

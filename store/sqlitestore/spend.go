@@ -136,7 +136,7 @@ func (x moneyTx) AppendSpendAlert(ctx context.Context, data *store.BudgetAlertDa
 	if err != nil {
 		return err
 	}
-	if _, err := x.tx.StmtContext(ctx, x.s.stmts.insertNotification).ExecContext(ctx,
+	if _, err := x.tx.StmtContext(ctx, x.s.stmts.insertNotifications[0]).ExecContext(ctx,
 		"", "", id, store.EventBudgetAlert, data.Text(), micros(at)); err != nil {
 		return fmt.Errorf("notify budget.alert: %w", err)
 	}

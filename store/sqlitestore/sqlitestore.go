@@ -123,6 +123,11 @@ type Store struct {
 	checkpointer *checkpointer
 	claimGuard   claimGuard // held by the write lock
 	group        group      // writes joining the transaction under way
+	// journal is the batch collecting the write's events, if one is
+	// (see batchJournal); journalBuf its storage, reused. Both are the
+	// write turn's.
+	journal    *journalBatch
+	journalBuf journalBatch
 	// diskFull is set by a write that found the disk full, and cleared
 	// by CheckWritable once a write takes room again.
 	diskFull atomic.Bool

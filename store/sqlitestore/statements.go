@@ -10,7 +10,6 @@ import (
 // connection so each transaction skips SQL parsing.
 type statements struct {
 	insertTask         *sql.Stmt
-	insertEvent        *sql.Stmt
 	selectReady        *sql.Stmt
 	selectReadyLimited *sql.Stmt
 	claim              *sql.Stmt
@@ -25,8 +24,14 @@ type statements struct {
 	parentOf           *sql.Stmt
 	closeInputs        *sql.Stmt
 
-	notifyTarget       *sql.Stmt
-	insertNotification *sql.Stmt
+	notifyTarget *sql.Stmt
+
+	all []*sql.Stmt // every statement above, to close
+
+	// Multi-row inserts of 1, 2, 4 … maxJournalChunk rows (see
+	// journalBatch).
+	insertEvents        [journalChunkSizes]*sql.Stmt
+	insertNotifications [journalChunkSizes]*sql.Stmt
 }
 
 // sqlInsertTask writes a task with its turn among the ready tasks of its
@@ -55,16 +60,18 @@ func passFor(priority, fairKey string) string {
 			ORDER BY pass DESC LIMIT 1), 0))`
 }
 
-const sqlInsertEvent = `INSERT INTO task_events (task_id, type, actor, data, created_at) VALUES (?, ?, ?, ?, ?)`
+const sqlInsertEvent = `INSERT INTO task_events (task_id, type, actor, data, created_at) VALUES`
+
+// preparedStatement is a statement and where prepareStatements keeps it.
+type preparedStatement struct {
+	dst   **sql.Stmt
+	query string
+}
 
 func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
 	st := &statements{}
-	for _, p := range []struct {
-		dst   **sql.Stmt
-		query string
-	}{
+	list := []preparedStatement{
 		{&st.insertTask, sqlInsertTask},
-		{&st.insertEvent, sqlInsertEvent},
 		{&st.selectReady, sqlSelectReady},
 		{&st.selectReadyLimited, sqlSelectReadyLimited},
 		{&st.claim, sqlClaim},
@@ -79,25 +86,28 @@ func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
 		{&st.parentOf, sqlParentOf},
 		{&st.closeInputs, sqlCloseInputs},
 		{&st.notifyTarget, sqlNotifyTarget},
-		{&st.insertNotification, sqlInsertNotification},
-	} {
+	}
+	for k := range journalChunkSizes {
+		list = append(list,
+			preparedStatement{&st.insertEvents[k], multiRowInsert(sqlInsertEvent, 5, 1<<k)},
+			preparedStatement{&st.insertNotifications[k], multiRowInsert(sqlInsertNotification, 6, 1<<k)})
+	}
+	st.all = make([]*sql.Stmt, 0, len(list))
+	for _, p := range list {
 		stmt, err := db.PrepareContext(ctx, p.query)
 		if err != nil {
 			return nil, errors.Join(err, st.close())
 		}
 		*p.dst = stmt
+		st.all = append(st.all, stmt)
 	}
 	return st, nil
 }
 
 func (st *statements) close() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{st.insertTask, st.insertEvent, st.selectReady, st.claim, st.renew,
-		st.leaseState, st.finish, st.checkpoint, st.progress, st.dependents, st.parentOf,
-		st.closeInputs, st.notifyTarget, st.insertNotification} {
-		if s != nil {
-			errs = append(errs, s.Close())
-		}
+	for _, s := range st.all {
+		errs = append(errs, s.Close())
 	}
 	return errors.Join(errs...)
 }
