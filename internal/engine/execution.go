@@ -55,8 +55,8 @@ type execution struct {
 func leaseMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 
 // launch starts a worker for a task claimed at claimedAt (local time, taken
-// before the claim was sent).
-func (p *Pool) launch(ctx context.Context, t *store.Task, claimedAt time.Time) {
+// before the claim was sent); begun is called once it runs.
+func (p *Pool) launch(ctx context.Context, t *store.Task, claimedAt time.Time, begun func()) {
 	xctx, cancel := context.WithCancelCause(ctx)
 	x := &execution{
 		pool:     p,
@@ -81,6 +81,7 @@ func (p *Pool) launch(ctx context.Context, t *store.Task, claimedAt time.Time) {
 	p.execs.Add(2)
 	go func() {
 		defer p.execs.Done()
+		begun()
 		p.execute(x)
 	}()
 	go func() {

@@ -322,9 +322,17 @@ func (p *Pool) producer(ctx context.Context) {
 			if len(tasks) > 0 {
 				crashpoint.Hit(crashpoint.ClaimCommitted)
 			}
+			// The next claim is sized once the workers just launched have
+			// begun: on a machine with few cores they would otherwise still
+			// wait to run when it is, and an agent that returns at once
+			// could not give its worker to it. Claims then carry more tasks
+			// each, and fewer are made.
+			var begun sync.WaitGroup
+			begun.Add(len(tasks))
 			for _, t := range tasks {
-				p.launch(ctx, t, claimedAt)
+				p.launch(ctx, t, claimedAt, begun.Done)
 			}
+			begun.Wait()
 			claimed = len(tasks)
 			p.stats.claimed.Add(int64(claimed))
 		}
