@@ -15,6 +15,12 @@ import (
 )
 
 // readLedger reads every line of the ledger.
+//
+// A step killed while writing its line can leave the front of it with no
+// newline: Linux stops a write between pages once its writer has a fatal
+// signal. The next run's line then follows the torn front on the same
+// line. A torn run never returned its output, so errand rightly ran its
+// step again: the front is skipped and the record after it kept.
 func readLedger(path string) ([]Run, error) {
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -23,13 +29,22 @@ func readLedger(path string) ([]Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	lines := bytes.Split(b, []byte("\n"))
 	var runs []Run
-	for i, line := range bytes.Split(b, []byte("\n")) {
+	for i, line := range lines {
 		if len(line) == 0 {
 			continue
 		}
 		var r Run
-		if err := json.Unmarshal(line, &r); err != nil {
+		err := json.Unmarshal(line, &r)
+		if err != nil {
+			if at := bytes.LastIndex(line, []byte(`{"key":`)); at > 0 {
+				err = json.Unmarshal(line[at:], &r)
+			} else if i == len(lines)-1 {
+				continue // torn at the end of the file
+			}
+		}
+		if err != nil {
 			return nil, fmt.Errorf("ledger line %d: %w", i+1, err)
 		}
 		runs = append(runs, r)

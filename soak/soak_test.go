@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -367,5 +368,31 @@ func TestCheckPaidTwiceByEitherClock(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("kept run unknown: violations %q, want paid twice by the record time", rep.Violations)
+	}
+}
+
+// A step killed mid-write leaves a torn front of its line, which the next
+// run's line follows; the reader keeps that record and skips the front,
+// and a torn last line. Anything else unreadable is still an error.
+func TestReadLedgerSkipsATornRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	whole := `{"key":"a:1:0","task":"a","step":1,"attempt":1,"run":"r1","start":1,"end":2,"pid":7}`
+	next := `{"key":"b:2:0","task":"b","step":2,"attempt":1,"run":"r2","start":3,"end":4,"pid":8}`
+	torn := `{"key":"c:1:0","task":"c","step":1,"attempt":1,"run":"r3","start":17959`
+	if err := os.WriteFile(path, []byte(whole+"\n"+torn+next+"\n"+torn), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := readLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 || runs[0].RunID != "r1" || runs[1].RunID != "r2" {
+		t.Fatalf("runs %+v: want r1 and r2", runs)
+	}
+	if err := os.WriteFile(path, []byte(whole+"\n"+`not a record`+"\n"+next+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readLedger(path); err == nil {
+		t.Fatal("a line that is no record read without error")
 	}
 }
