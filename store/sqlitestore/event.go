@@ -13,8 +13,8 @@ import (
 )
 
 // appendEvent writes one journal entry inside tx, and the inbox
-// notification it calls for (see notify): at once, or with the journal
-// batch tx is collecting.
+// notification it calls for (see notification): at once, or with the
+// journal batch tx is collecting.
 func (s *Store) appendEvent(ctx context.Context, tx *sql.Tx, taskID, typ, actor string, data any, at time.Time) error {
 	return s.appendEventTo(ctx, tx, taskID, typ, actor, data, at, nil)
 }

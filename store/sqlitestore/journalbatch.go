@@ -14,12 +14,12 @@ import (
 //
 // The journal stays in append order: an event appended in the same
 // transaction outside the batch, or one whose id its caller needs, writes
-// the batch first, and so does a read of the journal or the inbox.
+// the batch first, and so does DebounceCount, the one write that reads
+// the journal back.
 
-// journalChunks are the row counts of the prepared multi-row inserts, in
-// powers of two up to maxJournalChunk: a batch of any size is written in
-// at most log2(maxJournalChunk)+1 statements per table and chunk, each
-// parsed once.
+// journalChunkSizes is how many multi-row inserts are prepared per table:
+// of 1, 2, 4 … maxJournalChunk rows. A batch goes out in the largest that
+// fit, each statement parsed once.
 const (
 	journalChunkSizes = 7
 	maxJournalChunk   = 1 << (journalChunkSizes - 1)
