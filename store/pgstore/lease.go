@@ -37,7 +37,12 @@ var claimable = sqlval.StatusList(store.SourcesOf(store.StatusRunning))
 //
 // A claim clears what earlier attempts reserved of the budget and never
 // released: those attempts are over.
-var sqlClaim = `WITH ready AS (` + selectReady("", "id, status") + `
+//
+// A claim that decided its floor from the cached spend guard runs only
+// while the stored guard has the text it was decided from ($7, $8; NULL:
+// the guard was read in this transaction).
+var sqlClaim = `WITH ready AS (` + selectReady(`
+		  AND ($7::text IS NULL OR (SELECT limits::text = $7 AND state::text = $8 FROM spend_guard WHERE id = 1))`, "id, status") + `
 		FOR UPDATE SKIP LOCKED
 	)
 	UPDATE tasks SET ` + claimSet + `
@@ -129,29 +134,20 @@ func (s *Store) claim(ctx context.Context, owner string, agents []string, limit 
 		// per claim. The settings hold for the claim alone.
 		tx.queue(`SET LOCAL enable_bitmapscan = off`)
 		tx.queue(`SET LOCAL enable_sort = off`)
-		floor, ok, err := claimFloor(ctx, tx, at)
-		if err != nil || !ok {
-			return err // the spend guard holds every task
-		}
 		from := map[string]store.Status{}
 		if len(limits) == 0 {
-			var rows pgx.Rows
-			if rows, err = tx.Query(ctx, sqlClaim, at, agents, limit, floor, owner, expires); err != nil {
+			var err error
+			if claimed, err = s.claimReady(ctx, tx, owner, agents, limit, at, expires, from); err != nil {
 				return err
 			}
-			claimed, err = collect(rows, func(r pgx.Row) (*store.Task, error) {
-				var st store.Status
-				t, err := scanTask(prefixScanner{r, &st})
-				if err == nil {
-					from[t.ID] = st
-				}
-				return t, err
-			})
 		} else {
-			claimed, err = claimLimited(ctx, tx, owner, agents, limit, limits, floor, at, expires, from)
-		}
-		if err != nil {
-			return err
+			floor, ok, err := claimFloor(ctx, tx, at)
+			if err != nil || !ok {
+				return err // the spend guard holds every task
+			}
+			if claimed, err = claimLimited(ctx, tx, owner, agents, limit, limits, floor, at, expires, from); err != nil {
+				return err
+			}
 		}
 		tx.queue(`RESET enable_bitmapscan`)
 		tx.queue(`RESET enable_sort`)
@@ -164,6 +160,54 @@ func (s *Store) claim(ctx context.Context, owner string, agents []string, limit 
 		return nil
 	})
 	return claimed, err
+}
+
+// claimReady claims up to limit ready tasks with sqlClaim, recording in
+// from the status each is claimed from. Its floor comes from the cached
+// spend guard while the stored one is unchanged; a claim under the cache
+// that finds nothing reads the guard, and claims again if it had changed.
+func (s *Store) claimReady(ctx context.Context, tx *txn, owner string, agents []string, limit int, at, expires time.Time, from map[string]store.Status) ([]*store.Task, error) {
+	claim := func(floor int64, text *guardText) ([]*store.Task, error) {
+		var limits, state *string
+		if text != nil {
+			limits, state = &text.limits, &text.state
+		}
+		rows, err := tx.Query(ctx, sqlClaim, at, agents, limit, floor, owner, expires, limits, state)
+		if err != nil {
+			return nil, err
+		}
+		return collect(rows, func(r pgx.Row) (*store.Task, error) {
+			var st store.Status
+			t, err := scanTask(prefixScanner{r, &st})
+			if err == nil {
+				from[t.ID] = st
+			}
+			return t, err
+		})
+	}
+	floor, text, cached, ok, err := s.claimGuard(ctx, tx, at, false)
+	if err != nil {
+		return nil, err
+	}
+	var claimed []*store.Task
+	if ok {
+		var checked *guardText
+		if cached {
+			checked = &text
+		}
+		if claimed, err = claim(floor, checked); err != nil {
+			return nil, err
+		}
+	}
+	if len(claimed) > 0 || !cached {
+		return claimed, nil
+	}
+	// The cache may be stale: an empty queue, or a guard that changed.
+	was := text
+	if floor, text, _, ok, err = s.claimGuard(ctx, tx, at, true); err != nil || !ok || text == was {
+		return nil, err // nothing ready, or the spend guard holds every task
+	}
+	return claim(floor, nil)
 }
 
 // claimLimited claims as sqlClaim does, held to concurrency limits (see

@@ -202,7 +202,7 @@ func TestClaimLaneHeadsRace(t *testing.T) {
 	tx, err := b.first.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	rows, err := tx.Query(ctx, sqlClaim, at, nil, 10, minPriority, "first", at.Add(time.Minute))
+	rows, err := tx.Query(ctx, sqlClaim, at, nil, 10, minPriority, "first", at.Add(time.Minute), nil, nil)
 	require.NoError(t, err)
 	var n int
 	for rows.Next() {

@@ -51,6 +51,8 @@ type Store struct {
 	// channel carries signals between the processes sharing the schema.
 	channel string
 	clock   *dbClock
+	// guard is the spend guard as the last claim read it (see claimGuard).
+	guard guardCache
 	// listening, when set, is called each time a listener starts
 	// listening: a hook for tests.
 	listening func()

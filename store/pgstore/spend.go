@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,14 +38,49 @@ func (r guardReader) ReadSpendGuard(ctx context.Context) (*store.SpendGuardRow, 
 }
 
 func (r guardReader) readGuard(ctx context.Context, query string) (*store.SpendGuardRow, error) {
+	g, _, err := r.readGuardText(ctx, query)
+	return g, err
+}
+
+// readGuardText is readGuard that also returns the text the guard was
+// decoded from.
+func (r guardReader) readGuardText(ctx context.Context, query string) (*store.SpendGuardRow, guardText, error) {
 	var (
-		limits, state string
-		declared      *string
+		text     guardText
+		declared *string
 	)
-	if err := r.q.QueryRow(ctx, query).Scan(&limits, &declared, &state); err != nil {
-		return nil, fmt.Errorf("read spend guard: %w", err)
+	if err := r.q.QueryRow(ctx, query).Scan(&text.limits, &declared, &text.state); err != nil {
+		return nil, text, fmt.Errorf("read spend guard: %w", err)
 	}
-	return store.DecodeSpendGuardRow([]byte(limits), []byte(state), deref(declared))
+	g, err := store.DecodeSpendGuardRow([]byte(text.limits), []byte(text.state), deref(declared))
+	return g, text, err
+}
+
+// guardText is the spend guard's limits and state as stored: what a claim
+// floor is decided from.
+type guardText struct{ limits, state string }
+
+// guardCache is the spend guard as a claim last read it. A claim decides
+// its floor from it and runs only while the stored guard still has the
+// same text (see sqlClaim), so the guard is read and decoded again only
+// when it has changed, or when a claim finds nothing.
+type guardCache struct {
+	mu    sync.Mutex
+	row   *store.SpendGuardRow
+	text  guardText
+	valid bool
+}
+
+func (c *guardCache) get() (*store.SpendGuardRow, guardText, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.row, c.text, c.valid
+}
+
+func (c *guardCache) set(row *store.SpendGuardRow, text guardText) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.row, c.text, c.valid = row, text, true
 }
 
 func (r guardReader) SpendIn(ctx context.Context, day, month store.SpendPeriod) (d, m float64, err error) {
@@ -147,6 +183,22 @@ func (x moneyTx) AppendSpendAlert(_ context.Context, data *store.BudgetAlertData
 // guard (see store.ClaimFloor); ok is false when nothing may be claimed.
 func claimFloor(ctx context.Context, tx *txn, at time.Time) (floor int64, ok bool, err error) {
 	return store.ClaimFloor(ctx, guardReader{tx}, at, minPriority)
+}
+
+// claimGuard is the guard a claim at at decides its floor from: the cached
+// one unless fresh is set or there is none, else the stored one, read in
+// tx and cached. ok is false when nothing may be claimed.
+func (s *Store) claimGuard(ctx context.Context, tx *txn, at time.Time, fresh bool) (floor int64, text guardText, cached, ok bool, err error) {
+	row, text, cached := s.guard.get()
+	if fresh || !cached {
+		if row, text, err = (guardReader{tx}).readGuardText(ctx, sqlGuard); err != nil {
+			return 0, text, false, false, err
+		}
+		s.guard.set(row, text)
+		cached = false
+	}
+	floor, ok = row.ClaimFloor(at, minPriority)
+	return floor, text, cached, ok, nil
 }
 
 // minPriority is the lowest priority the priority column (integer) holds,

@@ -343,6 +343,28 @@ func testSpendGuard(t *testing.T, newDatabase NewDatabaseFunc) {
 		require.Zero(t, g.ReservedUSD)
 	})
 
+	// A daemon's claims follow the guard as it is stored, not as the
+	// daemon last read it: a pause or a resume another daemon wrote holds
+	// or frees the next claim.
+	t.Run("ClaimsFollowAGuardAnotherDaemonChanged", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, newDatabase)
+		b.setGuard(t, limits(0.10, 0, store.OnLimitPauseAll))
+		other := &testBundle{ctx: b.ctx, store: b.open(), open: b.open}
+		tasks := b.insertN(t, 3, store.TaskInsertParams{})
+		first := b.claimOne(t, tasks[0].ID, store.TaskLeaseManyParams{Limit: 1}) // reads the guard: not paused
+		spender := other.claimOne(t, tasks[1].ID, store.TaskLeaseManyParams{Limit: 1})
+		require.NoError(t, other.paidStep(t, spender, 1, 0.10, at(time.Minute)))
+		require.True(t, b.guard(t, at(time.Minute)).Paused)
+		b.requireNoClaim(t, at(2*time.Minute))
+
+		_, err := other.store.SpendGuardResume(b.ctx, &store.SpendGuardResumeParams{Actor: "user", Now: at(3 * time.Minute)})
+		require.NoError(t, err)
+		got := b.claim(t, store.TaskLeaseManyParams{Now: at(4 * time.Minute)})
+		require.Equal(t, []string{tasks[2].ID}, taskIDs(got), "the resume frees the next claim")
+		require.NotNil(t, first)
+	})
+
 	t.Run("PauseNonCriticalLetsCriticalTasksRun", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, newDatabase)
