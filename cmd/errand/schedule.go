@@ -319,10 +319,16 @@ func zone(sc *api.Schedule) *time.Location {
 	return loc
 }
 
-// whenText is a time of a schedule in its zone, and how far off it is.
+// whenText is a time of a schedule in its zone, and how far off it is; to
+// the second when the schedule's runs need seconds to tell apart (a run
+// every 10 s that falls on a whole minute is still shown to the second).
 func (a *app) whenText(sc *api.Schedule, t time.Time) string {
 	layout := "2006-01-02 15:04 MST"
-	if subMinute([]time.Time{t}) {
+	runs := nextRuns(sc, 2) // from sc's next run, which t is
+	if len(runs) == 0 {
+		runs = []time.Time{t}
+	}
+	if subMinute(runs) {
 		layout = "2006-01-02 15:04:05 MST"
 	}
 	s, at := t.In(zone(sc)).Format(layout), a.now()

@@ -370,3 +370,15 @@ func TestScheduleShowSecondsAndOverlap(t *testing.T) {
 	require.Contains(t, r.stderr, "overlap")
 	require.Contains(t, r.stderr, `"sometimes" is not skip, buffer_one, allow_all or cancel_previous`)
 }
+
+// A run every 10 s shows its next run to the second even when that run
+// falls on a whole minute; a run each hour does not.
+func TestNextRunOnAWholeMinuteKeepsItsSeconds(t *testing.T) {
+	t.Parallel()
+	a := &app{env: testEnv(nil)}
+	onTheMinute := now.Add(time.Minute) // 12:01:00
+	every10s := &api.Schedule{Kind: errand.ScheduleInterval, Spec: json.RawMessage(`"10s"`), Enabled: true, NextRunAt: &onTheMinute}
+	require.Equal(t, "next run 2025-03-01 12:01:00 UTC (in 1m)", a.nextRunText(every10s))
+	hourly := &api.Schedule{Kind: errand.ScheduleInterval, Spec: json.RawMessage(`"1h"`), Enabled: true, NextRunAt: &onTheMinute}
+	require.Equal(t, "next run 2025-03-01 12:01 UTC (in 1m)", a.nextRunText(hourly))
+}
