@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -125,6 +126,9 @@ func (c *processConn) Close() error {
 	c.once.Do(func() {
 		c.err = c.Connection.Close()
 		killGroup(c.cmd)
+		if isUnreaped(c.err) {
+			awaitExit(c.cmd, killWait)
+		}
 		c.release()
 	})
 	var exit *exec.ExitError
@@ -133,6 +137,10 @@ func (c *processConn) Close() error {
 	}
 	return c.err
 }
+
+// killWait bounds how long Close waits for a server the SDK sent SIGKILL
+// to end: one that has not ended by then is stuck in the kernel.
+const killWait = 5 * time.Second
 
 // isUnreaped tells the SDK's error for a server it sent SIGKILL and did
 // not see reaped within StopTimeout, which a loaded machine can take: the

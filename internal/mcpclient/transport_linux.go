@@ -4,6 +4,9 @@ import (
 	"os/exec"
 	"runtime"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // procAttr puts a command server in its own process group, so stopping it
@@ -41,5 +44,31 @@ func startOnThread(start func() error) (release func(), err error) {
 func killGroup(cmd *exec.Cmd) {
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// awaitExit waits, at most bound, for a server sent SIGKILL to end: on a
+// loaded machine the kernel may take a while to end it after the SDK has
+// stopped waiting. A pidfd is readable once its process has ended, and
+// polling it reaps nothing: the SDK's own wait still does.
+func awaitExit(cmd *exec.Cmd, bound time.Duration) {
+	if cmd.Process == nil {
+		return
+	}
+	fd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		return // reaped already
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	deadline := time.Now().Add(bound)
+	for {
+		ms := int(time.Until(deadline).Milliseconds())
+		if ms <= 0 {
+			return
+		}
+		if _, err := unix.Poll(fds, ms); err != unix.EINTR {
+			return
+		}
 	}
 }

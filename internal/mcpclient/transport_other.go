@@ -5,6 +5,7 @@ package mcpclient
 import (
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // procAttr is empty where there are no process groups: stopping a server
@@ -19,3 +20,6 @@ func startOnThread(start func() error) (release func(), err error) {
 }
 
 func killGroup(*exec.Cmd) {}
+
+// awaitExit has no way here to wait for a process it does not reap.
+func awaitExit(*exec.Cmd, time.Duration) {}
