@@ -8,10 +8,11 @@ import (
 	"github.com/errandhq/errand/store"
 )
 
-// finished and unfinished render the terminal statuses and the others.
+// finishedTask is the condition of the tasks_finished index, word for word
+// so that the planner takes it; unfinished renders the open statuses.
 var (
-	finished   = statusList([]store.Status{store.StatusCompleted, store.StatusFailed, store.StatusCancelled})
-	unfinished = func() string {
+	finishedTask = `t.status = 'completed' OR t.status = 'failed' OR t.status = 'cancelled'`
+	unfinished   = func() string {
 		var open []store.Status
 		for _, st := range store.AllStatuses {
 			if !st.Terminal() {
@@ -24,7 +25,7 @@ var (
 
 // sqlPurgeCandidates picks the oldest finished tasks nothing open refers to.
 var sqlPurgeCandidates = `SELECT t.id FROM tasks t INDEXED BY tasks_finished
-	WHERE t.status IN (` + finished + `) AND t.finished_at < ?1
+	WHERE (` + finishedTask + `) AND t.finished_at < ?1
 	  AND NOT EXISTS (SELECT 1 FROM tasks p WHERE p.id = t.parent_id AND p.status IN (` + unfinished + `))
 	  AND NOT EXISTS (SELECT 1 FROM tasks c INDEXED BY tasks_parent WHERE c.parent_id = t.id AND c.status IN (` + unfinished + `))
 	  AND NOT EXISTS (SELECT 1 FROM task_dependencies d INDEXED BY task_dependencies_blocker JOIN tasks l ON l.id = d.task_id

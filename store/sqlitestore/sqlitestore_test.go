@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -180,4 +181,29 @@ func TestMigrationKeepsAWaitingAttempt(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, again, 1)
 	require.Equal(t, 1, again[0].Attempt, "the wait used no attempt: 1 of 1 goes on")
+}
+
+// SQLite evaluates an IN list of three or more values through a temporary
+// table it builds each time; a partial index's condition is evaluated for
+// the row before and after every write of a task, so such a list there
+// costs every claim and finish two of them per task.
+func TestStatusWritesBuildNoTemporaryTables(t *testing.T) {
+	t.Parallel()
+	s := openTest(t)
+	ctx := t.Context()
+	rows, err := s.writer.QueryContext(ctx, `EXPLAIN `+sqlFinish, make([]any, 11)...)
+	require.NoError(t, err)
+	defer rows.Close()
+	cols, err := rows.Columns()
+	require.NoError(t, err)
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		require.NoError(t, rows.Scan(ptrs...))
+		require.NotEqual(t, "OpenEphemeral", fmt.Sprint(vals[1]), "the finish's update builds a temporary table (at address %v)", vals[0])
+	}
+	require.NoError(t, rows.Err())
 }

@@ -1,0 +1,2 @@
+DROP INDEX tasks_finished;
+CREATE INDEX tasks_finished ON tasks (finished_at) WHERE status IN ('completed', 'failed', 'cancelled');
