@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"runtime/debug"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,4 +48,19 @@ func TestBadFlagsAreErrors(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		require.Error(t, run(t.Context(), args, &stdout, &stderr), args)
 	}
+}
+
+// The binary collects at GOGC=200 unless the operator sets GOGC, whose
+// value (even Go's default, written out) then stands.
+func TestGCPaceFollowsGOGC(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(before) })
+
+	unset := func(string) (string, bool) { return "", false }
+	require.Equal(t, defaultGCPercent, tuneGC(unset))
+	require.Equal(t, defaultGCPercent, debug.SetGCPercent(100), "the pace in force")
+
+	set := func(k string) (string, bool) { return "100", k == "GOGC" }
+	require.Equal(t, 0, tuneGC(set))
+	require.Equal(t, 100, debug.SetGCPercent(100), "GOGC=100 stands")
 }
