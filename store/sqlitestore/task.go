@@ -63,10 +63,10 @@ func scanTask(r rowScanner) (*store.Task, error) {
 	t.DebounceKey = debounceKey.String
 	t.Input = json.RawMessage(input)
 	t.Metadata = json.RawMessage(metadata)
-	if err := json.Unmarshal([]byte(tags), &t.Tags); err != nil {
+	if err := unmarshalList(tags, &t.Tags); err != nil {
 		return nil, fmt.Errorf("task %s tags: %w", t.ID, err)
 	}
-	if err := json.Unmarshal([]byte(dependsOn), &t.DependsOn); err != nil {
+	if err := unmarshalList(dependsOn, &t.DependsOn); err != nil {
 		return nil, fmt.Errorf("task %s depends_on: %w", t.ID, err)
 	}
 	if progress.Valid {
@@ -118,6 +118,17 @@ func scanTask(r rowScanner) (*store.Task, error) {
 	t.StartedAt = nullMicros(startedAt)
 	t.FinishedAt = nullMicros(finishedAt)
 	return &t, nil
+}
+
+// unmarshalList decodes a stored list of strings. The empty list, which
+// almost every task stores for its tags and dependencies, is read without
+// a JSON decoder: a claim reads many tasks in the writer's turn.
+func unmarshalList(stored string, list *[]string) error {
+	if stored == "[]" {
+		*list = []string{}
+		return nil
+	}
+	return json.Unmarshal([]byte(stored), list)
 }
 
 // collect scans every row with scan and closes rows.
