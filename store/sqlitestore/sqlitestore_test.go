@@ -207,3 +207,16 @@ func TestStatusWritesBuildNoTemporaryTables(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 }
+
+// The finished-task index's condition, spelled out, names exactly the
+// terminal statuses.
+func TestFinishedIndexNamesTheTerminalStatuses(t *testing.T) {
+	t.Parallel()
+	for _, st := range store.AllStatuses {
+		require.Equal(t, st.Terminal(), strings.Contains(finishedTask, "'"+string(st)+"'"), "status %s", st)
+	}
+	var index string
+	s := openTest(t)
+	require.NoError(t, s.writer.QueryRowContext(t.Context(), `SELECT sql FROM sqlite_schema WHERE name = 'tasks_finished'`).Scan(&index))
+	require.Contains(t, strings.Join(strings.Fields(index), " "), strings.ReplaceAll(finishedTask, "t.status", "status"))
+}
