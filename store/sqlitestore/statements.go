@@ -13,6 +13,7 @@ type statements struct {
 	selectReady        *sql.Stmt
 	selectReadyLimited *sql.Stmt
 	claim              *sql.Stmt
+	claimed            *sql.Stmt
 	renew              *sql.Stmt
 	leaseState         *sql.Stmt
 	finishStates       *sql.Stmt
@@ -75,6 +76,7 @@ func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
 		{&st.selectReady, sqlSelectReady},
 		{&st.selectReadyLimited, sqlSelectReadyLimited},
 		{&st.claim, sqlClaim},
+		{&st.claimed, sqlClaimed},
 		{&st.renew, sqlRenew},
 		{&st.leaseState, sqlLeaseState},
 		{&st.finishStates, sqlFinishStates},
