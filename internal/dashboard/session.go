@@ -124,7 +124,10 @@ func (s *sessions) check(value string) (session, bool) {
 	enc := base64.RawURLEncoding
 	payload, err1 := enc.DecodeString(p)
 	mac, err2 := enc.DecodeString(sig)
-	if err1 != nil || err2 != nil || len(payload) != 8+16 || !hmac.Equal(mac, s.sign("session", payload)) {
+	// The decoder skips line breaks and unused trailing bits: only the
+	// spelling issue wrote is accepted, not another that decodes the same.
+	if err1 != nil || err2 != nil || enc.EncodeToString(payload) != p || enc.EncodeToString(mac) != sig ||
+		len(payload) != 8+16 || !hmac.Equal(mac, s.sign("session", payload)) {
 		return session{}, false
 	}
 	sess := session{expires: time.Unix(int64(binary.BigEndian.Uint64(payload)), 0), nonce: payload[8:]}
